@@ -1,0 +1,94 @@
+"""Plain-dict form of slots and messages, shared by every engine that stores documents.
+
+Field names follow OpenIM's BSON (``msg``, ``revoke``, ``del_list``, ``is_read``); imbucket
+adds ``purged`` and ``read_by``. ``conversation_id`` is not stored inside a message: it is
+implied by the bucket or row that holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.model import Message, Revoke, Role, Slot
+
+MESSAGE_FIELDS = (
+    "seq",
+    "send_id",
+    "recv_id",
+    "group_id",
+    "client_msg_id",
+    "server_msg_id",
+    "session_type",
+    "content_type",
+    "content",
+    "send_time",
+    "create_time",
+    "status",
+    "sender_nickname",
+    "sender_platform_id",
+    "options",
+    "ex",
+)
+
+Doc = dict[str, Any]
+
+
+def message_to_doc(message: Message) -> Doc:
+    """A message as a plain dict (without conversation_id)."""
+    doc = {name: getattr(message, name) for name in MESSAGE_FIELDS}
+    doc["options"] = dict(message.options)
+    doc["session_type"] = int(message.session_type)
+    doc["content_type"] = int(message.content_type)
+    return doc
+
+
+def message_from_doc(conversation_id: str, doc: Doc) -> Message:
+    """Rebuild a message stored by message_to_doc."""
+    return Message(conversation_id=conversation_id, **{name: doc[name] for name in MESSAGE_FIELDS})
+
+
+def revoke_to_doc(revoke: Revoke) -> Doc:
+    """A revoke as a plain dict."""
+    return {
+        "user_id": revoke.user_id,
+        "role": int(revoke.role),
+        "nickname": revoke.nickname,
+        "time": revoke.time,
+    }
+
+
+def revoke_from_doc(doc: Doc) -> Revoke:
+    """Rebuild a revoke stored by revoke_to_doc."""
+    return Revoke(doc["user_id"], Role(doc["role"]), doc["nickname"], doc["time"])
+
+
+def slot_to_doc(slot: Slot) -> Doc:
+    """A slot as a plain dict; every key is present, as in OpenIM's empty-slot shape."""
+    return {
+        "msg": None if slot.message is None else message_to_doc(slot.message),
+        "revoke": None if slot.revoke is None else revoke_to_doc(slot.revoke),
+        "del_list": sorted(slot.deleted_by),
+        "is_read": slot.is_read,
+        "purged": slot.purged,
+        "read_by": sorted(slot.read_by),
+    }
+
+
+def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
+    """Rebuild a slot; missing keys read as empty (OpenIM's purged slot is just ``{msg: null}``)."""
+    if not doc:
+        return Slot()
+    msg, revoke = doc.get("msg"), doc.get("revoke")
+    return Slot(
+        message=None if msg is None else message_from_doc(conversation_id, msg),
+        revoke=None if revoke is None else revoke_from_doc(revoke),
+        deleted_by=frozenset(doc.get("del_list") or ()),
+        is_read=bool(doc.get("is_read")),
+        purged=bool(doc.get("purged")),
+        read_by=frozenset(doc.get("read_by") or ()),
+    )
+
+
+def conversation_of(doc_id: str) -> str:
+    """The conversation id part of a doc_id (``"{conversation_id}:{index}"``)."""
+    return doc_id.rsplit(":", 1)[0]

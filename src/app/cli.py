@@ -1,0 +1,137 @@
+"""The imbucket command line: demo, inspect, backends (and bench)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from adapters.codec import slot_to_doc
+from app import open_service
+from app.demo import DEMO_CONVERSATION, USERS, describe, play, views
+from app.service import MessageService
+from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from domain.errors import ImbucketError
+from domain.projection import MessageView, Tombstone
+
+cli = typer.Typer(
+    help="imbucket: an IM message store on OpenIM's bucket layout.", no_args_is_help=True
+)
+console = Console(width=120) if not Console().is_terminal else Console()
+
+_STYLES = {
+    "deleted": "red",
+    "cleared": "yellow",
+    "purged": "magenta",
+    "missing": "bright_black",
+    "unallocated": "bright_black",
+}
+
+
+def _open() -> MessageService:
+    try:
+        return open_service()
+    except ImbucketError as error:
+        console.print(f"[red]cannot open the store:[/] {error}")
+        raise typer.Exit(2) from None
+
+
+def _backend_line() -> str:
+    settings = load_settings()
+    url = f" @ {settings.store.url}" if settings.store.url else ""
+    return f"store [bold]{settings.store.backend}[/]{url}, cache [bold]{settings.cache.backend}[/]"
+
+
+@cli.command()
+def demo() -> None:
+    """Play the article's scenario and show what each user sees for the same seqs."""
+    with _open() as service:
+        replayed = play(service)
+        result = views(service, replayed)
+        table = Table(
+            title=f"{DEMO_CONVERSATION}: one stored fact, one view per user",
+            caption=f"doc:slot = bucket {DEMO_CONVERSATION}:<doc> and its slot",
+        )
+        table.add_column("seq", justify="right")
+        table.add_column("doc:slot")
+        for user in USERS:
+            table.add_column(user + (" (owner)" if user == "olivia" else ""))
+        for row, seq in enumerate(result.seqs):
+            location = f"{service.layout.doc_index(seq)}:{service.layout.slot_index(seq)}"
+            cells = []
+            for user in USERS:
+                entry = result.views[user][row]
+                style = "cyan" if isinstance(entry, MessageView) and entry.revoked else ""
+                if isinstance(entry, Tombstone):
+                    style = _STYLES[entry.reason.value]
+                text = escape(describe(entry))
+                cells.append(f"[{style}]{text}[/]" if style else text)
+            table.add_row(str(seq), location, *cells)
+        console.print(_backend_line())
+        if not replayed:
+            console.print("(the demo conversation was already stored here; showing it as it is)")
+        console.print(table)
+        console.print(
+            "dave cleared his history after seq 4; bob deleted seq 5 for himself; carol revoked "
+            "seq 6; seq 7 was allocated but never stored; olivia purged seq 151; "
+            "153 is beyond max_seq."
+        )
+
+
+@cli.command()
+def inspect(
+    conversation: Annotated[str, typer.Argument(help="conversation id")],
+    seq: Annotated[int, typer.Argument(help="message seq")],
+) -> None:
+    """Show where a seq lives (doc_id, slot) and the raw slot stored there."""
+    with _open() as service:
+        if conversation == DEMO_CONVERSATION and load_settings().store.backend == "memory":
+            play(service)
+            console.print("(memory backend keeps nothing between runs: the demo was played first)")
+        try:
+            found = service.inspect(conversation, seq)
+        except ImbucketError as error:
+            console.print(f"[red]{type(error).__name__}:[/] {error}")
+            raise typer.Exit(2) from None
+        console.print(_backend_line())
+        console.print(f"conversation  {found.conversation_id}  (max_seq {found.max_seq})")
+        console.print(f"seq           {found.seq}")
+        console.print(f"doc index     {found.doc_index}   = (seq - 1) // {service.layout.size}")
+        console.print(f"slot index    {found.slot_index}   = (seq - 1) % {service.layout.size}")
+        console.print(f"doc_id        {found.doc_id}")
+        if found.slot is None:
+            console.print("stored slot   (nothing stored: an empty slot)")
+        else:
+            console.print("stored slot")
+            console.print_json(json.dumps(slot_to_doc(found.slot)))
+
+
+@cli.command()
+def backends() -> None:
+    """List the backends and check that the configured one is reachable."""
+    settings = load_settings()
+    table = Table(title="backends")
+    table.add_column("kind")
+    table.add_column("id")
+    table.add_column("configured")
+    for name in STORE_BACKENDS:
+        table.add_row("store", name, "yes" if name == settings.store.backend else "")
+    for name in CACHE_BACKENDS:
+        table.add_row("cache", name, "yes" if name == settings.cache.backend else "")
+    console.print(table)
+    try:
+        with open_service() as service:
+            service.max_seq("imbucket-healthcheck")
+        console.print(f"[green]reachable[/]: {_backend_line()}")
+    except ImbucketError as error:
+        console.print(f"[red]unreachable[/]: {_backend_line()}: {error}")
+        raise typer.Exit(1) from None
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

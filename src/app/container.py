@@ -1,0 +1,54 @@
+"""Dependency-injector container: picks adapters from config without touching unselected ones.
+
+Backend factories live in ``app.backends`` and import their drivers only when called, so a
+configuration naming ``memory`` never imports pymongo or connects anywhere.
+"""
+
+from __future__ import annotations
+
+from dependency_injector import containers, providers
+
+from app import backends
+from app.service import MessageService
+from domain.layout import BucketLayout
+from domain.model import Limits
+
+
+def _backend_selector(
+    config: providers.Configuration, layout: providers.Provider[BucketLayout]
+) -> providers.Selector[backends.Backend]:
+    choices = {
+        name: providers.Singleton(factory, url=config.store.url, layout=layout)
+        for name, factory in backends.STORE_FACTORIES.items()
+    }
+    return providers.Selector(config.store.backend, **choices)
+
+
+class Container(containers.DeclarativeContainer):
+    """Wires MessageService from a config dict shaped like ``app.settings.Settings``."""
+
+    config = providers.Configuration(strict=True)
+
+    layout = providers.Singleton(BucketLayout, size=config.store.bucket_size)
+    limits = providers.Singleton(
+        Limits,
+        max_id_length=config.limits.max_id_length,
+        max_content_bytes=config.limits.max_content_bytes,
+        max_seqs_per_call=config.limits.max_seqs_per_call,
+    )
+
+    backend = _backend_selector(config, layout)
+    store = providers.Selector(
+        config.cache.backend,
+        none=providers.Callable(backends.store_of, backend),
+        redis=providers.Singleton(
+            backends.redis_cached_store,
+            backend=backend,
+            url=config.cache.url,
+            ttl_seconds=config.cache.ttl_seconds,
+            key_prefix=config.cache.key_prefix,
+        ),
+    )
+    seqs = providers.Callable(backends.seqs_of, backend)
+
+    service = providers.Singleton(MessageService, store=store, seqs=seqs, limits=limits)

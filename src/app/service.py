@@ -1,0 +1,284 @@
+"""MessageService: the use cases, on top of a MessageStore and a SeqStore."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from domain import policy
+from domain.errors import InvalidArgument, InvalidMessage, SeqNotAllocated, WriteConflict
+from domain.layout import BucketLayout
+from domain.model import (
+    DEFAULT_LIMITS,
+    Actor,
+    Draft,
+    InsertResult,
+    Limits,
+    Message,
+    Role,
+    Slot,
+    StoreStats,
+    Watermarks,
+    check_actor,
+    check_bounded_seq,
+    check_draft,
+    check_id,
+    check_message,
+    check_role,
+    check_seqs,
+)
+from domain.projection import Entry, project
+from ports.message_store import MessageStore
+from ports.seq_store import SeqStore
+
+
+def now_ms() -> int:
+    """Current server time in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def new_server_msg_id() -> str:
+    """A fresh server message id."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a seq lives and what is stored there."""
+
+    conversation_id: str
+    seq: int
+    doc_id: str
+    doc_index: int
+    slot_index: int
+    slot: Slot | None
+    max_seq: int
+
+
+class MessageService:
+    """The use cases of DESIGN.md §5. Validates every argument before anything is written."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        seqs: SeqStore,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        clock: Callable[[], int] = now_ms,
+        new_id: Callable[[], str] = new_server_msg_id,
+    ) -> None:
+        self.store = store
+        self.seqs = seqs
+        self.limits = limits
+        self._clock = clock
+        self._new_id = new_id
+
+    @property
+    def layout(self) -> BucketLayout:
+        """The bucket layout of the underlying store."""
+        return self.store.layout
+
+    def send(self, conversation_id: str, drafts: Sequence[Draft]) -> list[Message]:
+        """Allocate seqs for drafts, stamp server time and server_msg_id, and store them."""
+        self._conversation(conversation_id)
+        checked = [check_draft(draft, self.limits) for draft in self._list(drafts, "drafts")]
+        if not checked:
+            return []
+        first = self.seqs.allocate(conversation_id, len(checked))
+        stamp = self._clock()
+        messages = [
+            Message(
+                conversation_id=conversation_id,
+                seq=first + offset,
+                send_id=draft.send_id,
+                client_msg_id=draft.client_msg_id,
+                content=draft.content,
+                recv_id=draft.recv_id,
+                group_id=draft.group_id,
+                server_msg_id=self._new_id(),
+                session_type=draft.session_type,
+                content_type=draft.content_type,
+                send_time=stamp,
+                create_time=stamp,
+                sender_nickname=draft.sender_nickname,
+                sender_platform_id=draft.sender_platform_id,
+                options=dict(draft.options),
+                ex=draft.ex,
+            )
+            for offset, draft in enumerate(checked)
+        ]
+        result = self.store.insert(conversation_id, messages)
+        if len(result.inserted) != len(messages):
+            raise WriteConflict(f"allocated seqs already occupied: {result}")
+        return messages
+
+    def ingest(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
+        """Store messages whose seqs are already set (the consumer path), idempotently.
+
+        max_seq is raised to at least the highest ingested seq.
+        """
+        self._conversation(conversation_id)
+        checked = [
+            check_message(m, conversation_id, self.limits) for m in self._list(messages, "messages")
+        ]
+        seqs = [m.seq for m in checked]
+        if len(set(seqs)) != len(seqs):
+            raise InvalidMessage("a batch must not hold the same seq twice")
+        if not checked:
+            return InsertResult()
+        result = self.store.insert(conversation_id, checked)
+        self.seqs.raise_max_seq(conversation_id, max(seqs))
+        return result
+
+    def pull(self, conversation_id: str, viewer_id: str, seqs: Sequence[int]) -> list[Entry]:
+        """One entry per requested seq, in the order requested, as viewer_id sees it."""
+        self._conversation(conversation_id)
+        self._user(viewer_id, "viewer_id")
+        return self._pull(conversation_id, viewer_id, check_seqs(seqs, self.limits))
+
+    def pull_range(
+        self, conversation_id: str, viewer_id: str, first: int, last: int
+    ) -> list[Entry]:
+        """Entries for seqs first..last inclusive, ascending."""
+        self._conversation(conversation_id)
+        self._user(viewer_id, "viewer_id")
+        first, last = check_bounded_seq(first), check_bounded_seq(last)
+        if last < first:
+            raise InvalidArgument(f"last ({last}) is before first ({first})")
+        if last - first + 1 > self.limits.max_seqs_per_call:
+            raise InvalidArgument(f"at most {self.limits.max_seqs_per_call} seqs per call")
+        return self._pull(conversation_id, viewer_id, list(range(first, last + 1)))
+
+    def pull_latest(self, conversation_id: str, viewer_id: str, count: int = 20) -> list[Entry]:
+        """The newest count seqs the viewer has not cleared, ascending."""
+        self._conversation(conversation_id)
+        self._user(viewer_id, "viewer_id")
+        if type(count) is not int or not 1 <= count <= self.limits.max_seqs_per_call:
+            raise InvalidArgument(f"count must be an int in 1..{self.limits.max_seqs_per_call}")
+        marks = self.seqs.watermarks(conversation_id, viewer_id)
+        first = max(marks.max_seq - count + 1, marks.floor, 1)
+        seqs = list(range(first, marks.max_seq + 1))
+        return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
+
+    def revoke(
+        self,
+        conversation_id: str,
+        seq: int,
+        actor: Actor,
+        *,
+        sender_role: Role = Role.MEMBER,
+        nickname: str = "",
+    ) -> bool:
+        """Revoke seq for everyone. Returns False when it was already revoked (or purged)."""
+        self._conversation(conversation_id)
+        check_actor(actor, self.limits)
+        check_role(sender_role)
+        if not isinstance(nickname, str) or len(nickname) > self.limits.max_id_length:
+            raise InvalidArgument("nickname must be a short str")
+        seq = self._allocated(conversation_id, [seq])[0]
+        slot = self.store.get(conversation_id, [seq]).get(seq)
+        if slot is not None and (slot.purged or slot.revoke is not None):
+            return False
+        policy.check_revoke(actor, None if slot is None else slot.message, sender_role)
+        revoke = policy.make_revoke(actor, nickname, self._clock())
+        return self.store.revoke(conversation_id, seq, revoke)
+
+    def delete_for_me(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Hide seqs from user_id only. Returns how many seqs changed."""
+        self._conversation(conversation_id)
+        self._user(user_id, "user_id")
+        return self.store.delete_for(
+            conversation_id, self._allocated(conversation_id, seqs), user_id
+        )
+
+    def clear_history(self, conversation_id: str, user_id: str) -> int:
+        """Clear the whole history for user_id (one watermark write). Returns the new floor."""
+        self._conversation(conversation_id)
+        self._user(user_id, "user_id")
+        floor = self.seqs.max_seq(conversation_id) + 1
+        return self.seqs.raise_user_min_seq(conversation_id, user_id, floor)
+
+    def clear_for_everyone(self, conversation_id: str, actor: Actor) -> int:
+        """Clear the history for every member (owner or app admin). Returns the new floor."""
+        self._conversation(conversation_id)
+        policy.check_moderator(check_actor(actor, self.limits), "clear for everyone")
+        return self.seqs.raise_min_seq(conversation_id, self.seqs.max_seq(conversation_id) + 1)
+
+    def purge(self, conversation_id: str, seqs: Sequence[int], actor: Actor) -> int:
+        """Physically delete seqs (owner or app admin); final. Returns how many were purged."""
+        self._conversation(conversation_id)
+        policy.check_moderator(check_actor(actor, self.limits), "physical delete")
+        return self.store.purge(conversation_id, self._allocated(conversation_id, seqs))
+
+    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+        """Mark seqs read by reader_id (never the reader's own messages); raise the read seq."""
+        self._conversation(conversation_id)
+        self._user(reader_id, "reader_id")
+        checked = self._allocated(conversation_id, seqs)
+        changed = self.store.mark_read(conversation_id, checked, reader_id)
+        if checked:
+            self.seqs.raise_read_seq(conversation_id, reader_id, max(checked))
+        return changed
+
+    def max_seq(self, conversation_id: str) -> int:
+        """Highest allocated seq of the conversation (0 if none)."""
+        return self.seqs.max_seq(self._conversation(conversation_id))
+
+    def inspect(self, conversation_id: str, seq: int) -> Location:
+        """Where seq lives (doc_id, slot) and the raw slot stored there, if any."""
+        self._conversation(conversation_id)
+        seq = check_bounded_seq(seq)
+        return Location(
+            conversation_id=conversation_id,
+            seq=seq,
+            doc_id=self.layout.doc_id(conversation_id, seq),
+            doc_index=self.layout.doc_index(seq),
+            slot_index=self.layout.slot_index(seq),
+            slot=self.store.get(conversation_id, [seq]).get(seq),
+            max_seq=self.seqs.max_seq(conversation_id),
+        )
+
+    def stats(self) -> StoreStats:
+        """Storage footprint of the store."""
+        return self.store.stats()
+
+    def close(self) -> None:
+        """Release the store and the seq store."""
+        self.store.close()
+        self.seqs.close()
+
+    def __enter__(self) -> MessageService:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
+        marks = self.seqs.watermarks(conversation_id, viewer_id)
+        return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
+
+    def _load(self, conversation_id: str, seqs: list[int], marks: Watermarks) -> dict[int, Slot]:
+        visible = [seq for seq in seqs if marks.floor <= seq <= marks.max_seq]
+        return self.store.get(conversation_id, visible) if visible else {}
+
+    def _allocated(self, conversation_id: str, seqs: Sequence[int]) -> list[int]:
+        checked = check_seqs(seqs, self.limits)
+        max_seq = self.seqs.max_seq(conversation_id) if checked else 0
+        beyond = [seq for seq in checked if seq > max_seq]
+        if beyond:
+            raise SeqNotAllocated(f"seqs {beyond[:5]} are beyond max_seq {max_seq}")
+        return checked
+
+    def _conversation(self, conversation_id: str) -> str:
+        return check_id(conversation_id, "conversation_id", self.limits)
+
+    def _user(self, user_id: str, what: str) -> str:
+        return check_id(user_id, what, self.limits)
+
+    @staticmethod
+    def _list(items: object, what: str) -> list[object]:
+        if isinstance(items, str | bytes) or not isinstance(items, list | tuple):
+            raise InvalidArgument(f"{what} must be a list")
+        return list(items)

@@ -1,0 +1,1 @@
+"""Pure domain of imbucket: addressing, entities, projection, permissions, errors."""

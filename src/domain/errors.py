@@ -1,0 +1,51 @@
+"""Typed errors raised by imbucket. Every error a caller can provoke is an ImbucketError."""
+
+from __future__ import annotations
+
+
+class ImbucketError(Exception):
+    """Base class of every error imbucket raises on purpose."""
+
+
+class InvalidArgument(ImbucketError, ValueError):
+    """An argument has the wrong type or value; nothing was written."""
+
+
+class InvalidSeq(InvalidArgument):
+    """A seq is not an int >= 1 (bools are refused too)."""
+
+
+class SeqNotAllocated(InvalidArgument):
+    """A seq lies beyond the conversation's max_seq where it must already exist."""
+
+
+class InvalidMessage(InvalidArgument):
+    """A message or draft breaks a rule (ids, content, conversation, seq)."""
+
+
+class ContentTooLarge(InvalidMessage):
+    """A message's content exceeds the configured maximum size."""
+
+
+class ConversationMismatch(InvalidMessage):
+    """A message's conversation_id differs from the conversation of the call."""
+
+
+class NotPermitted(ImbucketError, PermissionError):
+    """The actor's role does not allow the action; nothing was written."""
+
+
+class LayoutMismatch(ImbucketError):
+    """A store was opened with a bucket size different from the one it was created with."""
+
+
+class ConfigError(ImbucketError):
+    """The configuration is invalid or names a backend that cannot be used."""
+
+
+class StoreUnavailable(ImbucketError):
+    """The storage engine could not be reached or failed mid-operation."""
+
+
+class WriteConflict(ImbucketError):
+    """Freshly allocated seqs were found occupied: send and ingest were mixed on one seq range."""

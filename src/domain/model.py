@@ -1,0 +1,360 @@
+"""Entities of the message store: the immutable fact, the mutable tags, and who acts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from domain.errors import ContentTooLarge, ConversationMismatch, InvalidArgument, InvalidMessage
+from domain.layout import check_seq
+
+MAX_INT64 = 2**63 - 1
+
+
+class SessionType(IntEnum):
+    """OpenIM session types."""
+
+    SINGLE = 1
+    WRITE_GROUP = 2
+    GROUP = 3
+    NOTIFICATION = 4
+
+
+GROUP_SESSION_TYPES = frozenset({SessionType.WRITE_GROUP, SessionType.GROUP})
+
+
+class ContentType(IntEnum):
+    """The OpenIM content types imbucket itself needs to know."""
+
+    TEXT = 101
+    QUOTE = 114
+    REVOKE_NOTIFICATION = 2101
+
+
+class Role(IntEnum):
+    """Role of an actor, asserted by the caller's auth layer (values follow OpenIM's levels)."""
+
+    MEMBER = 20
+    ADMIN = 60
+    OWNER = 100
+    APP_ADMIN = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits checked before anything is written."""
+
+    max_id_length: int = 200
+    max_content_bytes: int = 64 * 1024
+    max_seqs_per_call: int = 1000
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who performs an action, and with which role."""
+
+    user_id: str
+    role: Role = Role.MEMBER
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One stored message: the fact, never changed once stored (OpenIM's MsgData)."""
+
+    conversation_id: str
+    seq: int
+    send_id: str
+    client_msg_id: str
+    content: str
+    recv_id: str = ""
+    group_id: str = ""
+    server_msg_id: str = ""
+    session_type: int = SessionType.SINGLE
+    content_type: int = ContentType.TEXT
+    send_time: int = 0
+    create_time: int = 0
+    status: int = 2
+    sender_nickname: str = ""
+    sender_platform_id: int = 0
+    options: Mapping[str, bool] = field(default_factory=dict)
+    ex: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """What a sender submits; ``send`` turns it into a Message with a seq and server times."""
+
+    send_id: str
+    content: str
+    client_msg_id: str
+    content_type: int = ContentType.TEXT
+    session_type: int = SessionType.SINGLE
+    recv_id: str = ""
+    group_id: str = ""
+    sender_nickname: str = ""
+    sender_platform_id: int = 0
+    options: Mapping[str, bool] = field(default_factory=dict)
+    ex: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Revoke:
+    """Who revoked a message, with which role, and when (epoch ms)."""
+
+    user_id: str
+    role: Role
+    nickname: str = ""
+    time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One position of a bucket: the message (if stored) plus the tags other actors wrote.
+
+    ``read_by`` keeps readers who marked the seq read before its message was stored; once
+    the message is known they count as a read when they are not its sender.
+    """
+
+    message: Message | None = None
+    revoke: Revoke | None = None
+    deleted_by: frozenset[str] = frozenset()
+    is_read: bool = False
+    purged: bool = False
+    read_by: frozenset[str] = frozenset()
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing at all is stored here (no message, no tag, not purged)."""
+        return self == EMPTY_SLOT
+
+    @property
+    def read(self) -> bool:
+        """Whether the message counts as read by someone other than its sender."""
+        if self.is_read:
+            return True
+        sender = self.message.send_id if self.message is not None else None
+        return sender is not None and any(reader != sender for reader in self.read_by)
+
+    def patched(self, patch: SlotPatch) -> Slot:
+        """Return the slot with the tag changes of patch applied (set-adds are idempotent)."""
+        if patch.purge:
+            return PURGED_SLOT
+        if self.purged:
+            return self
+        deleted_by, read_by = self.deleted_by, self.read_by
+        if patch.add_deleted_by is not None:
+            deleted_by = deleted_by | {patch.add_deleted_by}
+        if patch.add_read_by is not None:
+            read_by = read_by | {patch.add_read_by}
+        return Slot(
+            message=self.message,
+            revoke=self.revoke,
+            deleted_by=deleted_by,
+            is_read=self.is_read or patch.set_read,
+            purged=False,
+            read_by=read_by,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPatch:
+    """Tag changes for one slot, applied together.
+
+    ``purge`` replaces the whole slot by a purged one and wins over every other field.
+    """
+
+    add_deleted_by: str | None = None
+    add_read_by: str | None = None
+    set_read: bool = False
+    purge: bool = False
+
+
+EMPTY_SLOT = Slot()
+PURGED_SLOT = Slot(purged=True)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    """Outcome of an insert, seqs in input order per category."""
+
+    inserted: tuple[int, ...] = ()
+    duplicates: tuple[int, ...] = ()
+    conflicts: tuple[int, ...] = ()
+    purged: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Storage footprint as reported by the engine."""
+
+    messages: int
+    documents: int
+    data_bytes: int
+    index_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    """The seq bounds a viewer's pull is clamped to."""
+
+    max_seq: int = 0
+    min_seq: int = 0
+    user_min_seq: int = 0
+
+    @property
+    def floor(self) -> int:
+        """Seqs below this are cleared for the viewer."""
+        return max(self.min_seq, self.user_min_seq)
+
+
+def check_id(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    """Return value if it is a usable id: a non-empty printable str within the length limit."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str, got {type(value).__name__}")
+    if not value:
+        raise InvalidArgument(f"{what} must not be empty")
+    if len(value) > limits.max_id_length:
+        raise InvalidArgument(f"{what} is longer than {limits.max_id_length} characters")
+    _check_text(value, what, InvalidArgument, allow_newlines=False)
+    return value
+
+
+def check_ids(values: object, what: str, limits: Limits = DEFAULT_LIMITS) -> list[str]:
+    """Validate a list of ids."""
+    if isinstance(values, str | bytes) or not isinstance(values, list | tuple):
+        raise InvalidArgument(f"{what} must be a list")
+    return [check_id(value, what, limits) for value in values]
+
+
+def check_seqs(seqs: object, limits: Limits = DEFAULT_LIMITS) -> list[int]:
+    """Validate a list of seqs (each an int in 1..2**63-1), keeping order, dropping repeats."""
+    if isinstance(seqs, str | bytes) or not isinstance(seqs, list | tuple | range):
+        raise InvalidArgument(f"seqs must be a list of ints, got {type(seqs).__name__}")
+    if len(seqs) > limits.max_seqs_per_call:
+        raise InvalidArgument(f"at most {limits.max_seqs_per_call} seqs per call")
+    return list(dict.fromkeys(check_bounded_seq(seq) for seq in seqs))
+
+
+def check_bounded_seq(seq: object) -> int:
+    """check_seq, also refusing seqs that do not fit a signed 64-bit integer."""
+    value = check_seq(seq)
+    if value > MAX_INT64:
+        raise InvalidArgument(f"seq {value} does not fit in 64 bits")
+    return value
+
+
+def check_role(role: object) -> Role:
+    """Return role as a Role, or raise InvalidArgument."""
+    if isinstance(role, bool) or not isinstance(role, int):
+        raise InvalidArgument(f"role must be a Role, got {type(role).__name__}")
+    try:
+        return Role(role)
+    except ValueError:
+        raise InvalidArgument(f"unknown role {role!r}") from None
+
+
+def check_actor(actor: object, limits: Limits = DEFAULT_LIMITS) -> Actor:
+    """Return actor if it is a well-formed Actor."""
+    if not isinstance(actor, Actor):
+        raise InvalidArgument(f"actor must be an Actor, got {type(actor).__name__}")
+    check_id(actor.user_id, "actor.user_id", limits)
+    check_role(actor.role)
+    return actor
+
+
+def check_message(
+    message: object, conversation_id: str, limits: Limits = DEFAULT_LIMITS
+) -> Message:
+    """Validate one message for ``conversation_id`` before anything is written."""
+    if not isinstance(message, Message):
+        raise InvalidMessage(f"expected a Message, got {type(message).__name__}")
+    if message.conversation_id != conversation_id:
+        raise ConversationMismatch(
+            f"message for {message.conversation_id!r} given to conversation {conversation_id!r}"
+        )
+    check_bounded_seq(message.seq)
+    _check_fields(message, limits)
+    return message
+
+
+def check_draft(draft: object, limits: Limits = DEFAULT_LIMITS) -> Draft:
+    """Validate one draft before seqs are allocated for it."""
+    if not isinstance(draft, Draft):
+        raise InvalidMessage(f"expected a Draft, got {type(draft).__name__}")
+    _check_fields(draft, limits)
+    return draft
+
+
+def _check_fields(item: Message | Draft, limits: Limits) -> None:
+    try:
+        check_id(item.send_id, "send_id", limits)
+        check_id(item.client_msg_id, "client_msg_id", limits)
+        for name in ("recv_id", "group_id", "sender_nickname"):
+            _check_short_text(getattr(item, name), name, limits)
+        if isinstance(item, Message):
+            _check_short_text(item.server_msg_id, "server_msg_id", limits)
+            for name in ("send_time", "create_time", "status"):
+                _check_int(getattr(item, name), name)
+        for name in ("session_type", "content_type", "sender_platform_id"):
+            _check_int(getattr(item, name), name)
+        if item.session_type not in SessionType._value2member_map_:
+            raise InvalidMessage(f"unknown session_type {item.session_type}")
+        _check_content(item.content, limits)
+        _check_text(item.ex, "ex", InvalidMessage, allow_newlines=True)
+        if len(item.ex.encode()) > limits.max_content_bytes:
+            raise ContentTooLarge(f"ex is larger than {limits.max_content_bytes} bytes")
+        _check_options(item.options, limits)
+    except InvalidMessage:
+        raise
+    except InvalidArgument as error:
+        raise InvalidMessage(str(error)) from None
+
+
+def _check_content(content: object, limits: Limits) -> None:
+    _check_text(content, "content", InvalidMessage, allow_newlines=True)
+    assert isinstance(content, str)
+    size = len(content.encode())
+    if size > limits.max_content_bytes:
+        raise ContentTooLarge(f"content is {size} bytes, the limit is {limits.max_content_bytes}")
+
+
+def _check_short_text(value: object, what: str, limits: Limits) -> None:
+    if not isinstance(value, str):
+        raise InvalidMessage(f"{what} must be a str, got {type(value).__name__}")
+    if len(value) > limits.max_id_length:
+        raise InvalidMessage(f"{what} is longer than {limits.max_id_length} characters")
+    _check_text(value, what, InvalidMessage, allow_newlines=False)
+
+
+def _check_int(value: object, what: str) -> None:
+    if type(value) is not int and not isinstance(value, IntEnum):
+        raise InvalidMessage(f"{what} must be an int, got {type(value).__name__}")
+    if not 0 <= int(value) <= MAX_INT64:
+        raise InvalidMessage(f"{what} must be in 0..2**63-1, got {value}")
+
+
+def _check_options(options: object, limits: Limits) -> None:
+    if not isinstance(options, Mapping):
+        raise InvalidMessage(f"options must be a mapping, got {type(options).__name__}")
+    for key, value in options.items():
+        _check_short_text(key, "options key", limits)
+        if type(value) is not bool:
+            raise InvalidMessage("options values must be bools")
+
+
+def _check_text(
+    value: object, what: str, error: type[InvalidArgument], *, allow_newlines: bool
+) -> None:
+    if not isinstance(value, str):
+        raise error(f"{what} must be a str, got {type(value).__name__}")
+    allowed = "\n\r\t" if allow_newlines else ""
+    if any((ord(char) < 32 and char not in allowed) or ord(char) == 127 for char in value):
+        raise error(f"{what} contains control characters")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise error(f"{what} is not valid Unicode text") from None

@@ -1,0 +1,75 @@
+"""The MessageStore port: where facts and tags of a conversation live."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from domain.layout import BucketLayout
+from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+
+
+@runtime_checkable
+class MessageStore(Protocol):
+    """Stores messages by (conversation_id, seq) with per-seq tags.
+
+    Callers (the service) validate arguments first; a store may assume well-formed input
+    but must never lose or overwrite a stored fact. Seqs passed to the tag methods are
+    allocated seqs whose message may not be stored yet: tags written then are kept and apply
+    once the message lands. Driver failures surface as ``StoreUnavailable``.
+    """
+
+    layout: BucketLayout
+
+    def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
+        """Store each message in its empty seq slot.
+
+        Identical redelivery is reported in ``duplicates`` and changes nothing; a different
+        message for an occupied seq is reported in ``conflicts`` and stored nowhere; a message
+        for a purged seq is reported in ``purged`` and not stored. Tags already on a slot are
+        kept. Concurrent inserts of overlapping batches store every message exactly once.
+        """
+        ...
+
+    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+        """Return the slots of the given seqs that hold a message, a tag or a purge mark.
+
+        Seqs with nothing stored are absent from the result (never empty Slots). Order of the
+        dict is unspecified; callers order by their own seq list.
+        """
+        ...
+
+    def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
+        """Record a revoke on seq; False (nothing written) if already revoked or purged."""
+        ...
+
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Add user_id to each seq's deleted_by (a set-add). Returns how many seqs changed.
+
+        Purged seqs are skipped; repeating the call changes nothing and returns 0.
+        """
+        ...
+
+    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+        """Mark seqs read by reader_id; a reader's own messages are never marked.
+
+        For a seq whose message is not stored yet the reader is remembered in ``read_by``.
+        Returns how many seqs changed.
+        """
+        ...
+
+    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+        """Physically delete seqs. Returns how many seqs became purged.
+
+        Message and tags are dropped and the slot stays purged for good: later inserts
+        report it in ``purged``.
+        """
+        ...
+
+    def stats(self) -> StoreStats:
+        """Footprint of everything stored: messages, documents or rows, data and index bytes."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. The store must not be used afterwards."""
+        ...

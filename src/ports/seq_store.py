@@ -1,0 +1,63 @@
+"""The SeqStore port: seq allocation and watermarks per conversation and user."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from domain.model import Watermarks
+
+
+@runtime_checkable
+class SeqStore(Protocol):
+    """Durable counters. Every ``raise_*`` only moves a value up: a lower value is ignored.
+
+    Values never set read as 0.
+    """
+
+    def allocate(self, conversation_id: str, n: int) -> int:
+        """Reserve n >= 1 new consecutive seqs and return the first.
+
+        Atomic and durable: no seq is ever handed out twice, even across restarts or to
+        concurrent callers. max_seq becomes first + n - 1.
+        """
+        ...
+
+    def max_seq(self, conversation_id: str) -> int:
+        """Highest seq allocated (or ingested) in the conversation, 0 if none."""
+        ...
+
+    def raise_max_seq(self, conversation_id: str, seq: int) -> int:
+        """Raise max_seq to at least seq (the ingest path); returns the resulting max_seq."""
+        ...
+
+    def min_seq(self, conversation_id: str) -> int:
+        """Conversation-wide floor: seqs below it are cleared for everyone."""
+        ...
+
+    def raise_min_seq(self, conversation_id: str, seq: int) -> int:
+        """Raise the conversation floor; returns the resulting value."""
+        ...
+
+    def user_min_seq(self, conversation_id: str, user_id: str) -> int:
+        """The user's own floor: seqs below it are cleared for this user only."""
+        ...
+
+    def raise_user_min_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        """Raise the user's floor in one write; returns the resulting value."""
+        ...
+
+    def read_seq(self, conversation_id: str, user_id: str) -> int:
+        """Highest seq the user has read."""
+        ...
+
+    def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        """Raise the user's read seq; returns the resulting value."""
+        ...
+
+    def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
+        """max_seq, min_seq and the user's min_seq, read together in one round trip."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
