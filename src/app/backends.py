@@ -26,6 +26,20 @@ def memory(url: str, layout: BucketLayout) -> Backend:
     return Backend(BucketMessageStore(MemoryBucketRepository(layout)), MemorySeqStore())
 
 
+def sql_row(url: str, layout: BucketLayout) -> Backend:
+    """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
+    from adapters.sql import open_row
+
+    return Backend(*open_row(url, layout))
+
+
+def sql_bucket(url: str, layout: BucketLayout) -> Backend:
+    """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
+    from adapters.sql import open_bucket
+
+    return Backend(*open_bucket(url, layout))
+
+
 def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:
     def factory(url: str, layout: BucketLayout) -> Backend:
         raise ConfigError(f"store backend {name!r} is not available in this build yet")
@@ -35,8 +49,8 @@ def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:
 
 STORE_FACTORIES: dict[str, Callable[[str, BucketLayout], Backend]] = {
     "memory": memory,
-    "sql-row": _not_yet("sql-row"),
-    "sql-bucket": _not_yet("sql-bucket"),
+    "sql-row": sql_row,
+    "sql-bucket": sql_bucket,
     "mongo-bucket": _not_yet("mongo-bucket"),
     "mongo-row": _not_yet("mongo-row"),
 }
