@@ -26,6 +26,7 @@ Config = dict[str, Any]
 
 PERSISTENT = "persistent"  # a second open_service on the same config sees the same data
 SQL = "sql"  # the store exposes its SQLAlchemy ``engine`` (round trips can be counted)
+BUCKETS = "buckets"  # the store is a BucketMessageStore: its ``repository`` can be tested
 
 
 @dataclass(frozen=True)
@@ -37,17 +38,15 @@ class Row:
     capabilities: frozenset[str] = frozenset()
 
 
-_SQLITE = frozenset({SQL})  # sqlite:// is in memory: a second open sees a new database
-_SQL_SERVER = frozenset({SQL, PERSISTENT})
-
+# sqlite:// is in memory, so a second open_service sees a new, empty database.
 ROWS = [
-    Row("memory", "memory_config"),
-    Row("sql-row-sqlite", "sql_row_sqlite_config", _SQLITE),
-    Row("sql-row-postgres", "sql_row_postgres_config", _SQL_SERVER),
-    Row("sql-row-mariadb", "sql_row_mariadb_config", _SQL_SERVER),
-    Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", _SQLITE),
-    Row("sql-bucket-postgres", "sql_bucket_postgres_config", _SQL_SERVER),
-    Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", _SQL_SERVER),
+    Row("memory", "memory_config", frozenset({BUCKETS})),
+    Row("sql-row-sqlite", "sql_row_sqlite_config", frozenset({SQL})),
+    Row("sql-row-postgres", "sql_row_postgres_config", frozenset({SQL, PERSISTENT})),
+    Row("sql-row-mariadb", "sql_row_mariadb_config", frozenset({SQL, PERSISTENT})),
+    Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
+    Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
 ]
 
 

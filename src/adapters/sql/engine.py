@@ -117,6 +117,7 @@ class Database:
                 finally:
                     connection.exec_driver_sql(f"SELECT pg_advisory_unlock({key})")
             else:
+                _check_mariadb(connection)
                 name = "CONCAT('imbucket:', DATABASE())"
                 connection.exec_driver_sql(f"SELECT GET_LOCK({name}, 60)")
                 try:
@@ -187,6 +188,17 @@ def _create_engine(url: str) -> tuple[Kind, Engine]:
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
     return kind, engine
+
+
+def _check_mariadb(connection: Connection) -> None:
+    dialect = connection.dialect
+    version = tuple(dialect.server_version_info or ())
+    if not getattr(dialect, "is_mariadb", False) or version < (10, 5):
+        raise ConfigError(
+            f"mysql+pymysql:// URLs need MariaDB 10.5 or later (INSERT … RETURNING), "
+            f"the server is {'MariaDB' if getattr(dialect, 'is_mariadb', False) else 'MySQL'} "
+            f"{'.'.join(map(str, version))}"
+        )
 
 
 def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:

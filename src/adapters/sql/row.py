@@ -81,9 +81,8 @@ class SqlRowStore:
                 for seq in self._insert_new(conversation_id, chunk):
                     outcome[seq] = "inserted"
                     del pending[seq]
-            if not pending:
-                break
-            self._settle(conversation_id, pending, outcome)
+            if pending:
+                self._settle(conversation_id, pending, outcome)
             if not pending:
                 break
         else:
