@@ -7,11 +7,14 @@ the seqs they may have changed, also when the store write failed half-way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
 from ports.message_cache import MessageCache
 from ports.message_store import MessageStore
+
+T = TypeVar("T", int, bool)
 
 
 class CachedMessageStore:
@@ -50,40 +53,25 @@ class CachedMessageStore:
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Revoke in the store, then invalidate seq if it changed."""
-        changed: bool | None = None
-        try:
-            changed = self.store.revoke(conversation_id, seq, revoke)
-            return changed
-        finally:
-            if changed is not False:
-                self._invalidate(conversation_id, [seq])
+        return self._write(
+            conversation_id, [seq], lambda: self.store.revoke(conversation_id, seq, revoke)
+        )
 
     def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
         """Delete for user_id in the store, then invalidate seqs if any changed."""
-        count: int | None = None
-        try:
-            count = self.store.delete_for(conversation_id, seqs, user_id)
-            return count
-        finally:
-            self._invalidate_unless_unchanged(conversation_id, seqs, count)
+        return self._write(
+            conversation_id, seqs, lambda: self.store.delete_for(conversation_id, seqs, user_id)
+        )
 
     def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
         """Mark read in the store, then invalidate seqs if any changed."""
-        count: int | None = None
-        try:
-            count = self.store.mark_read(conversation_id, seqs, reader_id)
-            return count
-        finally:
-            self._invalidate_unless_unchanged(conversation_id, seqs, count)
+        return self._write(
+            conversation_id, seqs, lambda: self.store.mark_read(conversation_id, seqs, reader_id)
+        )
 
     def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
         """Purge in the store, then invalidate seqs if any changed."""
-        count: int | None = None
-        try:
-            count = self.store.purge(conversation_id, seqs)
-            return count
-        finally:
-            self._invalidate_unless_unchanged(conversation_id, seqs, count)
+        return self._write(conversation_id, seqs, lambda: self.store.purge(conversation_id, seqs))
 
     def stats(self) -> StoreStats:
         """The store's footprint (the cache is not counted)."""
@@ -96,12 +84,16 @@ class CachedMessageStore:
         finally:
             self.store.close()
 
-    def _invalidate_unless_unchanged(
-        self, conversation_id: str, seqs: Sequence[int], count: int | None
-    ) -> None:
-        # count is None when the store raised: part of the write may have landed.
-        if count != 0:
-            self._invalidate(conversation_id, seqs)
+    def _write(self, conversation_id: str, seqs: Sequence[int], write: Callable[[], T]) -> T:
+        """Run a tag write, then invalidate seqs unless it reported no change (False or 0)."""
+        changed: T | None = None
+        try:
+            changed = write()
+            return changed
+        finally:
+            # changed is None when the store raised: part of the write may have landed.
+            if changed is None or changed:
+                self._invalidate(conversation_id, seqs)
 
     def _invalidate(self, conversation_id: str, seqs: Iterable[int]) -> None:
         unique = list(dict.fromkeys(seqs))

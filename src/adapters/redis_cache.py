@@ -64,6 +64,16 @@ return 1
 _FLUSH_BATCH = 200
 
 
+def client_options(timeout: float = DEFAULT_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """Client settings for a cache: short timeouts, no waiting on a Redis that is down."""
+    return {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        # One immediate retry for a dropped connection; none for timeouts (slow = skip).
+        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class _Ticket:
     """Fill permission: the generation seen by the lookup and the local failure epoch."""
@@ -117,14 +127,7 @@ class RedisMessageCache:
         cls, url: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS, **options: Any
     ) -> RedisMessageCache:
         """A cache on a new client for url; querystring options (socket_timeout=…) win."""
-        client = redis.Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            # One immediate retry for a dropped connection; none for timeouts (slow = skip).
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
-        return cls(client, **options)
+        return cls(redis.Redis.from_url(url, **client_options(timeout)), **options)
 
     def slot_key(self, conversation_id: str, seq: int) -> str:
         """The key of one cached slot."""
