@@ -5,14 +5,16 @@ Keys (the braces are a Redis Cluster hash tag: one conversation, one hash slot):
   ``<prefix>:gen:{<conversation_id>}``        the conversation's invalidation generation
 
 The fill guard: a lookup reads the generation in the same MGET as the slots; a fill is one
-Lua script that writes only if the generation is unchanged. Every invalidation bumps the
-generation and deletes its keys in one script, so a reader that loaded a slot before a write
-cannot cache it after that write was invalidated. See docs/redis.md.
+Lua script that writes only if the generation is unchanged. Every invalidation replaces the
+generation by a fresh random token and deletes its keys in one script, so a reader that
+loaded a slot before a write cannot cache it after that write was invalidated. See
+docs/redis.md.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,21 +41,30 @@ T = TypeVar("T")
 DEFAULT_TTL_SECONDS = 24 * 3600
 DEFAULT_TIMEOUT_SECONDS = 0.25
 
+# Generations are random tokens, never counters: a generation key that vanished (eviction,
+# restart without persistence) and came back can never repeat the value a reader saw.
+
 # KEYS[1] generation, KEYS[2..] slot keys; ARGV[1] generation seen by the reader ('' = none),
-# ARGV[2] ttl, ARGV[3..] values in KEYS order.
+# ARGV[2] ttl, ARGV[3] a fresh token, ARGV[4..] values in KEYS order.
+# A reader that saw no generation only starts one: with nothing to compare, it cannot tell
+# whether an invalidation came and went while it read the store.
 _FILL = """
-local current = redis.call('GET', KEYS[1]) or ''
+local current = redis.call('GET', KEYS[1])
+if not current then
+  redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
+  return 0
+end
 if current ~= ARGV[1] then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 for i = 2, #KEYS do
-  redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ARGV[2])
+  redis.call('SET', KEYS[i], ARGV[i + 2], 'EX', ARGV[2])
 end
 return 1
 """
 
-# KEYS[1] generation, KEYS[2..] slot keys; ARGV[1] ttl of the generation.
+# KEYS[1] generation, KEYS[2..] slot keys; ARGV[1] ttl, ARGV[2] a fresh token.
 _INVALIDATE = """
-redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[1])
 for i = 2, #KEYS, 500 do
   redis.call('DEL', unpack(KEYS, i, math.min(i + 499, #KEYS)))
 end
@@ -168,7 +179,7 @@ class RedisMessageCache:
             return
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in slots)
-        args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds]
+        args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds, _token()]
         args.extend(orjson.dumps(slot_to_doc(slot)) for slot in slots.values())
         self._call(lambda: self._fill(keys=keys, args=args))
 
@@ -187,7 +198,7 @@ class RedisMessageCache:
     def _run_invalidate(self, conversation_id: str, seqs: Sequence[int], client: Any = None) -> Any:
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
-        return self._invalidate(keys=keys, args=[self.ttl_seconds], client=client)
+        return self._invalidate(keys=keys, args=[self.ttl_seconds, _token()], client=client)
 
     def _remember(self, conversation_id: str, seqs: Sequence[int]) -> None:
         with self._lock:
@@ -292,6 +303,11 @@ class RedisMessageCache:
             outage = self._clock() - self._down_since
             self._down_since = None
         log.info("redis cache available again after %.1f s", outage)
+
+
+def _token() -> str:
+    """A fresh generation token."""
+    return secrets.token_hex(8)
 
 
 def _decode(conversation_id: str, value: bytes | str) -> Slot | None:

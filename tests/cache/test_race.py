@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
@@ -62,3 +63,22 @@ def test_without_the_guard_the_same_interleaving_caches_the_stale_slot(
     seed(service)
     read_across(service, spy, mutation)
     assert not mutation.shows(service.pull(CONV, "bob", [mutation.seq])[0])  # stale
+
+
+@pytest.mark.parametrize("seen", ["a generation", "no generation"])
+def test_a_generation_key_lost_during_the_read_lets_no_old_slot_in(seen: str, rig: Rig) -> None:
+    revoke = next(m for m in MUTATIONS if m.name == "revoke")
+    generation = rig.cache.generation_key(CONV)
+    seed(rig.service)
+    if seen == "no generation":
+        rig.raw.delete(generation)
+
+    def revoke_then_lose_the_generation(service: MessageService) -> None:
+        revoke.apply(service)
+        rig.raw.delete(generation)  # evicted, or Redis restarted without persistence
+
+    read_across(rig.service, rig.spy, replace(revoke, apply=revoke_then_lose_the_generation))
+    assert rig.cached(CONV, revoke.seq) is None
+    assert rig.raw.exists(generation)  # the refused fill started a new generation...
+    assert revoke.shows(rig.service.pull(CONV, "bob", [revoke.seq])[0])
+    assert rig.cached(CONV, revoke.seq) is not None  # ...so the next read fills
