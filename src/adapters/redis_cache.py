@@ -188,6 +188,7 @@ class RedisMessageCache:
         if not seqs:
             return
         if self._usable() and self._call(lambda: self._run_invalidate(conversation_id, seqs)):
+            self._deliver_pending()  # a process that only writes must deliver them too
             return
         self._remember(conversation_id, seqs)
 

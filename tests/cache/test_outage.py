@@ -184,3 +184,18 @@ def test_too_many_lost_invalidations_make_the_cache_unused_for_one_ttl(
     clock.advance(1)
     service.pull_latest(CONV, "bob")
     assert commands(cache)[:1] == ["MGET"]
+
+
+def test_a_process_that_only_writes_delivers_what_it_missed_with_its_next_write(
+    outage: Outage, raw: redis.Redis
+) -> None:
+    _, cache = outage.twins()
+    raw.set(cache.slot_key(CONV, 3), b"an old slot")
+    outage.proxy.cut()
+    cache.invalidate(CONV, [3])
+    assert cache.pending == {CONV: frozenset({3})}
+    outage.proxy.restore()
+    outage.clock.advance(1.0)
+    cache.invalidate(CONV, [4])
+    assert cache.pending == {}
+    assert not raw.exists(cache.slot_key(CONV, 3))
