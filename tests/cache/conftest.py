@@ -195,10 +195,9 @@ class Rig:
     cache: RedisMessageCache
     raw: redis.Redis
 
-    def cached(self, conversation_id: str, seq: int) -> bytes | None:
+    def cached(self, conversation_id: str, seq: int) -> Any:
         """The raw cache value of seq, if any."""
-        value: bytes | None = self.raw.get(self.cache.slot_key(conversation_id, seq))
-        return value
+        return self.raw.get(self.cache.slot_key(conversation_id, seq))
 
 
 @pytest.fixture
