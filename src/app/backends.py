@@ -15,15 +15,38 @@ from ports.seq_store import SeqStore
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """A store and the seq store that shares its engine."""
+    """A store, the seq store that shares its engine, and how to name the engine's version."""
 
     store: MessageStore
     seqs: SeqStore
+    version: Callable[[], str] | None = None
 
 
 def memory(url: str, layout: BucketLayout) -> Backend:
     """Buckets and counters in this process's memory."""
     return Backend(BucketMessageStore(MemoryBucketRepository(layout)), MemorySeqStore())
+
+
+def mongo_bucket(url: str, layout: BucketLayout) -> Backend:
+    """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
+    from adapters.mongo.bucket import MongoBucketRepository
+    from adapters.mongo.connection import MongoConnection
+    from adapters.mongo.seq import MongoSeqStore
+
+    connection = MongoConnection(url)
+    store = BucketMessageStore(MongoBucketRepository(connection, layout))
+    return Backend(store, MongoSeqStore(connection), connection.describe)
+
+
+def mongo_row(url: str, layout: BucketLayout) -> Backend:
+    """One MongoDB document per message (collection ``msg_row``)."""
+    from adapters.mongo.connection import MongoConnection
+    from adapters.mongo.row import MongoRowMessageStore
+    from adapters.mongo.seq import MongoSeqStore
+
+    connection = MongoConnection(url)
+    store = MongoRowMessageStore(connection, layout)
+    return Backend(store, MongoSeqStore(connection), connection.describe)
 
 
 def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:
@@ -37,8 +60,8 @@ STORE_FACTORIES: dict[str, Callable[[str, BucketLayout], Backend]] = {
     "memory": memory,
     "sql-row": _not_yet("sql-row"),
     "sql-bucket": _not_yet("sql-bucket"),
-    "mongo-bucket": _not_yet("mongo-bucket"),
-    "mongo-row": _not_yet("mongo-row"),
+    "mongo-bucket": mongo_bucket,
+    "mongo-row": mongo_row,
 }
 
 
@@ -50,6 +73,11 @@ def store_of(backend: Backend) -> MessageStore:
 def seqs_of(backend: Backend) -> SeqStore:
     """The backend's SeqStore."""
     return backend.seqs
+
+
+def version_of(backend: Backend) -> str:
+    """The engine's version ("MongoDB 7.0.12"), or "" when the backend does not say."""
+    return backend.version() if backend.version is not None else ""
 
 
 def redis_cached_store(
