@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
@@ -11,6 +12,9 @@ from domain.errors import ConfigError
 from domain.layout import BucketLayout
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
+
+if TYPE_CHECKING:
+    from adapters.mongo.connection import MongoConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,23 +34,28 @@ def memory(url: str, layout: BucketLayout) -> Backend:
 def mongo_bucket(url: str, layout: BucketLayout) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
     from adapters.mongo.bucket import MongoBucketRepository
-    from adapters.mongo.connection import MongoConnection
-    from adapters.mongo.seq import MongoSeqStore
 
-    connection = MongoConnection(url)
-    store = BucketMessageStore(MongoBucketRepository(connection, layout))
-    return Backend(store, MongoSeqStore(connection), connection.describe)
+    return _mongo(url, lambda db: BucketMessageStore(MongoBucketRepository(db, layout)))
 
 
 def mongo_row(url: str, layout: BucketLayout) -> Backend:
     """One MongoDB document per message (collection ``msg_row``)."""
-    from adapters.mongo.connection import MongoConnection
     from adapters.mongo.row import MongoRowMessageStore
+
+    return _mongo(url, lambda db: MongoRowMessageStore(db, layout))
+
+
+def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> Backend:
+    """Store and seq store on one client; the client is closed if setting up fails."""
+    from adapters.mongo.connection import MongoConnection
     from adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url)
-    store = MongoRowMessageStore(connection, layout)
-    return Backend(store, MongoSeqStore(connection), connection.describe)
+    try:
+        return Backend(make_store(connection), MongoSeqStore(connection), connection.describe)
+    except BaseException:
+        connection.close()
+        raise
 
 
 def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:

@@ -141,7 +141,7 @@ def backends() -> None:
         suffix = f" ({escape(version)})" if version else ""
         console.print(f"[green]reachable[/]: {_backend_line()}{suffix}")
     except ImbucketError as error:
-        console.print(f"[red]unreachable[/]: {_backend_line()}: {error}")
+        console.print(f"[red]unreachable[/]: {_backend_line()}: {escape(str(error))}")
         raise typer.Exit(1) from None
 
 

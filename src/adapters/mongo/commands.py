@@ -158,7 +158,8 @@ def read_buckets(wanted: Mapping[str, Sequence[int]]) -> list[Doc]:
     """One aggregate reading only the requested slots of one or several buckets.
 
     ``$map`` over the wanted indexes with ``$arrayElemAt`` keeps the slot order of the
-    request; with several buckets a ``$switch`` on doc_id picks each bucket's own indexes.
+    request; with several buckets a ``$switch`` on doc_id picks each bucket's own indexes
+    (doc_ids inside an expression are ``$literal``: a conversation id may start with ``$``).
     """
     branches = [(doc_id, _pick(indexes)) for doc_id, indexes in wanted.items()]
     if len(branches) == 1:
@@ -167,7 +168,7 @@ def read_buckets(wanted: Mapping[str, Sequence[int]]) -> list[Doc]:
         selected = {
             "$switch": {
                 "branches": [
-                    {"case": {"$eq": ["$doc_id", doc_id]}, "then": pick}
+                    {"case": {"$eq": ["$doc_id", {"$literal": doc_id}]}, "then": pick}
                     for doc_id, pick in branches
                 ],
                 "default": [],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,6 +15,7 @@ from pymongo.errors import (
     OperationFailure,
     PyMongoError,
 )
+from pymongo.monitoring import CommandListener
 
 from adapters.mongo import commands
 from adapters.mongo.commands import Doc, FindAndUpdate
@@ -43,12 +44,16 @@ class MongoConnection:
 
     Construction does not touch the network; the first command does, and fails within
     ``serverSelectionTimeoutMS`` (3 s unless the URL says otherwise) when nobody answers.
+    ``event_listeners`` lets tests count the commands sent (round trips).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, event_listeners: Sequence[CommandListener] = ()) -> None:
         url = url or commands.DEFAULT_URL
+        options = commands.client_options(url)
         try:
-            self.client: MongoClient[Doc] = MongoClient(url, **commands.client_options(url))
+            self.client: MongoClient[Doc] = MongoClient(
+                url, event_listeners=list(event_listeners), **options
+            )
             self.db = self.client.get_default_database(commands.DEFAULT_DATABASE)
         except ConfigurationError as error:
             raise ConfigError(f"invalid MongoDB URL: {error}") from None
