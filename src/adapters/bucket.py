@@ -12,11 +12,9 @@ from collections.abc import Mapping, Sequence
 from adapters.slot_rules import (
     MAX_ROUNDS,
     Decision,
+    TagWrites,
     classify,
-    deleting_for,
     insert_result,
-    marking_read,
-    purging,
 )
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
@@ -32,7 +30,7 @@ from domain.model import (
 from ports.bucket_repository import BucketRepository
 
 
-class BucketMessageStore:
+class BucketMessageStore(TagWrites):
     """MessageStore over any BucketRepository (memory, SQL JSON, MongoDB)."""
 
     def __init__(self, repository: BucketRepository) -> None:
@@ -86,18 +84,6 @@ class BucketMessageStore:
             if self.repository.create_bucket(doc_id, {index: Slot(revoke=revoke)}):
                 return True
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
-
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
-        """Set-add user_id to deleted_by; see MessageStore.delete_for."""
-        return self._patch(conversation_id, seqs, deleting_for(user_id))
-
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
-        """Mark read for reader_id; see MessageStore.mark_read."""
-        return self._patch(conversation_id, seqs, marking_read(reader_id))
-
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        """Physically delete; see MessageStore.purge."""
-        return self._patch(conversation_id, seqs, purging)
 
     def stats(self) -> StoreStats:
         """Footprint of the buckets."""

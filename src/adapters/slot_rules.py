@@ -7,6 +7,7 @@ every engine decide identically.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
 from domain.model import InsertResult, Message, Slot, SlotPatch
@@ -66,3 +67,23 @@ def marking_read(reader_id: str) -> Decision:
 def purging(slot: Slot) -> SlotPatch | None:
     """Physical delete: once per slot."""
     return None if slot.purged else SlotPatch(purge=True)
+
+
+class TagWrites(ABC):
+    """delete_for, mark_read and purge of a MessageStore, decided here and written by _patch."""
+
+    @abstractmethod
+    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+        """Read the slots of seqs once, write what decide returns; how many seqs changed."""
+
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Set-add user_id to deleted_by; see MessageStore.delete_for."""
+        return self._patch(conversation_id, seqs, deleting_for(user_id))
+
+    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+        """Mark read for reader_id; see MessageStore.mark_read."""
+        return self._patch(conversation_id, seqs, marking_read(reader_id))
+
+    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+        """Physically delete; see MessageStore.purge."""
+        return self._patch(conversation_id, seqs, purging)

@@ -32,10 +32,7 @@ class MongoBucketRepository:
         """``$set msgs.<i>.msg`` for every slot, matching only if all of them are free."""
         if not messages:
             return self._exists(doc_id)
-        command = commands.write_messages(doc_id, messages)
-        with translated("write messages"):
-            result = self._buckets.update_one(command.filter, command.update)
-        return result.matched_count == 1
+        return self._update(commands.write_messages(doc_id, messages), "write messages")
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """insert_one of the whole bucket; a duplicate doc_id means another writer won."""
@@ -57,19 +54,13 @@ class MongoBucketRepository:
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """``$set msgs.<i>.revoke`` iff the slot is neither revoked nor purged."""
-        command = commands.set_revoke(doc_id, slot, revoke)
-        with translated("revoke"):
-            result = self._buckets.update_one(command.filter, command.update)
-        return result.matched_count == 1
+        return self._update(commands.set_revoke(doc_id, slot, revoke), "revoke")
 
     def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
         """One update_one with ``$addToSet`` / ``$set`` for all slots of the bucket."""
         if not patches:
             return self._exists(doc_id)
-        command = commands.patch_bucket(doc_id, patches)
-        with translated("write tags"):
-            result = self._buckets.update_one(command.filter, command.update)
-        return result.matched_count == 1
+        return self._update(commands.patch_bucket(doc_id, patches), "write tags")
 
     def stats(self) -> StoreStats:
         """``$collStats`` storage stats plus a count of stored messages (a full scan)."""
@@ -81,6 +72,12 @@ class MongoBucketRepository:
     def close(self) -> None:
         """Close the client."""
         self._connection.close()
+
+    def _update(self, command: commands.Update, action: str) -> bool:
+        """update_one; True iff the filter matched (the bucket exists, the condition held)."""
+        with translated(action):
+            result = self._buckets.update_one(command.filter, command.update)
+        return result.matched_count == 1
 
     def _exists(self, doc_id: str) -> bool:
         with translated("look up a bucket"):

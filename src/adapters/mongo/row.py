@@ -18,18 +18,16 @@ from adapters.mongo.replies import duplicate_positions, row_slots, store_stats
 from adapters.slot_rules import (
     MAX_ROUNDS,
     Decision,
+    TagWrites,
     classify,
-    deleting_for,
     insert_result,
-    marking_read,
-    purging,
 )
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, InsertResult, Message, Revoke, Slot, SlotPatch, StoreStats
 
 
-class MongoRowMessageStore:
+class MongoRowMessageStore(TagWrites):
     """Rows in collection ``msg_row``, clustered on _id when the server can (>= 5.3)."""
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
@@ -88,18 +86,6 @@ class MongoRowMessageStore:
             if slot.revoke is not None or slot.purged:
                 return False
         raise StoreUnavailable(f"revoke of {conversation_id}/{seq} did not settle")
-
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
-        """Set-add user_id to del_list; see MessageStore.delete_for."""
-        return self._patch(conversation_id, seqs, deleting_for(user_id))
-
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
-        """Mark read for reader_id; see MessageStore.mark_read."""
-        return self._patch(conversation_id, seqs, marking_read(reader_id))
-
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        """Physically delete: the row keeps only its _id and the purged mark."""
-        return self._patch(conversation_id, seqs, purging)
 
     def stats(self) -> StoreStats:
         """``$collStats`` storage stats plus a count of stored messages (a full scan)."""
