@@ -107,13 +107,12 @@ def test_another_bucket_size_is_refused(mongo_url: str) -> None:
 
 
 def test_rows_are_clustered_and_read_in_one_find(
-    connection: MongoConnection, sent: Commands, raw: Any
+    connection: MongoConnection, sent: Commands
 ) -> None:
     store = MongoRowMessageStore(connection, BucketLayout(100))
     assert store.insert(CONV, messages(1, 5, CONV)).inserted == (1, 2, 3, 4, 5)
-    options = next(raw.list_collections(filter={"name": commands.ROWS}))["options"]
     clustered = connection.version()[:2] >= commands.CLUSTERED_SINCE
-    assert ("clusteredIndex" in options) is clustered
+    assert connection.is_clustered(commands.ROWS) is clustered
     sent.names.clear()
     assert sorted(store.get(CONV, [5, 1, 3])) == [1, 3, 5]
     assert sent.names == ["find"]

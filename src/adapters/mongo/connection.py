@@ -57,7 +57,7 @@ class MongoConnection:
             self.db = self.client.get_default_database(commands.DEFAULT_DATABASE)
         except ConfigurationError as error:
             raise ConfigError(f"invalid MongoDB URL: {error}") from None
-        self._version: tuple[int, ...] | None = None
+        self._info: dict[str, Any] | None = None
 
     def collection(self, name: str) -> Collection[Doc]:
         """A collection of this database."""
@@ -79,6 +79,12 @@ class MongoConnection:
             except OperationFailure as error:
                 if error.code != NAMESPACE_EXISTS:
                     raise
+
+    def is_clustered(self, name: str) -> bool:
+        """Whether the existing collection name is clustered on _id."""
+        with translated(f"read the options of {name}"):
+            found = list(self.db.list_collections(filter={"name": name}))
+        return any("clusteredIndex" in info.get("options", {}) for info in found)
 
     def ensure_layout(self, collection: str, layout: BucketLayout) -> None:
         """Record layout.size for collection on first open; LayoutMismatch on another size."""
@@ -112,18 +118,19 @@ class MongoConnection:
         return found
 
     def version(self) -> tuple[int, ...]:
-        """The server version as ints (asked once)."""
-        if self._version is None:
-            self._version = version_tuple(self._build_info())
-        return self._version
+        """The server version as ints."""
+        return version_tuple(self._build_info())
 
     def describe(self) -> str:
         """``MongoDB <version>`` of the server, for ``imbucket backends``."""
-        return f"MongoDB {'.'.join(map(str, self.version()))}"
+        return f"MongoDB {self._build_info()['version']}"
 
     def _build_info(self) -> dict[str, Any]:
-        with translated("read the server version"):
-            return self.client.server_info()
+        """The server's buildInfo, asked once."""
+        if self._info is None:
+            with translated("read the server version"):
+                self._info = self.client.server_info()
+        return self._info
 
     def close(self) -> None:
         """Close the client (idempotent)."""

@@ -35,7 +35,8 @@ class MongoRowMessageStore(TagWrites):
         self._connection = connection
         options = commands.row_collection_options(connection.version())
         connection.ensure_collection(commands.ROWS, options)
-        self._clustered = bool(options)
+        # An existing collection is kept as it was created, clustered or not.
+        self._clustered = connection.is_clustered(commands.ROWS)
         self._rows = connection.collection(commands.ROWS)
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
