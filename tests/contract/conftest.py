@@ -20,6 +20,8 @@ Config = dict[str, Any]
 
 BACKENDS = [
     pytest.param("memory_config", id="memory"),
+    pytest.param("mongo_bucket_config", id="mongo-bucket"),
+    pytest.param("mongo_row_config", id="mongo-row"),
     pytest.param("memory_redis_config", id="memory+redis"),
 ]
 
@@ -40,6 +42,16 @@ def redis_cache() -> Iterator[Config]:
 @pytest.fixture
 def memory_redis_config(memory_config: Config, redis_cache: Config) -> Config:
     return {**memory_config, "cache": redis_cache}
+
+
+@pytest.fixture
+def mongo_bucket_config(mongo_url: str) -> Config:
+    return {"store": {"backend": "mongo-bucket", "url": mongo_url}, "cache": {"backend": "none"}}
+
+
+@pytest.fixture
+def mongo_row_config(mongo_url: str) -> Config:
+    return {"store": {"backend": "mongo-row", "url": mongo_url}, "cache": {"backend": "none"}}
 
 
 @pytest.fixture(params=BACKENDS)
