@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
@@ -12,13 +13,17 @@ from domain.layout import BucketLayout
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
+if TYPE_CHECKING:
+    from adapters.mongo.connection import MongoConnection
+
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """A store and the seq store that shares its engine."""
+    """A store, the seq store that shares its engine, and how to name the engine's version."""
 
     store: MessageStore
     seqs: SeqStore
+    version: Callable[[], str] | None = None
 
 
 def memory(url: str, layout: BucketLayout) -> Backend:
@@ -30,29 +35,51 @@ def sql_row(url: str, layout: BucketLayout) -> Backend:
     """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
     from adapters.sql import open_row
 
-    return Backend(*open_row(url, layout))
+    store, seqs = open_row(url, layout)
+    return Backend(store, seqs, seqs.db.describe)
 
 
 def sql_bucket(url: str, layout: BucketLayout) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
     from adapters.sql import open_bucket
 
-    return Backend(*open_bucket(url, layout))
+    store, seqs = open_bucket(url, layout)
+    return Backend(store, seqs, seqs.db.describe)
 
 
-def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:
-    def factory(url: str, layout: BucketLayout) -> Backend:
-        raise ConfigError(f"store backend {name!r} is not available in this build yet")
+def mongo_bucket(url: str, layout: BucketLayout) -> Backend:
+    """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
+    from adapters.mongo.bucket import MongoBucketRepository
 
-    return factory
+    return _mongo(url, lambda db: BucketMessageStore(MongoBucketRepository(db, layout)))
+
+
+def mongo_row(url: str, layout: BucketLayout) -> Backend:
+    """One MongoDB document per message (collection ``msg_row``)."""
+    from adapters.mongo.row import MongoRowMessageStore
+
+    return _mongo(url, lambda db: MongoRowMessageStore(db, layout))
+
+
+def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> Backend:
+    """Store and seq store on one client; the client is closed if setting up fails."""
+    from adapters.mongo.connection import MongoConnection
+    from adapters.mongo.seq import MongoSeqStore
+
+    connection = MongoConnection(url)
+    try:
+        return Backend(make_store(connection), MongoSeqStore(connection), connection.describe)
+    except BaseException:
+        connection.close()
+        raise
 
 
 STORE_FACTORIES: dict[str, Callable[[str, BucketLayout], Backend]] = {
     "memory": memory,
     "sql-row": sql_row,
     "sql-bucket": sql_bucket,
-    "mongo-bucket": _not_yet("mongo-bucket"),
-    "mongo-row": _not_yet("mongo-row"),
+    "mongo-bucket": mongo_bucket,
+    "mongo-row": mongo_row,
 }
 
 
@@ -66,8 +93,23 @@ def seqs_of(backend: Backend) -> SeqStore:
     return backend.seqs
 
 
+def version_of(backend: Backend) -> str:
+    """The engine's version ("MongoDB 7.0.12"), or "" when the backend does not say."""
+    return backend.version() if backend.version is not None else ""
+
+
 def redis_cached_store(
     backend: Backend, url: str, ttl_seconds: int, key_prefix: str
 ) -> MessageStore:
-    """The backend's store behind the Redis read cache."""
-    raise ConfigError("cache backend 'redis' is not available in this build yet")
+    """The backend's store behind the Redis read cache (connects lazily, on first use)."""
+    from adapters.cached_store import CachedMessageStore
+
+    try:
+        from adapters.redis_cache import RedisMessageCache
+    except ImportError as error:
+        raise ConfigError(f"cache backend 'redis' needs imbucket[redis]: {error}") from None
+    try:
+        cache = RedisMessageCache.from_url(url, ttl_seconds=ttl_seconds, key_prefix=key_prefix)
+    except ValueError as error:
+        raise ConfigError(f"invalid cache url {url!r}: {error}") from None
+    return CachedMessageStore(backend.store, cache)

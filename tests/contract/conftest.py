@@ -20,6 +20,7 @@ import pytest
 
 from app import MessageService, open_service
 from ports.message_store import MessageStore
+from tests.redis_server import redis_prefix, redis_url
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
 Config = dict[str, Any]
@@ -47,6 +48,9 @@ ROWS = [
     Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
     Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT})),
+    Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT})),
+    Row("memory+redis", "memory_redis_config"),
 ]
 
 
@@ -100,6 +104,29 @@ sql_row_mariadb_config = _sql_config("sql_row_mariadb_config", "sql-row", "maria
 sql_bucket_sqlite_config = _sql_config("sql_bucket_sqlite_config", "sql-bucket", None)
 sql_bucket_postgres_config = _sql_config("sql_bucket_postgres_config", "sql-bucket", "postgres_url")
 sql_bucket_mariadb_config = _sql_config("sql_bucket_mariadb_config", "sql-bucket", "mariadb_url")
+
+
+@pytest.fixture
+def redis_cache() -> Iterator[Config]:
+    """Cache config on the test Redis, under a key prefix of its own (removed afterwards)."""
+    url = redis_url()
+    with redis_prefix(url) as prefix:
+        yield {"backend": "redis", "url": url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def memory_redis_config(memory_config: Config, redis_cache: Config) -> Config:
+    return {**memory_config, "cache": redis_cache}
+
+
+@pytest.fixture
+def mongo_bucket_config(mongo_url: str) -> Config:
+    return store_config("mongo-bucket", mongo_url)
+
+
+@pytest.fixture
+def mongo_row_config(mongo_url: str) -> Config:
+    return store_config("mongo-row", mongo_url)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -44,6 +44,7 @@ _DRIVERS: dict[str, tuple[Kind, str]] = {
     "mysql": ("mariadb", "mysql+pymysql"),
     "mariadb": ("mariadb", "mysql+pymysql"),
 }
+_NAMES: dict[Kind, str] = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mariadb": "MariaDB"}
 _BEGIN: dict[Kind, str] = {
     "sqlite": "BEGIN IMMEDIATE",
     "postgresql": "BEGIN",
@@ -124,6 +125,11 @@ class Database:
                     yield connection
                 finally:
                     connection.exec_driver_sql(f"SELECT RELEASE_LOCK({name})")
+
+    def describe(self) -> str:
+        """The engine and its version, e.g. "PostgreSQL 15.20"."""
+        version = self.run(lambda connection: connection.dialect.server_version_info) or ()
+        return f"{_NAMES[self.kind]} {'.'.join(str(part) for part in version)}".strip()
 
     def insert_ignore(self, table: Table) -> Insert:
         """INSERT that silently skips rows whose primary key exists already."""

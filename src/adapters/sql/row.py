@@ -10,7 +10,8 @@ changes nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import (
@@ -31,12 +32,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, Row
 
 from adapters.codec import MESSAGE_FIELDS, message_from_doc, message_to_doc
+from adapters.slot_rules import MAX_ROUNDS, Decision, TagWrites, classify, insert_result
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
 from adapters.sql.stats import footprint
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import (
+    EMPTY_SLOT,
     PURGED_SLOT,
     InsertResult,
     Message,
@@ -45,10 +48,7 @@ from domain.model import (
     Slot,
     StoreStats,
 )
-from domain.policy import may_mark_read
 
-# An insert only loops when another writer changes the same seqs between two statements.
-_MAX_ROUNDS = 100
 # Bytes of message text per INSERT statement, well below MariaDB's default max_allowed_packet.
 _MAX_STATEMENT_BYTES = 4 * 1024 * 1024
 _MESSAGE = 0
@@ -56,7 +56,7 @@ _DELETION = 1
 _READER = 2
 
 
-class SqlRowStore:
+class SqlRowStore(TagWrites):
     """MessageStore with one row per message on SQLite, PostgreSQL or MariaDB."""
 
     def __init__(self, db: Database, layout: BucketLayout, schema: RowSchema) -> None:
@@ -76,7 +76,7 @@ class SqlRowStore:
         check_keys(conversation_id)
         pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq)}
         outcome: dict[int, str] = {}
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(MAX_ROUNDS):
             for chunk in _chunks(list(pending.values())):
                 for seq in self._insert_new(conversation_id, chunk):
                     outcome[seq] = "inserted"
@@ -87,12 +87,7 @@ class SqlRowStore:
                 break
         else:
             raise StoreUnavailable(f"insert into {conversation_id} did not settle")
-        return InsertResult(
-            *(
-                tuple(m.seq for m in messages if outcome[m.seq] == kind)
-                for kind in ("inserted", "duplicates", "conflicts", "purged")
-            )
-        )
+        return insert_result(messages, outcome)
 
     def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
         """Read slots holding anything, in one statement; see MessageStore.get."""
@@ -148,69 +143,6 @@ class SqlRowStore:
         # The row exists (rows are never deleted), so this update settles it.
         return self.db.execute(revoke_row).rowcount > 0
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
-        """Add user_id to each seq's deleters; see MessageStore.delete_for."""
-        check_keys(conversation_id, user_id)
-        if not seqs:
-            return 0
-        table = self._messages
-        purged = select(table.c.seq).where(_at(table, conversation_id, seqs), table.c.purged)
-        skip = {row.seq for row in self.db.execute(purged).rows}
-        return self._add_marks(self.schema.deletions, conversation_id, seqs, user_id, skip)
-
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
-        """Mark read, or remember the reader until the message lands; see MessageStore."""
-        check_keys(conversation_id, reader_id)
-        state = self._state(conversation_id, seqs)
-        readable: list[int] = []
-        skip: set[int] = set()
-        for seq, row in state.items():
-            message = _message(conversation_id, row)  # None once purged
-            if row.purged or message is not None:
-                skip.add(seq)  # only seqs without a message remember an early reader
-            if message is not None and not row.is_read and may_mark_read(reader_id, message):
-                readable.append(seq)
-        changed = 0
-        if readable:
-            table = self._messages
-            mark = (
-                update(table)
-                .where(
-                    _at(table, conversation_id, readable),
-                    table.c.is_read.is_(False),
-                    table.c.purged.is_(False),
-                )
-                .values(is_read=True)
-            )
-            changed += self.db.execute(mark).rowcount
-        changed += self._add_marks(self.schema.readers, conversation_id, seqs, reader_id, skip)
-        return changed
-
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        """Physically delete; see MessageStore.purge."""
-        check_keys(conversation_id)
-        if not seqs:
-            return 0
-        table = self._messages
-        new_rows = (
-            self.db.insert_ignore(table)
-            .values([{"conversation_id": conversation_id, "seq": s, "purged": True} for s in seqs])
-            .returning(table.c.seq)
-        )
-        created = {row.seq for row in self.db.execute(new_rows).rows}
-        existing = [seq for seq in seqs if seq not in created]
-        purged = len(created)
-        if existing:
-            wipe = (
-                update(table)
-                .where(_at(table, conversation_id, existing), table.c.purged.is_(False))
-                .values({**dict.fromkeys(_WIPED), "is_read": False, "purged": True})
-            )
-            purged += self.db.execute(wipe).rowcount
-        for marks in (self.schema.deletions, self.schema.readers):
-            self.db.execute(delete(marks).where(_at(marks, conversation_id, seqs)))
-        return purged
-
     def stats(self) -> StoreStats:
         """Exact message and row counts, bytes from the engine's catalog."""
         table = self._messages
@@ -222,6 +154,56 @@ class SqlRowStore:
     def close(self) -> None:
         """Dispose of the engine's connections."""
         self.db.close()
+
+    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+        """Read the slots in one statement, then write each kind of change in one more."""
+        check_keys(conversation_id)
+        slots = self.get(conversation_id, seqs) if seqs else {}
+        changes = {seq: decide(slots.get(seq, EMPTY_SLOT)) for seq in seqs}
+        patches = {seq: patch for seq, patch in changes.items() if patch is not None}
+        purge = [seq for seq, patch in patches.items() if patch.purge]
+        changed = self._purge(conversation_id, purge) if purge else 0
+        tags = {seq: patch for seq, patch in patches.items() if not patch.purge}  # purge wins
+        deleters = {seq: patch.add_deleted_by for seq, patch in tags.items()}
+        readers = {seq: patch.add_read_by for seq, patch in tags.items()}
+        changed += self._add_marks(self.schema.deletions, conversation_id, deleters)
+        changed += self._add_marks(self.schema.readers, conversation_id, readers)
+        read = [seq for seq, patch in tags.items() if patch.set_read]
+        if read:
+            table = self._messages
+            mark = (
+                update(table)
+                .where(
+                    _at(table, conversation_id, read),
+                    table.c.is_read.is_(False),
+                    table.c.purged.is_(False),
+                )
+                .values(is_read=True)
+            )
+            changed += self.db.execute(mark).rowcount
+        return changed
+
+    def _purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+        """Purge rows: new purged rows where none exist, wipe the others; drop their marks."""
+        table = self._messages
+        new_rows = (
+            self.db.insert_ignore(table)
+            .values([{"conversation_id": conversation_id, "seq": s, "purged": True} for s in seqs])
+            .returning(table.c.seq)
+        )
+        created = {row.seq for row in self.db.execute(new_rows).rows}
+        existing = [seq for seq in seqs if seq not in created]
+        purged = len(created)
+        if existing:  # these rows exist now (rows are never deleted), so the wipe settles them
+            wipe = (
+                update(table)
+                .where(_at(table, conversation_id, existing), table.c.purged.is_(False))
+                .values({**dict.fromkeys(_WIPED), "is_read": False, "purged": True})
+            )
+            purged += self.db.execute(wipe).rowcount
+        for marks in (self.schema.deletions, self.schema.readers):
+            self.db.execute(delete(marks).where(_at(marks, conversation_id, seqs)))
+        return purged
 
     def _insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
         """INSERT rows for seqs that have none yet; returns the seqs this call inserted."""
@@ -238,15 +220,12 @@ class SqlRowStore:
     ) -> None:
         """Classify pending seqs whose row exists; fill tag-only rows with their message."""
         for seq, row in self._state(conversation_id, list(pending)).items():
-            stored = _message(conversation_id, row)
-            if row.purged:
-                outcome[seq] = "purged"
-            elif stored is not None:
-                outcome[seq] = "duplicates" if stored == pending[seq] else "conflicts"
-            elif self._fill(conversation_id, pending[seq]):
-                outcome[seq] = "inserted"
-            else:
-                continue  # someone else filled or purged it meanwhile: look again
+            kind = classify(_slot(conversation_id, row), pending[seq])
+            if kind is None:  # a tag-only row: its message goes in unless another writer won
+                if not self._fill(conversation_id, pending[seq]):
+                    continue
+                kind = "inserted"
+            outcome[seq] = kind
             del pending[seq]
 
     def _fill(self, conversation_id: str, message: Message) -> bool:
@@ -275,18 +254,13 @@ class SqlRowStore:
         return {row.seq: row for row in self.db.execute(query).rows}
 
     def _add_marks(
-        self,
-        marks: Table,
-        conversation_id: str,
-        seqs: Sequence[int],
-        user_id: str,
-        skip: set[int],
+        self, marks: Table, conversation_id: str, users: Mapping[int, str | None]
     ) -> int:
-        """Set-add user_id to the marks of seqs not in skip; returns how many were new."""
+        """Set-add each seq's user to the marks table; returns how many were new."""
         rows = [
-            {"conversation_id": conversation_id, "seq": seq, "user_id": user_id}
-            for seq in seqs
-            if seq not in skip
+            {"conversation_id": conversation_id, "seq": seq, "user_id": user}
+            for seq, user in users.items()
+            if user is not None
         ]
         if not rows:
             return 0
@@ -324,6 +298,13 @@ def _message(conversation_id: str, row: Row[Any]) -> Message | None:
     return message_from_doc(conversation_id, doc)
 
 
+def _slot(conversation_id: str, row: Row[Any]) -> Slot:
+    """The slot of a message row alone (its deleters and readers are not read here)."""
+    if row.purged:
+        return PURGED_SLOT
+    return Slot(_message(conversation_id, row), _revoke(row), is_read=bool(row.is_read))
+
+
 def _revoke(row: Row[Any]) -> Revoke | None:
     if row.revoked_by is None:
         return None
@@ -342,16 +323,13 @@ def _slots(conversation_id: str, rows: Sequence[Row[Any]]) -> dict[int, Slot]:
     slots: dict[int, Slot] = {}
     for seq in {*found, *(seq for _, seq in users)}:
         stored = found.get(seq)
-        if stored is not None and stored.purged:
-            slots[seq] = PURGED_SLOT  # a deleter row racing the purge is left over: ignore it
-            continue
-        slot = Slot(
-            message=None if stored is None else _message(conversation_id, stored),
-            revoke=None if stored is None else _revoke(stored),
-            deleted_by=frozenset(users.get((_DELETION, seq), ())),
-            is_read=stored is not None and bool(stored.is_read),
-            read_by=frozenset(users.get((_READER, seq), ())),
-        )
+        slot = EMPTY_SLOT if stored is None else _slot(conversation_id, stored)
+        if not slot.purged:  # a deleter racing the purge may be left over: ignore it
+            slot = replace(
+                slot,
+                deleted_by=frozenset(users.get((_DELETION, seq), ())),
+                read_by=frozenset(users.get((_READER, seq), ())),
+            )
         if not slot.is_empty:
             slots[seq] = slot
     return slots
