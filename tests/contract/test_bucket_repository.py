@@ -95,3 +95,17 @@ def test_revoke_lands_once_and_never_on_a_purged_slot(repository: BucketReposito
     assert not repository.set_revoke(DOC, 1, REVOKE)
     slots = repository.read({DOC: [0, 1]})[DOC]
     assert slots[0].revoke == REVOKE and slots[1] == PURGED_SLOT
+
+
+def test_many_slots_change_in_one_write(repository: BucketRepository) -> None:
+    indexes = range(min(30, repository.layout.size))
+    assert repository.create_bucket(DOC, {indexes[-1]: PURGED_SLOT})
+    free = list(indexes)[:-1]
+    assert repository.write_messages(DOC, {i: message(i + 1, CONV) for i in free})
+    patches = {i: SlotPatch(add_deleted_by="bob") for i in indexes}
+    patches[0] = SlotPatch(purge=True)
+    assert repository.patch(DOC, patches)
+    slots = repository.read({DOC: list(indexes)})[DOC]
+    assert slots[0] == slots[indexes[-1]] == PURGED_SLOT
+    assert all(slots[i].deleted_by == {"bob"} for i in free[1:])
+    assert [slots[i].message for i in free[1:]] == [message(i + 1, CONV) for i in free[1:]]

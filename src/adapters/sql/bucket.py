@@ -135,7 +135,7 @@ class SqlBucketRepository:
         """UPDATE the bucket's msgs where all conditions hold; True if the row was updated."""
         check_key(conversation_of(doc_id), "conversation_id")
         document = self._json.set(changes) if changes else "msgs"
-        where = " AND ".join(["doc_id = :doc_id", *conditions])
+        where = _all(["doc_id = :doc_id", *conditions])
         statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
         return self.db.execute(statement.bindparams(doc_id=doc_id, **params)).rowcount == 1
 
@@ -152,6 +152,14 @@ class SqlBucketStore(BucketMessageStore):
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
         return self.repository.db.engine
+
+
+def _all(conditions: Sequence[str]) -> str:
+    """Conditions joined by AND as a balanced tree (SQLite caps expression depth at 1000)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    middle = len(conditions) // 2
+    return f"({_all(conditions[:middle])} AND {_all(conditions[middle:])})"
 
 
 def _dumps(value: object) -> str:

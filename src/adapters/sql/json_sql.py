@@ -13,6 +13,9 @@ Path = tuple[int] | tuple[int, str]  # a whole slot, or one field of it
 
 # Engines cap function arguments (PostgreSQL at 100, SQLite at 127): long lists are nested.
 CHUNK = 50
+# From this many changes on, an engine that can rebuilds the array in one pass instead of
+# nesting one copy of the whole document per change.
+REBUILD_FROM = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,9 @@ class JsonSql:
     pairs_per_set: int
     array_function: str
     count_sql: str  # counts the stored messages of ``{table}``
+    # One pass over the array: ``{cases}`` are ``WHEN <index> THEN <new slot>`` over ``s.slot``.
+    rebuild_sql: str | None = None
+    element_field_sql: str = ""  # ``{slot}`` with field ``{name}`` set to ``{value}``
 
     def slot(self, index: int) -> str:
         """The JSON of one slot."""
@@ -71,6 +77,8 @@ class JsonSql:
 
     def set(self, changes: Sequence[tuple[Path, str]]) -> str:
         """``msgs`` with each path replaced by its value expression."""
+        if self.rebuild_sql is not None and len(changes) >= REBUILD_FROM:
+            return self._rebuilt(changes)
         document = "msgs"
         step = self.pairs_per_set
         for start in range(0, len(changes), step):
@@ -87,6 +95,20 @@ class JsonSql:
     def message_count(self, table: str) -> str:
         """A query counting the slots of every bucket that hold a message."""
         return self.count_sql.format(table=table)
+
+    def _rebuilt(self, changes: Sequence[tuple[Path, str]]) -> str:
+        assert self.rebuild_sql is not None
+        slots: dict[int, str] = {}
+        for path, value in changes:
+            if len(path) == 1:
+                slots[path[0]] = value
+            else:
+                current = slots.get(path[0], "s.slot")
+                slots[path[0]] = self.element_field_sql.format(
+                    slot=current, name=path[1], value=value
+                )
+        cases = " ".join(f"WHEN {index} THEN {slot}" for index, slot in sorted(slots.items()))
+        return self.rebuild_sql.format(cases=cases)
 
     def _path(self, path: Path) -> str:
         if len(path) == 1:
@@ -112,6 +134,11 @@ POSTGRES = JsonSql(
         "SELECT COUNT(*) FROM {table}, jsonb_array_elements({table}.msgs) AS slot"
         " WHERE jsonb_typeof(slot -> 'msg') = 'object'"
     ),
+    rebuild_sql=(
+        "(SELECT jsonb_agg(CASE s.n - 1 {cases} ELSE s.slot END ORDER BY s.n)"
+        " FROM jsonb_array_elements(msgs) WITH ORDINALITY AS s(slot, n))"
+    ),
+    element_field_sql="jsonb_set({slot}, '{{{name}}}', {value})",
 )
 
 MARIADB = JsonSql(
