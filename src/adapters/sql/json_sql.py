@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 Path = tuple[int] | tuple[int, str]  # a whole slot, or one field of it
 
@@ -141,6 +142,13 @@ POSTGRES = JsonSql(
     element_field_sql="jsonb_set({slot}, '{{{name}}}', {value})",
 )
 
+# MariaDB and SQLite share the ``$[i].name`` path syntax and take many pairs per JSON_SET.
+_DOLLAR_PATHS: dict[str, Any] = {
+    "slot_path_sql": "'$[{index}]'",
+    "field_path_sql": "'$[{index}].{name}'",
+    "pairs_per_set": CHUNK,
+}
+
 MARIADB = JsonSql(
     slot_sql="JSON_EXTRACT(msgs, '$[{index}]')",
     field_sql="JSON_EXTRACT(msgs, '$[{index}].{name}')",
@@ -150,10 +158,8 @@ MARIADB = JsonSql(
     has_sql="JSON_CONTAINS({field}, JSON_QUOTE(:{param}))",
     appended_sql="JSON_ARRAY_APPEND({field}, '$', :{param})",
     true_sql="JSON_EXTRACT('true', '$')",
-    slot_path_sql="'$[{index}]'",
-    field_path_sql="'$[{index}].{name}'",
+    **_DOLLAR_PATHS,
     set_function="JSON_SET",
-    pairs_per_set=CHUNK,
     array_function="JSON_ARRAY",
     # '$[*].msg.seq' matches one seq per stored message (a null msg has none).
     count_sql=(
@@ -172,10 +178,8 @@ SQLITE = JsonSql(
     ),
     appended_sql="json_insert({field}, '$[#]', :{param})",
     true_sql="json('true')",
-    slot_path_sql="'$[{index}]'",
-    field_path_sql="'$[{index}].{name}'",
+    **_DOLLAR_PATHS,
     set_function="json_set",
-    pairs_per_set=CHUNK,
     array_function="json_array",
     count_sql=(
         "SELECT COUNT(*) FROM {table}, json_each({table}.msgs) AS slot"
