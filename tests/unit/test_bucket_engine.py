@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
+from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from ports.bucket_repository import Spilled
 from tests.factories import CONV, message, messages
 
 
@@ -38,9 +40,23 @@ class RecordingRepository(MemoryBucketRepository):
         self.calls.append("revoke")
         return super().set_revoke(doc_id, slot, revoke)
 
-    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
+    def patch(
+        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+    ) -> bool:
         self.calls.append("patch")
-        return super().patch(doc_id, patches)
+        return super().patch(doc_id, patches, budget)
+
+    def add_spilled(self, entries: Sequence[Spilled]) -> int:
+        self.calls.append("spill")
+        return super().add_spilled(entries)
+
+    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+        self.calls.append("read spilled")
+        return super().read_spilled(wanted)
+
+    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
+        self.calls.append("drop spilled")
+        super().drop_spilled(wanted)
 
 
 def make() -> tuple[BucketMessageStore, RecordingRepository]:
