@@ -7,6 +7,9 @@ docs/buckets.md derives the constants.
 
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import Any
+
 # A key/value pair of a document beyond the key and the value themselves: JSON's quotes,
 # colon, comma and spaces (at most 8), BSON's type byte, key NUL, length and value NUL (7).
 FIELD_OVERHEAD = 16
@@ -25,26 +28,9 @@ BOOL_BYTES = 5
 
 _ESCAPED = ('"', "\\", "\n", "\r", "\t")
 
-# The message fields as stored, after ``send`` has stamped the server-side ones.
-_TEXT_FIELDS = (
-    "send_id",
-    "recv_id",
-    "group_id",
-    "client_msg_id",
-    "server_msg_id",
-    "content",
-    "sender_nickname",
-    "ex",
-)
-_INT_FIELDS = (
-    "seq",
-    "session_type",
-    "content_type",
-    "send_time",
-    "create_time",
-    "status",
-    "sender_platform_id",
-)
+# What ``send`` stamps on a Draft to make it a Message.
+_STAMPED_TEXT = ("server_msg_id",)
+_STAMPED_INTS = ("seq", "send_time", "create_time", "status")
 
 
 def text_bytes(value: str) -> int:
@@ -67,22 +53,26 @@ def int_field_bytes(name: str) -> int:
     return len(name) + FIELD_OVERHEAD + INT_BYTES
 
 
-def message_bytes(item: object, max_id_length: int) -> int:
-    """Upper bound of a stored message; item is a Message or a Draft (fields read by name).
+def message_bytes(item: Any, max_id_length: int) -> int:
+    """Upper bound of a stored message; item is a Message or a Draft (a validated dataclass).
 
     A Draft lacks the fields ``send`` stamps (seq, server_msg_id, times, status): they are
     counted at their largest, so a draft that passes gives a message that passes.
     """
+    values = {f.name: getattr(item, f.name) for f in fields(item) if f.name != "conversation_id"}
+    stamped = {**dict.fromkeys(_STAMPED_TEXT, None), **dict.fromkeys(_STAMPED_INTS, 0)}
     total = DOC_OVERHEAD
-    for name in _TEXT_FIELDS:
-        value = getattr(item, name, None)
-        size = text_bytes(value) if isinstance(value, str) else id_bytes(max_id_length)
-        total += text_field_bytes(name, size)
-    total += sum(int_field_bytes(name) for name in _INT_FIELDS)
-    options: dict[str, object] = dict(getattr(item, "options", {}))
-    # Each option is a key of the sender's choosing and a boolean (at most "false").
-    entries = sum(text_bytes(key) + FIELD_OVERHEAD + BOOL_BYTES for key in options)
-    return total + text_field_bytes("options", DOC_OVERHEAD + entries)
+    for name, value in {**stamped, **values}.items():
+        if isinstance(value, str):
+            total += text_field_bytes(name, text_bytes(value))
+        elif value is None:
+            total += text_field_bytes(name, id_bytes(max_id_length))
+        elif isinstance(value, int):
+            total += int_field_bytes(name)
+        else:  # options: keys of the sender's choosing, each with a boolean
+            entries = sum(text_bytes(key) + FIELD_OVERHEAD + BOOL_BYTES for key in value)
+            total += text_field_bytes(name, DOC_OVERHEAD + entries)
+    return total
 
 
 def revoke_bytes(max_id_length: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -36,6 +37,19 @@ def reasons(service: MessageService, seq: int, viewers: list[str]) -> set[Any]:
         (entry,) = service.pull(CONV, viewer, [seq])
         seen.add(entry.reason if isinstance(entry, Tombstone) else "message")
     return seen
+
+
+@pytest.fixture
+def capped(open_backend: Any, backend_config: dict[str, Any]) -> Callable[[int], MessageService]:
+    """Open a service on this row keeping at most cap deleters inline per slot."""
+
+    def open_capped(cap: int) -> MessageService:
+        service: MessageService = open_backend(
+            store={**backend_config["store"], "max_deleters_per_slot": cap}
+        )
+        return service
+
+    return open_capped
 
 
 def in_parallel(users: list[str], work: Any) -> list[Any]:
@@ -78,11 +92,9 @@ def test_a_hot_group_message_deleted_by_5000_users(service: MessageService) -> N
 
 
 def test_deleters_beyond_a_small_cap_spill_and_purge_drops_them(
-    open_backend: Any, backend_config: dict[str, Any]
+    capped: Callable[[int], MessageService],
 ) -> None:
-    service: MessageService = open_backend(
-        store={**backend_config["store"], "max_deleters_per_slot": 3}
-    )
+    service = capped(3)
     service.ingest(CONV, messages(1, 5))
     users = [f"u{n}" for n in range(10)]
     assert [service.delete_for_me(CONV, [2], user) for user in users] == [1] * 10
@@ -112,11 +124,9 @@ def test_deleters_beyond_a_small_cap_spill_and_purge_drops_them(
 
 
 def test_concurrent_deleters_of_one_slot_lose_nothing_across_the_cap(
-    open_backend: Any, backend_config: dict[str, Any]
+    capped: Callable[[int], MessageService],
 ) -> None:
-    service: MessageService = open_backend(
-        store={**backend_config["store"], "max_deleters_per_slot": 5}
-    )
+    service = capped(5)
     service.ingest(CONV, messages(1, 2))
     users = [f"u{n:03d}" for n in range(120)]
     assert in_parallel(users, lambda user: service.delete_for_me(CONV, [1, 2], user)) == [2] * 120
