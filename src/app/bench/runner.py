@@ -1,0 +1,268 @@
+"""Runs every workload on every chosen backend, one backend after another, in one process."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters.scratch import engine_version, scratch_redis, scratch_store
+from app import open_service
+from app.bench.dataset import SCALES, Dataset
+from app.bench.metrics import Recorder
+from app.bench.probe import Probe, probing
+from app.bench.spec import BackendSpec, redact
+from app.bench.workloads import WORKLOADS, Op, RawArm, Target, Workload
+from app.service import MessageService
+from domain.model import StoreStats
+
+SCHEMA = "imbucket-bench/1"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How big the run is and which workloads it includes."""
+
+    scale: str = "small"
+    seed: int = 42
+    workloads: tuple[str, ...] = ()  # empty: all
+
+
+class Observer:
+    """Progress callbacks of a run; the CLI draws Rich progress bars from them."""
+
+    def backend(self, label: str, ops: int) -> None:
+        """A backend starts; ops is the number of operations it will run."""
+
+    def workload(self, title: str, ops: int) -> None:
+        """A workload starts on the current backend."""
+
+    def advance(self) -> None:
+        """One operation is done."""
+
+    def done(self, label: str, status: str, note: str) -> None:
+        """A backend finished (status ``ok``) or was skipped (with the reason in note)."""
+
+
+def run(
+    specs: Sequence[BackendSpec], options: Options, observer: Observer | None = None
+) -> dict[str, Any]:
+    """Run the benchmark and return its results (the content of results.json)."""
+    observer = observer or Observer()
+    if options.scale not in SCALES:
+        raise ValueError(f"unknown scale {options.scale!r}; known: {', '.join(SCALES)}")
+    started = time.perf_counter()
+    dataset = Dataset(SCALES[options.scale], options.seed)
+    chosen = [w for w in WORKLOADS if not options.workloads or w.name in options.workloads]
+    plans = {w.name: w.plan(dataset) for w in chosen}
+    run_id = uuid.uuid4().hex[:8]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir:
+        labels: set[str] = set()
+        for n, spec in enumerate(specs):
+            label = _unique(spec.label, labels)
+            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or _may_have_raw(spec))
+            observer.backend(label, ops)
+            result = _run_backend(
+                spec, label, f"imbucket_bench_{run_id}_{n}", Path(workdir), chosen, plans, observer
+            )
+            results.append(result)
+            observer.done(label, result["status"], result.get("reason", ""))
+    return {
+        "schema": SCHEMA,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - started, 2),
+        "parameters": {
+            "scale": options.scale,
+            "seed": options.seed,
+            "scale_detail": asdict(dataset.scale),
+            "dataset": dataset.summary(),
+            "workloads": [
+                {"name": w.name, "title": w.title, "about": w.about, "ops": len(plans[w.name])}
+                for w in chosen
+            ],
+        },
+        "machine": machine(),
+        "git": git_info(),
+        "backends": results,
+    }
+
+
+def _unique(label: str, taken: set[str]) -> str:
+    candidate, n = label, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{label}#{n}"
+    taken.add(candidate)
+    return candidate
+
+
+def _may_have_raw(spec: BackendSpec) -> bool:
+    return spec.store == "sql-row" and spec.cache == "none"
+
+
+def store_url(spec: BackendSpec, workdir: Path) -> str:
+    """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
+    if spec.url or spec.family != "sql":
+        return spec.url
+    return f"sqlite:///{workdir / (spec.store + '.sqlite')}"
+
+
+def _run_backend(
+    spec: BackendSpec,
+    label: str,
+    namespace: str,
+    workdir: Path,
+    workloads: Sequence[Workload],
+    plans: dict[str, list[Op]],
+    observer: Observer,
+) -> dict[str, Any]:
+    url = store_url(spec, workdir)
+    result: dict[str, Any] = {
+        "label": label,
+        "store": spec.store,
+        "layout": spec.layout,
+        "family": spec.family,
+        "engine": spec.engine,
+        "url": redact(url),
+        "cache": spec.cache,
+        "status": "skipped",
+        "version": _version(spec, url),
+    }
+    if "mariadb" in result["version"].lower():
+        result["engine"] = "mariadb"
+        result["label"] = label.replace("/mysql", "/mariadb")
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        try:
+            config = spec.config()
+            config["store"]["url"] = stack.enter_context(scratch_store(url, namespace))
+            if spec.cache != "none":
+                config["cache"]["key_prefix"] = stack.enter_context(
+                    scratch_redis(spec.cache_url, namespace)
+                )
+            probe = stack.enter_context(probing())
+            service = open_service(config)
+            stack.callback(service.close)
+            service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
+        except Exception as error:  # any failure to open means: skip this backend, say why
+            result["reason"] = f"{type(error).__name__}: {error}"
+            return result
+        probe.attach(service)
+        target = Target(service, _raw_arm(spec, service))
+        result["raw_arm"] = target.raw is not None
+        result["workloads"] = {}
+        result["footprint"] = {}
+        for workload in workloads:
+            if workload.raw and target.raw is None:
+                continue
+            result["workloads"][workload.name] = _run_workload(
+                workload, plans[workload.name], target, probe, observer
+            )
+            if workload.name == "redeliver":
+                result["footprint"]["after_ingest"] = footprint(service)
+        result["footprint"]["end"] = footprint(service)
+        result["status"] = "ok"
+    result["duration_s"] = round(time.perf_counter() - started, 2)
+    return result
+
+
+def _version(spec: BackendSpec, url: str) -> str:
+    version = (
+        engine_version(url)
+        if url
+        else f"Python {platform.python_implementation()} {platform.python_version()}"
+    )
+    if spec.cache != "none":
+        version += f" + {engine_version(spec.cache_url)}"
+    return version
+
+
+def _run_workload(
+    workload: Workload, plan: list[Op], target: Target, probe: Probe, observer: Observer
+) -> dict[str, Any]:
+    observer.workload(workload.title, len(plan))
+    recorder = Recorder(probe.round_trips)
+    for op in plan:
+        recorder.time(op.prepare(target), op.items)
+        observer.advance()
+    return recorder.result()
+
+
+def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
+    """The hand-written SQL arm for an uncached sql-row store, when the engine is reachable."""
+    engine = getattr(service.store, "engine", None)
+    if not _may_have_raw(spec) or engine is None:
+        return None
+    from adapters.raw_sql import RawRowLatest
+
+    return RawRowLatest(engine)
+
+
+def footprint(service: MessageService) -> dict[str, Any]:
+    """Storage footprint from stats(), with bytes per stored message."""
+    try:
+        stats: StoreStats = service.stats()
+    except Exception as error:  # reported, not fatal: some engines cannot size themselves
+        return {"error": f"{type(error).__name__}: {error}"}
+    per = max(stats.messages, 1)
+    return {
+        "messages": stats.messages,
+        "documents": stats.documents,
+        "data_bytes": stats.data_bytes,
+        "index_bytes": stats.index_bytes,
+        "data_bytes_per_message": round(stats.data_bytes / per, 1),
+        "index_bytes_per_message": round(stats.index_bytes / per, 2),
+        "messages_per_document": round(stats.messages / max(stats.documents, 1), 2),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """Where the run happened."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024**2, 1)
+                break
+    except OSError:
+        pass
+    return info
+
+
+def git_info() -> dict[str, Any]:
+    """Commit of the code that ran (empty when not in a git checkout)."""
+    root = Path(__file__).resolve().parents[3]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
+    except (OSError, subprocess.SubprocessError):
+        return {}
