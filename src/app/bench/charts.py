@@ -19,6 +19,11 @@ from app.bench.analysis import Results, ok_backends, p50, pairs, ratio, workload
 _DPI = 100
 
 
+def _height(bars: int) -> float:
+    """Figure height in inches for a number of horizontal bars."""
+    return max(2.5, 1.0 + 0.2 * bars)
+
+
 def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.tight_layout()
@@ -36,7 +41,7 @@ def _grouped_barh(
     backends = ok_backends(results)
     titles = workload_titles(results)
     names = [n for n in titles if any(value(b, n) is not None for b in backends)]
-    figure, axes = plt.subplots(figsize=(10, 0.5 + 0.34 * len(names) * max(1, len(backends)) / 2))
+    figure, axes = plt.subplots(figsize=(10, _height(len(names) * max(1, len(backends)))))
     height = 0.8 / max(1, len(backends))
     for k, backend in enumerate(backends):
         ys = [
@@ -81,7 +86,7 @@ def footprint(results: Results) -> bytes:
     labels = [b["label"] for b in backends]
     data = [_after(b)["data_bytes_per_message"] for b in backends]
     index = [_after(b)["index_bytes_per_message"] for b in backends]
-    figure, axes = plt.subplots(figsize=(10, 0.8 + 0.45 * max(1, len(labels))))
+    figure, axes = plt.subplots(figsize=(10, _height(2 * len(labels))))
     axes.barh(labels, data, color="C0", label="data")
     axes.barh(labels, index, left=data, color="C3", label="index")
     for y, (d, i) in enumerate(zip(data, index, strict=True)):
@@ -105,7 +110,7 @@ def ratios(results: Results) -> bytes | None:
         return None
     titles = workload_titles(results)
     names = [n for n in titles if any(p50(p.bucket, n) and p50(p.row, n) for p in found)]
-    figure, axes = plt.subplots(figsize=(10, 0.8 + 0.32 * len(names) * max(1, len(found)) / 1.5))
+    figure, axes = plt.subplots(figsize=(10, _height(len(names) * len(found))))
     height = 0.8 / len(found)
     for k, pair in enumerate(found):
         ys = [len(names) - 1 - n + (len(found) / 2 - k - 0.5) * height for n in range(len(names))]
