@@ -31,32 +31,21 @@ def _store_side(count: Count) -> int:
     return count.total - count.drivers.get(CACHE, 0)
 
 
-def test_pull_latest_20_costs_watermarks_plus_one_read(
-    probed: tuple[Probe, MessageService],
+# Both pulls straddle two buckets (91..110 and 11..110 of 110 messages).
+HOT_READS = {
+    "pull_latest(20)": lambda service: service.pull_latest(CONV, "bob", 20),
+    "pull_range(100)": lambda service: service.pull_range(CONV, "bob", 11, 110),
+}
+
+
+@pytest.mark.parametrize("read", HOT_READS.values(), ids=HOT_READS.keys())
+def test_hot_reads_cost_the_watermarks_plus_one_read(
+    probed: tuple[Probe, MessageService], read: Callable[[MessageService], object]
 ) -> None:
     probe, service = probed
-    service.ingest(CONV, messages(1, 110))  # the latest 20 (91..110) straddle two buckets
-
-    def pull() -> object:
-        return service.pull_latest(CONV, "bob", 20)
-
-    pull()  # warms a read-through cache and any lazy engine setup
-    count = probe.count(pull)
-    assert 1 <= count.total <= 2, count
-    assert count.writes == 0, count
-
-
-def test_pull_range_100_costs_watermarks_plus_one_read(
-    probed: tuple[Probe, MessageService],
-) -> None:
-    probe, service = probed
-    service.ingest(CONV, messages(1, 200))
-
-    def pull() -> object:
-        return service.pull_range(CONV, "bob", 51, 150)
-
-    pull()  # warms a read-through cache and any lazy engine setup
-    count = probe.count(pull)
+    service.ingest(CONV, messages(1, 110))
+    read(service)  # warms a read-through cache and any lazy engine setup
+    count = probe.count(lambda: read(service))
     assert 1 <= count.total <= 2, count
     assert count.writes == 0, count
 

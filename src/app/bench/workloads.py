@@ -7,13 +7,15 @@ the backend, so every backend performs identical operations on identical data.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
-from app.bench.dataset import Conversation, Dataset
+from app.bench.dataset import Batch, Conversation, Dataset
 from app.service import MessageService
-from domain.model import Actor, Role
+from domain.model import Actor, InsertResult, Message, Role
 from domain.projection import Entry
 
 Thunk = Callable[[], object]
@@ -66,32 +68,31 @@ def _expect(condition: bool, what: str) -> None:
         raise BenchCheckFailed(what)
 
 
-def _ingest(batches_of: Callable[[Dataset], list[Any]], redelivery: bool) -> Any:
-    def plan(data: Dataset) -> list[Op]:
-        def op(batch: Any) -> Op:
-            def prepare(target: Target) -> Thunk:
-                messages = data.messages_of(batch)
-                conv_id = batch.conversation.id
+def _ingest_op(data: Dataset, batch: Batch, redelivery: bool) -> Op:
+    def prepare(target: Target) -> Thunk:
+        return partial(_ingest_checked, target.service, batch, data.messages_of(batch), redelivery)
 
-                def run() -> object:
-                    result = target.service.ingest(conv_id, messages)
-                    stored = result.duplicates if redelivery else result.inserted
-                    _expect(len(stored) == len(messages), f"ingest of {conv_id}: {result}")
-                    return result
-
-                return run
-
-            return Op(prepare, batch.size)
-
-        return [op(batch) for batch in batches_of(data)]
-
-    return plan
+    return Op(prepare, batch.size)
 
 
-def _redelivered(data: Dataset) -> list[Any]:
+def _ingest_checked(
+    service: MessageService, batch: Batch, messages: list[Message], redelivery: bool
+) -> InsertResult:
+    result = service.ingest(batch.conversation.id, messages)
+    stored = result.duplicates if redelivery else result.inserted
+    _expect(len(stored) == len(messages), f"ingest of {batch.conversation.id}: {result}")
+    return result
+
+
+def _ingest(data: Dataset) -> list[Op]:
+    return [_ingest_op(data, batch, redelivery=False) for batch in data.batches()]
+
+
+def _redeliver(data: Dataset) -> list[Op]:
+    """A sample of the batches, in delivery order, delivered a second time."""
     batches = data.batches()
-    picks = data.rng("redeliver").sample(range(len(batches)), min(len(batches), data.scale.ops))
-    return [batches[n] for n in sorted(picks)]
+    picks = data.rng("redeliver").sample(range(len(batches)), min(len(batches), data.scale.redeliveries))
+    return [_ingest_op(data, batches[n], redelivery=True) for n in sorted(picks)]
 
 
 def _split(data: Dataset) -> tuple[list[Conversation], list[Conversation]]:
@@ -100,8 +101,20 @@ def _split(data: Dataset) -> tuple[list[Conversation], list[Conversation]]:
     return singles, groups
 
 
-def _service_op(call: Callable[[MessageService], object], items: int = 1) -> Op:
-    return Op(lambda target: lambda: call(target.service), items)
+def _call(method: str, *args: Any, items: int = 1, **kwargs: Any) -> Op:
+    """An operation calling one MessageService method with fixed arguments."""
+    return Op(lambda target: partial(getattr(target.service, method), *args, **kwargs), items)
+
+
+def _each(
+    data: Dataset,
+    purpose: str,
+    pool: Sequence[Conversation],
+    make: Callable[[random.Random, Conversation], Op],
+) -> list[Op]:
+    """``scale.ops`` operations, each on a conversation drawn from pool."""
+    rng = data.rng(purpose)
+    return [make(rng, rng.choice(pool)) for _ in range(data.scale.ops)]
 
 
 def _latest(data: Dataset, raw: bool) -> list[Op]:
@@ -111,151 +124,100 @@ def _latest(data: Dataset, raw: bool) -> list[Op]:
     ops = []
     for n in range(data.scale.ops):
         conv = rng.choice(groups if n % 2 else singles)
-        viewer = rng.choice(conv.members)
-        if raw:
-            ops.append(Op(_raw_latest(conv.id, viewer), 20))
-        else:
-            ops.append(_service_op(_pull_latest(conv, viewer), 20))
+        ops.append(Op(_pull_latest(conv, rng.choice(conv.members), raw), 20))
     return ops
 
 
-def _pull_latest(conv: Conversation, viewer: str) -> Callable[[MessageService], object]:
-    def call(service: MessageService) -> list[Entry]:
-        entries = service.pull_latest(conv.id, viewer, 20)
-        _expect(len(entries) == min(20, conv.size), f"pull_latest of {conv.id}")
-        return entries
-
-    return call
-
-
-def _raw_latest(conv_id: str, viewer: str) -> Callable[[Target], Thunk]:
+def _pull_latest(conv: Conversation, viewer: str, raw: bool) -> Callable[[Target], Thunk]:
     def prepare(target: Target) -> Thunk:
-        raw = target.raw
-        if raw is None:
+        if not raw:
+            return lambda: _expect_latest(target.service.pull_latest(conv.id, viewer, 20), conv)
+        if target.raw is None:
             raise BenchCheckFailed("no raw arm for this backend")
-        return lambda: raw.pull_latest(conv_id, viewer, 20)
+        return partial(target.raw.pull_latest, conv.id, viewer, 20)
 
     return prepare
 
 
+def _expect_latest(entries: list[Entry], conv: Conversation) -> list[Entry]:
+    _expect(len(entries) == min(20, conv.size), f"pull_latest of {conv.id}")
+    return entries
+
+
 def _range(data: Dataset) -> list[Op]:
-    rng = data.rng("pull_range")
-    big = [c for c in data.conversations if c.size >= 100]
+    def make(rng: random.Random, conv: Conversation) -> Op:
+        first = rng.randint(1, conv.size - 99)
+        return _call("pull_range", conv.id, rng.choice(conv.members), first, first + 99, items=100)
 
-    def call(conv: Conversation, viewer: str, first: int) -> Callable[[MessageService], object]:
-        return lambda service: service.pull_range(conv.id, viewer, first, first + 99)
-
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(big)
-        ops.append(
-            _service_op(call(conv, rng.choice(conv.members), rng.randint(1, conv.size - 99)), 100)
-        )
-    return ops
+    return _each(data, "pull_range", [c for c in data.conversations if c.size >= 100], make)
 
 
 def _scattered(data: Dataset) -> list[Op]:
-    rng = data.rng("pull_scattered")
-    big = [c for c in data.conversations if c.size >= 1_000]
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(big)
+    def make(rng: random.Random, conv: Conversation) -> Op:
         seqs = rng.sample(range(1, conv.size + 1), 20)
-        viewer = rng.choice(conv.members)
-        ops.append(_service_op(_pull(conv.id, viewer, seqs), 20))
-    return ops
+        return _call("pull", conv.id, rng.choice(conv.members), seqs, items=20)
 
-
-def _pull(conv_id: str, viewer: str, seqs: list[int]) -> Callable[[MessageService], object]:
-    return lambda service: service.pull(conv_id, viewer, seqs)
+    return _each(data, "pull_scattered", [c for c in data.conversations if c.size >= 1_000], make)
 
 
 def _revoke(data: Dataset) -> list[Op]:
     """Senders revoke one of their own messages."""
-    rng = data.rng("revoke")
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(data.conversations)
+
+    def make(rng: random.Random, conv: Conversation) -> Op:
         seq = rng.randint(1, conv.size)
-        actor = Actor(data.sender(conv, seq))
-        ops.append(_service_op(_revoke_call(conv.id, seq, actor)))
-    return ops
+        return _call("revoke", conv.id, seq, Actor(data.sender(conv, seq)), nickname="bench")
 
-
-def _revoke_call(conv_id: str, seq: int, actor: Actor) -> Callable[[MessageService], object]:
-    return lambda service: service.revoke(conv_id, seq, actor, nickname="bench")
+    return _each(data, "revoke", data.conversations, make)
 
 
 def _delete(data: Dataset) -> list[Op]:
     """A member deletes 1–5 messages of a conversation for themselves."""
-    rng = data.rng("delete_for_me")
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(data.conversations)
+
+    def make(rng: random.Random, conv: Conversation) -> Op:
         seqs = rng.sample(range(1, conv.size + 1), min(conv.size, rng.randint(1, 5)))
-        ops.append(_service_op(_delete_call(conv.id, seqs, rng.choice(conv.members)), len(seqs)))
-    return ops
+        return _call("delete_for_me", conv.id, seqs, rng.choice(conv.members), items=len(seqs))
 
-
-def _delete_call(conv_id: str, seqs: list[int], user: str) -> Callable[[MessageService], object]:
-    return lambda service: service.delete_for_me(conv_id, seqs, user)
+    return _each(data, "delete_for_me", data.conversations, make)
 
 
 def _hot_delete(data: Dataset) -> list[Op]:
     """Members of the largest group delete its newest message, one after another."""
     conv = data.largest
     users = conv.members[: data.scale.hot_deleters]
-    return [_service_op(_delete_call(conv.id, [conv.size], user)) for user in users]
+    return [_call("delete_for_me", conv.id, [conv.size], user) for user in users]
 
 
 def _mark_read(data: Dataset) -> list[Op]:
     """In 1:1 chats a member marks the latest (up to 20) messages read."""
-    singles, _ = _split(data)
-    rng = data.rng("mark_read")
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(singles)
+
+    def make(rng: random.Random, conv: Conversation) -> Op:
         seqs = list(range(max(1, conv.size - 19), conv.size + 1))
-        ops.append(_service_op(_read_call(conv.id, seqs, rng.choice(conv.members)), len(seqs)))
-    return ops
+        return _call("mark_read", conv.id, seqs, rng.choice(conv.members), items=len(seqs))
 
-
-def _read_call(conv_id: str, seqs: list[int], user: str) -> Callable[[MessageService], object]:
-    return lambda service: service.mark_read(conv_id, seqs, user)
+    return _each(data, "mark_read", _split(data)[0], make)
 
 
 def _purge(data: Dataset) -> list[Op]:
     """An app admin physically deletes 1–5 messages of a group."""
-    _, groups = _split(data)
-    rng = data.rng("purge")
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(groups)
+
+    def make(rng: random.Random, conv: Conversation) -> Op:
         seqs = rng.sample(range(1, conv.size), rng.randint(1, 5))
-        ops.append(_service_op(_purge_call(conv.id, seqs), len(seqs)))
-    return ops
+        return _call("purge", conv.id, seqs, ADMIN, items=len(seqs))
 
-
-def _purge_call(conv_id: str, seqs: list[int]) -> Callable[[MessageService], object]:
-    return lambda service: service.purge(conv_id, seqs, ADMIN)
+    return _each(data, "purge", _split(data)[1], make)
 
 
 def _clear(data: Dataset, largest: bool) -> list[Op]:
-    rng = data.rng("clear_largest" if largest else "clear_small")
     if largest:
         conv = data.largest
+        rng = data.rng("clear_largest")
         users = rng.sample(conv.members, min(len(conv.members), data.scale.ops))
-        return [_service_op(_clear_call(conv.id, user)) for user in users]
-    small = [c for c in data.conversations if c.size <= 100]
-    ops = []
-    for _ in range(data.scale.ops):
-        conv = rng.choice(small)
-        ops.append(_service_op(_clear_call(conv.id, rng.choice(conv.members))))
-    return ops
+        return [_call("clear_history", conv.id, user) for user in users]
 
+    def make(rng: random.Random, conv: Conversation) -> Op:
+        return _call("clear_history", conv.id, rng.choice(conv.members))
 
-def _clear_call(conv_id: str, user: str) -> Callable[[MessageService], object]:
-    return lambda service: service.clear_history(conv_id, user)
+    return _each(data, "clear_small", [c for c in data.conversations if c.size <= 100], make)
 
 
 WORKLOADS: tuple[Workload, ...] = (
@@ -263,13 +225,13 @@ WORKLOADS: tuple[Workload, ...] = (
         "ingest",
         "ingest",
         "consumer batches of ≤100 messages per conversation, conversations interleaved",
-        _ingest(lambda data: data.batches(), redelivery=False),
+        _ingest,
     ),
     Workload(
         "redeliver",
         "redelivery",
         "a sample of the same batches delivered again (all duplicates, nothing written)",
-        _ingest(_redelivered, redelivery=True),
+        _redeliver,
     ),
     Workload(
         "pull_latest",
