@@ -91,7 +91,8 @@ def _ingest(data: Dataset) -> list[Op]:
 def _redeliver(data: Dataset) -> list[Op]:
     """A sample of the batches, in delivery order, delivered a second time."""
     batches = data.batches()
-    picks = data.rng("redeliver").sample(range(len(batches)), min(len(batches), data.scale.redeliveries))
+    count = min(len(batches), data.scale.redeliveries)
+    picks = data.rng("redeliver").sample(range(len(batches)), count)
     return [_ingest_op(data, batches[n], redelivery=True) for n in sorted(picks)]
 
 
