@@ -6,9 +6,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.mongo import mongo_database
 from tests.servers import close_containers
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _stop_containers() -> Iterator[None]:
     yield from close_containers()
+
+
+@pytest.fixture
+def mongo_url() -> Iterator[str]:
+    """A MongoDB database of this test's own (skips without a server)."""
+    with mongo_database() as url:
+        yield url

@@ -7,8 +7,15 @@ bucket that does not exist yet create it instead of being dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
+from adapters.slot_rules import (
+    MAX_ROUNDS,
+    Decision,
+    TagWrites,
+    classify,
+    insert_result,
+)
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import (
@@ -20,15 +27,10 @@ from domain.model import (
     SlotPatch,
     StoreStats,
 )
-from domain.policy import may_mark_read
 from ports.bucket_repository import BucketRepository
 
-# Each retry means another writer changed the bucket between two of our round trips; a
-# bucket has at most `size` slots that can change, so this bound is never reached honestly.
-_MAX_ROUNDS = 1000
 
-
-class BucketMessageStore:
+class BucketMessageStore(TagWrites):
     """MessageStore over any BucketRepository (memory, SQL JSON, MongoDB)."""
 
     def __init__(self, repository: BucketRepository) -> None:
@@ -42,17 +44,12 @@ class BucketMessageStore:
         for doc_id, seqs in self.layout.group(conversation_id, by_seq).items():
             pending = {self.layout.slot_index(seq): by_seq[seq] for seq in seqs}
             self._insert_bucket(doc_id, pending, outcome)
-        return InsertResult(
-            *(
-                tuple(m.seq for m in messages if outcome[m.seq] == kind)
-                for kind in ("inserted", "duplicates", "conflicts", "purged")
-            )
-        )
+        return insert_result(messages, outcome)
 
     def _insert_bucket(
         self, doc_id: str, pending: dict[int, Message], outcome: dict[int, str]
     ) -> None:
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(MAX_ROUNDS):
             if self.repository.write_messages(doc_id, pending):
                 outcome.update((m.seq, "inserted") for m in pending.values())
                 return
@@ -64,7 +61,7 @@ class BucketMessageStore:
                     return
                 continue  # another writer created the bucket: step back, retry as an update
             for index, slot in current.items():
-                kind = _classify(slot, pending[index])
+                kind = classify(slot, pending[index])
                 if kind is not None:
                     outcome[pending.pop(index).seq] = kind
             if not pending:
@@ -79,7 +76,7 @@ class BucketMessageStore:
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Record a revoke; see MessageStore.revoke."""
         doc_id, index = self.layout.doc_id(conversation_id, seq), self.layout.slot_index(seq)
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(MAX_ROUNDS):
             if self.repository.set_revoke(doc_id, index, revoke):
                 return True
             if doc_id in self.repository.read({doc_id: [index]}):
@@ -87,36 +84,6 @@ class BucketMessageStore:
             if self.repository.create_bucket(doc_id, {index: Slot(revoke=revoke)}):
                 return True
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
-
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
-        """Set-add user_id to deleted_by; see MessageStore.delete_for."""
-
-        def decide(slot: Slot) -> SlotPatch | None:
-            if slot.purged or user_id in slot.deleted_by:
-                return None
-            return SlotPatch(add_deleted_by=user_id)
-
-        return self._patch(conversation_id, seqs, decide)
-
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
-        """Mark read for reader_id; see MessageStore.mark_read."""
-
-        def decide(slot: Slot) -> SlotPatch | None:
-            if slot.purged:
-                return None
-            if slot.message is None:
-                return None if reader_id in slot.read_by else SlotPatch(add_read_by=reader_id)
-            if slot.is_read or not may_mark_read(reader_id, slot.message):
-                return None
-            return SlotPatch(set_read=True)
-
-        return self._patch(conversation_id, seqs, decide)
-
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        """Physically delete; see MessageStore.purge."""
-        return self._patch(
-            conversation_id, seqs, lambda slot: None if slot.purged else SlotPatch(purge=True)
-        )
 
     def stats(self) -> StoreStats:
         """Footprint of the buckets."""
@@ -144,7 +111,7 @@ class BucketMessageStore:
         self,
         conversation_id: str,
         seqs: Sequence[int],
-        decide: Callable[[Slot], SlotPatch | None],
+        decide: Decision,
     ) -> int:
         """Read the slots once, then write each bucket's changes in one patch (or create it)."""
         changes: dict[str, dict[int, SlotPatch]] = {}
@@ -158,19 +125,10 @@ class BucketMessageStore:
         return sum(len(patches) for patches in changes.values())
 
     def _patch_bucket(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> None:
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(MAX_ROUNDS):
             if self.repository.patch(doc_id, patches):
                 return
             fresh = {index: EMPTY_SLOT.patched(patch) for index, patch in patches.items()}
             if self.repository.create_bucket(doc_id, fresh):
                 return
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
-
-
-def _classify(slot: Slot, message: Message) -> str | None:
-    """Why message cannot go into slot, or None when the slot is still free for it."""
-    if slot.purged:
-        return "purged"
-    if slot.message is None:
-        return None
-    return "duplicates" if slot.message == message else "conflicts"

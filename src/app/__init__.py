@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.service import MessageService
 from app.settings import Settings, load_settings
 
-__all__ = ["MessageService", "Settings", "open_service"]
+if TYPE_CHECKING:
+    from app.container import Container
+
+__all__ = ["MessageService", "Settings", "open_container", "open_service"]
 
 
 def open_service(config: Mapping[str, Any] | None = None) -> MessageService:
@@ -16,9 +19,14 @@ def open_service(config: Mapping[str, Any] | None = None) -> MessageService:
 
     Example: ``open_service({"store": {"backend": "sql-bucket", "url": "sqlite://"}})``.
     """
+    service: MessageService = open_container(config).service()
+    return service
+
+
+def open_container(config: Mapping[str, Any] | None = None) -> Container:
+    """The configured DI container, for callers that need more than the service."""
     from app.container import Container
 
     container = Container()
     container.config.from_dict(load_settings(config).model_dump())
-    service: MessageService = container.service()
-    return service
+    return container

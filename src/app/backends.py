@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
@@ -12,18 +13,49 @@ from domain.layout import BucketLayout
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
+if TYPE_CHECKING:
+    from adapters.mongo.connection import MongoConnection
+
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """A store and the seq store that shares its engine."""
+    """A store, the seq store that shares its engine, and how to name the engine's version."""
 
     store: MessageStore
     seqs: SeqStore
+    version: Callable[[], str] | None = None
 
 
 def memory(url: str, layout: BucketLayout) -> Backend:
     """Buckets and counters in this process's memory."""
     return Backend(BucketMessageStore(MemoryBucketRepository(layout)), MemorySeqStore())
+
+
+def mongo_bucket(url: str, layout: BucketLayout) -> Backend:
+    """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
+    from adapters.mongo.bucket import MongoBucketRepository
+
+    return _mongo(url, lambda db: BucketMessageStore(MongoBucketRepository(db, layout)))
+
+
+def mongo_row(url: str, layout: BucketLayout) -> Backend:
+    """One MongoDB document per message (collection ``msg_row``)."""
+    from adapters.mongo.row import MongoRowMessageStore
+
+    return _mongo(url, lambda db: MongoRowMessageStore(db, layout))
+
+
+def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> Backend:
+    """Store and seq store on one client; the client is closed if setting up fails."""
+    from adapters.mongo.connection import MongoConnection
+    from adapters.mongo.seq import MongoSeqStore
+
+    connection = MongoConnection(url)
+    try:
+        return Backend(make_store(connection), MongoSeqStore(connection), connection.describe)
+    except BaseException:
+        connection.close()
+        raise
 
 
 def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:
@@ -37,8 +69,8 @@ STORE_FACTORIES: dict[str, Callable[[str, BucketLayout], Backend]] = {
     "memory": memory,
     "sql-row": _not_yet("sql-row"),
     "sql-bucket": _not_yet("sql-bucket"),
-    "mongo-bucket": _not_yet("mongo-bucket"),
-    "mongo-row": _not_yet("mongo-row"),
+    "mongo-bucket": mongo_bucket,
+    "mongo-row": mongo_row,
 }
 
 
@@ -50,6 +82,11 @@ def store_of(backend: Backend) -> MessageStore:
 def seqs_of(backend: Backend) -> SeqStore:
     """The backend's SeqStore."""
     return backend.seqs
+
+
+def version_of(backend: Backend) -> str:
+    """The engine's version ("MongoDB 7.0.12"), or "" when the backend does not say."""
+    return backend.version() if backend.version is not None else ""
 
 
 def redis_cached_store(

@@ -7,6 +7,7 @@ import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -14,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from adapters.codec import slot_to_doc
-from app import open_service
+from app import open_container, open_service
 from app.demo import DEMO_CONVERSATION, USERS, describe, play, views
 from app.service import MessageService
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
@@ -45,8 +46,17 @@ def _open() -> MessageService:
 
 def _backend_line() -> str:
     settings = load_settings()
-    url = f" @ {settings.store.url}" if settings.store.url else ""
+    url = f" @ {escape(_redacted(settings.store.url))}" if settings.store.url else ""
     return f"store [bold]{settings.store.backend}[/]{url}, cache [bold]{settings.cache.backend}[/]"
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, fit to print."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @cli.command()
@@ -127,11 +137,14 @@ def backends() -> None:
         table.add_row("cache", name, "yes" if name == settings.cache.backend else "")
     console.print(table)
     try:
-        with open_service() as service:
+        container = open_container()
+        with container.service() as service:
             service.max_seq("imbucket-healthcheck")
-        console.print(f"[green]reachable[/]: {_backend_line()}")
+            version = container.version()
+        suffix = f" ({escape(version)})" if version else ""
+        console.print(f"[green]reachable[/]: {_backend_line()}{suffix}")
     except ImbucketError as error:
-        console.print(f"[red]unreachable[/]: {_backend_line()}: {error}")
+        console.print(f"[red]unreachable[/]: {_backend_line()}: {escape(str(error))}")
         raise typer.Exit(1) from None
 
 

@@ -50,5 +50,6 @@ class Container(containers.DeclarativeContainer):
         ),
     )
     seqs = providers.Callable(backends.seqs_of, backend)
+    version = providers.Callable(backends.version_of, backend)
 
     service = providers.Singleton(MessageService, store=store, seqs=seqs, limits=limits)

@@ -19,12 +19,24 @@ Config = dict[str, Any]
 
 BACKENDS = [
     pytest.param("memory_config", id="memory"),
+    pytest.param("mongo_bucket_config", id="mongo-bucket"),
+    pytest.param("mongo_row_config", id="mongo-row"),
 ]
 
 
 @pytest.fixture
 def memory_config() -> Config:
     return {"store": {"backend": "memory"}, "cache": {"backend": "none"}}
+
+
+@pytest.fixture
+def mongo_bucket_config(mongo_url: str) -> Config:
+    return {"store": {"backend": "mongo-bucket", "url": mongo_url}, "cache": {"backend": "none"}}
+
+
+@pytest.fixture
+def mongo_row_config(mongo_url: str) -> Config:
+    return {"store": {"backend": "mongo-row", "url": mongo_url}, "cache": {"backend": "none"}}
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,0 +1,84 @@
+"""BucketRepository on OpenIM's ``msg`` collection: ``{doc_id, msgs: [size slots]}``.
+
+Every method is one driver call built by ``adapters.mongo.commands``; the state machine
+that combines them is ``adapters.bucket.BucketMessageStore``, shared with every engine.
+Every call addresses buckets by doc_id, the shard key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pymongo.errors import DuplicateKeyError
+
+from adapters.mongo import commands
+from adapters.mongo.connection import MongoConnection, translated
+from adapters.mongo.replies import bucket_slots, store_stats
+from domain.layout import BucketLayout
+from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+
+
+class MongoBucketRepository:
+    """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array."""
+
+    def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
+        self.layout = layout
+        self._connection = connection
+        self._buckets = connection.collection(commands.BUCKETS)
+        connection.ensure_indexes(commands.BUCKETS)
+        connection.ensure_layout(commands.BUCKETS, layout)
+
+    def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
+        """``$set msgs.<i>.msg`` for every slot, matching only if all of them are free."""
+        if not messages:
+            return self._exists(doc_id)
+        return self._update(commands.write_messages(doc_id, messages), "write messages")
+
+    def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
+        """insert_one of the whole bucket; a duplicate doc_id means another writer won."""
+        document = commands.new_bucket(doc_id, slots, self.layout.size)
+        with translated("create a bucket"):
+            try:
+                self._buckets.insert_one(document)
+            except DuplicateKeyError:
+                return False
+        return True
+
+    def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """One aggregate over all wanted buckets, projecting only the wanted slots."""
+        if not wanted:
+            return {}
+        with translated("read buckets"):
+            found = list(self._buckets.aggregate(commands.read_buckets(wanted)))
+        return bucket_slots(wanted, found)
+
+    def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
+        """``$set msgs.<i>.revoke`` iff the slot is neither revoked nor purged."""
+        return self._update(commands.set_revoke(doc_id, slot, revoke), "revoke")
+
+    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
+        """One update_one with ``$addToSet`` / ``$set`` for all slots of the bucket."""
+        if not patches:
+            return self._exists(doc_id)
+        return self._update(commands.patch_bucket(doc_id, patches), "write tags")
+
+    def stats(self) -> StoreStats:
+        """``$collStats`` storage stats plus a count of stored messages (a full scan)."""
+        with translated("read collection stats"):
+            storage = list(self._buckets.aggregate(commands.STORAGE_STATS))
+            counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
+        return store_stats(storage, counted)
+
+    def close(self) -> None:
+        """Close the client."""
+        self._connection.close()
+
+    def _update(self, command: commands.Update, action: str) -> bool:
+        """update_one; True iff the filter matched (the bucket exists, the condition held)."""
+        with translated(action):
+            result = self._buckets.update_one(command.filter, command.update)
+        return result.matched_count == 1
+
+    def _exists(self, doc_id: str) -> bool:
+        with translated("look up a bucket"):
+            return self._buckets.count_documents(commands.bucket_exists(doc_id), limit=1) > 0

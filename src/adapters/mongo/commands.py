@@ -1,0 +1,366 @@
+"""Every filter, update, pipeline, index and option the MongoDB adapters send, as plain data.
+
+Pure functions without I/O: each adapter primitive passes one of these to exactly one
+pymongo call, and tests/unit/test_mongo_commands.py pins them document by document.
+
+Why free-slot conditions use ``{"$type": "null"}`` and ``{"$ne": true}`` instead of
+``{"msgs.3.msg": null}``: on an array of sub-documents a numeric path component is read
+both as the array position and as a field name inside every element. None of the 100
+elements has a field ``"3"``, so each yields "missing", and ``null`` equality matches
+missing: the filter would match every bucket. ``$type`` never matches missing, and
+``$ne: true`` is false only where the real slot holds ``true``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
+from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch
+
+Doc = dict[str, Any]
+
+DEFAULT_URL = "mongodb://127.0.0.1:27017/imbucket"
+DEFAULT_DATABASE = "imbucket"
+# An unreachable server must fail an open or a call within seconds, not pymongo's 30 s.
+CLIENT_DEFAULTS: Mapping[str, Any] = {
+    "serverSelectionTimeoutMS": 3000,
+    "connectTimeoutMS": 3000,
+    "appname": "imbucket",
+}
+
+BUCKETS = "msg"
+ROWS = "msg_row"
+SEQS = "seq"
+USER_SEQS = "seq_user"
+META = "meta"
+
+# The first server version that can cluster a collection on _id.
+CLUSTERED_SINCE = (5, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """One index: its key pattern and whether it is unique."""
+
+    keys: tuple[tuple[str, int], ...]
+    unique: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """``update_one(filter, update, upsert=upsert)``, alone or as a bulk_write UpdateOne."""
+
+    filter: Doc
+    update: Doc
+    upsert: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FindAndUpdate:
+    """``find_one_and_update(filter, update, projection, upsert, return the new document)``."""
+
+    filter: Doc
+    update: Doc
+    projection: Doc = field(default_factory=dict)
+    upsert: bool = True
+    return_new: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class InsertMany:
+    """``insert_many(documents, ordered=ordered)``."""
+
+    documents: list[Doc]
+    ordered: bool = False
+
+
+# Unique keys only: nothing inside the msgs array is indexed (as in OpenIM), and rows are
+# addressed by _id alone.
+INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
+    BUCKETS: (IndexSpec((("doc_id", 1),)),),
+    ROWS: (),
+    SEQS: (IndexSpec((("conversation_id", 1),)),),
+    USER_SEQS: (IndexSpec((("conversation_id", 1), ("user_id", 1))),),
+}
+
+# The counters of each seq collection; a new document gets 0 in those not being raised.
+COUNTERS: Mapping[str, tuple[str, ...]] = {
+    SEQS: ("max_seq", "min_seq"),
+    USER_SEQS: ("min_seq", "read_seq"),
+}
+
+STORAGE_STATS: list[Doc] = [{"$collStats": {"storageStats": {}}}]
+
+
+def client_options(url: str) -> Doc:
+    """CLIENT_DEFAULTS, except the options the URL sets itself (the URL wins)."""
+    query = url.partition("?")[2]
+    given = {part.partition("=")[0].lower() for part in query.split("&") if part}
+    return {name: value for name, value in CLIENT_DEFAULTS.items() if name.lower() not in given}
+
+
+# ---- buckets (collection `msg`) ------------------------------------------------------------
+
+
+def slot_path(index: int, name: str = "") -> str:
+    """Dotted path of a bucket slot, or of one field inside it: ``msgs.3`` / ``msgs.3.msg``."""
+    return f"msgs.{index}.{name}" if name else f"msgs.{index}"
+
+
+def free_slot(index: int | None = None) -> Doc:
+    """Conditions holding only while a slot (a bucket slot, or a row when None) is free."""
+    prefix = "" if index is None else slot_path(index) + "."
+    return {f"{prefix}msg": {"$type": "null"}, f"{prefix}purged": {"$ne": True}}
+
+
+def new_bucket(doc_id: str, slots: Mapping[int, Slot], size: int) -> Doc:
+    """A whole bucket for insert_one: every one of the size slots present, every key set."""
+    return {"doc_id": doc_id, "msgs": [slot_to_doc(slots.get(i, EMPTY_SLOT)) for i in range(size)]}
+
+
+def write_messages(doc_id: str, messages: Mapping[int, Message]) -> Update:
+    """Fill the named slots of an existing bucket, only if every one of them is free."""
+    condition: Doc = {"doc_id": doc_id}
+    for index in messages:
+        condition.update(free_slot(index))
+    update = {"$set": {slot_path(i, "msg"): message_to_doc(m) for i, m in messages.items()}}
+    return Update(condition, update)
+
+
+def set_revoke(doc_id: str, index: int, revoke: Revoke) -> Update:
+    """Set a slot's revoke, only if it is neither revoked nor purged."""
+    condition = {
+        "doc_id": doc_id,
+        slot_path(index, "revoke"): {"$type": "null"},
+        slot_path(index, "purged"): {"$ne": True},
+    }
+    return Update(condition, {"$set": {slot_path(index, "revoke"): revoke_to_doc(revoke)}})
+
+
+def patch_bucket(doc_id: str, patches: Mapping[int, SlotPatch]) -> Update:
+    """All tag changes of one bucket in one update; a purge replaces the whole slot."""
+    sets: Doc = {}
+    adds: Doc = {}
+    for index, patch in patches.items():
+        if patch.purge:
+            sets[slot_path(index)] = slot_to_doc(PURGED_SLOT)
+        else:
+            tag_sets, tag_adds = _tag_ops(patch, slot_path(index) + ".")
+            sets.update(tag_sets)
+            adds.update(tag_adds)
+    return Update({"doc_id": doc_id}, _operators(sets, adds))
+
+
+def read_buckets(wanted: Mapping[str, Sequence[int]]) -> list[Doc]:
+    """One aggregate reading only the requested slots of one or several buckets.
+
+    ``$map`` over the wanted indexes with ``$arrayElemAt`` keeps the slot order of the
+    request; with several buckets a ``$switch`` on doc_id picks each bucket's own indexes
+    (doc_ids inside an expression are ``$literal``: a conversation id may start with ``$``).
+    """
+    branches = [(doc_id, _pick(indexes)) for doc_id, indexes in wanted.items()]
+    if len(branches) == 1:
+        selected: Doc = branches[0][1]
+    else:
+        selected = {
+            "$switch": {
+                "branches": [
+                    {"case": {"$eq": ["$doc_id", {"$literal": doc_id}]}, "then": pick}
+                    for doc_id, pick in branches
+                ],
+                "default": [],
+            }
+        }
+    return [
+        {"$match": {"doc_id": {"$in": list(wanted)}}},
+        {"$project": {"_id": 0, "doc_id": 1, "msgs": selected}},
+    ]
+
+
+def _pick(indexes: Iterable[int]) -> Doc:
+    return {
+        "$map": {
+            "input": list(indexes),
+            "as": "index",
+            "in": {"$arrayElemAt": ["$msgs", "$$index"]},
+        }
+    }
+
+
+def bucket_exists(doc_id: str) -> Doc:
+    """Filter of one bucket, for count_documents(limit=1)."""
+    return {"doc_id": doc_id}
+
+
+COUNT_BUCKET_MESSAGES: list[Doc] = [
+    {
+        "$group": {
+            "_id": None,
+            "messages": {
+                "$sum": {
+                    "$size": {
+                        "$filter": {
+                            "input": "$msgs",
+                            "as": "slot",
+                            "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
+                        }
+                    }
+                }
+            },
+        }
+    }
+]
+
+
+# ---- rows (collection `msg_row`) -----------------------------------------------------------
+
+
+def row_id(conversation_id: str, seq: int) -> Doc:
+    """The _id of a row; field order matters for equality, so it is always c then s."""
+    return {"c": conversation_id, "s": seq}
+
+
+def new_rows(conversation_id: str, messages: Sequence[Message]) -> InsertMany:
+    """Each message as a row with every slot key present; duplicates are reported, not fatal."""
+    documents = [
+        {"_id": row_id(conversation_id, m.seq), **slot_to_doc(Slot(message=m))} for m in messages
+    ]
+    return InsertMany(documents, ordered=False)
+
+
+def rows_in(conversation_id: str, seqs: Iterable[int]) -> Doc:
+    """Filter of the rows of seqs: one find per call."""
+    return {"_id": {"$in": [row_id(conversation_id, seq) for seq in seqs]}}
+
+
+def fill_row(conversation_id: str, message: Message) -> Update:
+    """Store a message in a row that holds only tags (or create the row), iff it is free."""
+    condition = {"_id": row_id(conversation_id, message.seq), **free_slot()}
+    return Update(condition, _upsert_ops({"msg": message_to_doc(message)}, {}), upsert=True)
+
+
+def revoke_row(conversation_id: str, seq: int, revoke: Revoke) -> Update:
+    """Set a row's revoke (creating the row) iff it is neither revoked nor purged.
+
+    An existing row that fails the condition makes the upsert collide on _id: the caller
+    gets a duplicate-key error for "already revoked or purged".
+    """
+    condition = {
+        "_id": row_id(conversation_id, seq),
+        "revoke": {"$type": "null"},
+        "purged": {"$ne": True},
+    }
+    return Update(condition, _upsert_ops({"revoke": revoke_to_doc(revoke)}, {}), upsert=True)
+
+
+def patch_row(conversation_id: str, seq: int, patch: SlotPatch) -> Update:
+    """Tag changes of one row as an upsert, so tags written before the message are kept."""
+    if patch.purge:
+        update: Doc = {"$set": slot_to_doc(PURGED_SLOT)}
+    else:
+        update = _upsert_ops(*_tag_ops(patch, ""))
+    return Update({"_id": row_id(conversation_id, seq)}, update, upsert=True)
+
+
+def row_collection_options(server_version: Sequence[int]) -> Doc:
+    """create_collection options: clustered on _id from MongoDB 5.3, plain before."""
+    if tuple(server_version[:2]) >= CLUSTERED_SINCE:
+        return {"clusteredIndex": {"key": {"_id": 1}, "unique": True}}
+    return {}
+
+
+COUNT_ROW_MESSAGES: list[Doc] = [
+    {
+        "$group": {
+            "_id": None,
+            "messages": {"$sum": {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]}},
+            "key_bytes": {"$sum": {"$bsonSize": "$_id"}},
+        }
+    }
+]
+
+
+def _tag_ops(patch: SlotPatch, prefix: str) -> tuple[Doc, Doc]:
+    """($set, $addToSet) of a non-purge patch on the slot fields under prefix."""
+    sets: Doc = {f"{prefix}is_read": True} if patch.set_read else {}
+    adds: Doc = {}
+    if patch.add_deleted_by is not None:
+        adds[f"{prefix}del_list"] = patch.add_deleted_by
+    if patch.add_read_by is not None:
+        adds[f"{prefix}read_by"] = patch.add_read_by
+    return sets, adds
+
+
+def _upsert_ops(sets: Doc, adds: Doc) -> Doc:
+    """The $set and $addToSet, plus $setOnInsert of every other slot key (a complete row)."""
+    touched = set(sets) | set(adds)
+    defaults = {k: v for k, v in slot_to_doc(EMPTY_SLOT).items() if k not in touched}
+    return _operators(sets, adds, defaults)
+
+
+def _operators(sets: Doc, adds: Doc, on_insert: Doc | None = None) -> Doc:
+    """An update document without empty operators (MongoDB rejects ``{"$set": {}}``)."""
+    operators = {"$set": sets, "$addToSet": adds, "$setOnInsert": on_insert or {}}
+    return {name: value for name, value in operators.items() if value}
+
+
+# ---- seqs (collections `seq`, `seq_user`) and layout (`meta`) ------------------------------
+
+
+def allocate(conversation_id: str, n: int) -> FindAndUpdate:
+    """Reserve n seqs: ``$inc`` max_seq, creating the counter on first use."""
+    return FindAndUpdate(
+        {"conversation_id": conversation_id},
+        {"$inc": {"max_seq": n}, "$setOnInsert": {"min_seq": 0}},
+        {"_id": 0, "max_seq": 1},
+    )
+
+
+def conversation_seqs(conversation_id: str) -> Doc:
+    """Filter of a conversation's counter document."""
+    return {"conversation_id": conversation_id}
+
+
+def user_seqs(conversation_id: str, user_id: str) -> Doc:
+    """Filter of a user's watermark document."""
+    return {"conversation_id": conversation_id, "user_id": user_id}
+
+
+def raise_to(collection: str, key: Doc, name: str, value: int) -> FindAndUpdate:
+    """Raise counter name to at least value (``$max``: never down), creating the document."""
+    others = {other: 0 for other in COUNTERS[collection] if other != name}
+    update = {"$max": {name: value}, "$setOnInsert": others}
+    return FindAndUpdate(dict(key), update, {"_id": 0, name: 1})
+
+
+def watermarks(conversation_id: str, user_id: str) -> list[Doc]:
+    """One aggregate returning the conversation counters and the user's floor together.
+
+    ``$unionWith`` (MongoDB >= 4.4) reads both collections by their unique keys in a single
+    round trip, whichever of the two documents exists.
+    """
+    return [
+        {"$match": conversation_seqs(conversation_id)},
+        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
+        {
+            "$unionWith": {
+                "coll": USER_SEQS,
+                "pipeline": [
+                    {"$match": user_seqs(conversation_id, user_id)},
+                    {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
+                ],
+            }
+        },
+    ]
+
+
+def record_layout(collection: str, bucket_size: int) -> FindAndUpdate:
+    """Record the bucket size of collection on first open; return what is recorded."""
+    return FindAndUpdate(
+        {"_id": collection},
+        {"$setOnInsert": {"bucket_size": bucket_size}},
+        {"_id": 0, "bucket_size": 1},
+    )

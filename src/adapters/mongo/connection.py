@@ -1,0 +1,137 @@
+"""One MongoDB client per opened backend: database by URL, schema setup, error translation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pymongo import IndexModel, MongoClient, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.errors import (
+    ConfigurationError,
+    ConnectionFailure,
+    DuplicateKeyError,
+    OperationFailure,
+    PyMongoError,
+)
+from pymongo.monitoring import CommandListener
+
+from adapters.mongo import commands
+from adapters.mongo.commands import Doc, FindAndUpdate
+from adapters.mongo.replies import checked_layout, version_tuple
+from domain.errors import ConfigError, StoreUnavailable
+from domain.layout import BucketLayout
+
+NAMESPACE_EXISTS = 48
+
+
+@contextmanager
+def translated(action: str) -> Iterator[None]:
+    """Turn any driver failure inside the block into StoreUnavailable naming the action."""
+    try:
+        yield
+    except ConnectionFailure as error:
+        # pymongo appends a long topology dump; the first clause says what went wrong.
+        reason = str(error).split(", Timeout:")[0]
+        raise StoreUnavailable(f"MongoDB is unreachable ({action}): {reason}") from error
+    except PyMongoError as error:
+        raise StoreUnavailable(f"MongoDB failed to {action}: {error}") from error
+
+
+class MongoConnection:
+    """A MongoClient and the database named by the URL path (default ``imbucket``).
+
+    Construction does not touch the network; the first command does, and fails within
+    ``serverSelectionTimeoutMS`` (3 s unless the URL says otherwise) when nobody answers.
+    ``event_listeners`` lets tests count the commands sent (round trips).
+    """
+
+    def __init__(self, url: str, event_listeners: Sequence[CommandListener] = ()) -> None:
+        url = url or commands.DEFAULT_URL
+        options = commands.client_options(url)
+        try:
+            self.client: MongoClient[Doc] = MongoClient(
+                url, event_listeners=list(event_listeners), **options
+            )
+            self.db = self.client.get_default_database(commands.DEFAULT_DATABASE)
+        except ConfigurationError as error:
+            raise ConfigError(f"invalid MongoDB URL: {error}") from None
+        self._info: dict[str, Any] | None = None
+
+    def collection(self, name: str) -> Collection[Doc]:
+        """A collection of this database."""
+        return self.db[name]
+
+    def ensure_indexes(self, name: str) -> None:
+        """Create the collection's indexes (commands.INDEXES) if missing: one round trip."""
+        specs = commands.INDEXES[name]
+        if specs:
+            models = [IndexModel(list(spec.keys), unique=spec.unique) for spec in specs]
+            with translated(f"create the indexes of {name}"):
+                self.collection(name).create_indexes(models)
+
+    def ensure_collection(self, name: str, options: Doc) -> None:
+        """Create the collection with options unless it exists already."""
+        with translated(f"create collection {name}"):
+            try:
+                self.db.create_collection(name, check_exists=False, **options)
+            except OperationFailure as error:
+                if error.code != NAMESPACE_EXISTS:
+                    raise
+
+    def is_clustered(self, name: str) -> bool:
+        """Whether the existing collection name is clustered on _id."""
+        with translated(f"read the options of {name}"):
+            found = list(self.db.list_collections(filter={"name": name}))
+        return any("clusteredIndex" in info.get("options", {}) for info in found)
+
+    def ensure_layout(self, collection: str, layout: BucketLayout) -> None:
+        """Record layout.size for collection on first open; LayoutMismatch on another size."""
+        recorded = self.find_and_update(
+            commands.META, commands.record_layout(collection, layout.size), "record the layout"
+        )
+        checked_layout(recorded, layout.size, collection)
+
+    def find_and_update(self, name: str, command: FindAndUpdate, action: str) -> Doc | None:
+        """Run one FindAndUpdate command on collection name.
+
+        Two first upserts of one key can collide on its unique index when the server does
+        not retry them itself; the loser's second try then finds the winner's document.
+        """
+        with translated(action):
+            try:
+                return self._find_and_update(name, command)
+            except DuplicateKeyError:
+                if not command.upsert:
+                    raise
+                return self._find_and_update(name, command)
+
+    def _find_and_update(self, name: str, command: FindAndUpdate) -> Doc | None:
+        found: Doc | None = self.collection(name).find_one_and_update(
+            command.filter,
+            command.update,
+            projection=command.projection or None,
+            upsert=command.upsert,
+            return_document=ReturnDocument.AFTER if command.return_new else ReturnDocument.BEFORE,
+        )
+        return found
+
+    def version(self) -> tuple[int, ...]:
+        """The server version as ints."""
+        return version_tuple(self._build_info())
+
+    def describe(self) -> str:
+        """``MongoDB <version>`` of the server, for ``imbucket backends``."""
+        return f"MongoDB {self._build_info()['version']}"
+
+    def _build_info(self) -> dict[str, Any]:
+        """The server's buildInfo, asked once."""
+        if self._info is None:
+            with translated("read the server version"):
+                self._info = self.client.server_info()
+        return self._info
+
+    def close(self) -> None:
+        """Close the client (idempotent)."""
+        self.client.close()

@@ -1,0 +1,96 @@
+"""What the MongoDB adapters make of the server's replies, as pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from adapters.codec import conversation_of, slot_from_doc
+from domain.errors import LayoutMismatch, StoreUnavailable
+from domain.model import Slot, StoreStats, Watermarks
+
+Doc = dict[str, Any]
+
+DUPLICATE_KEY = 11000
+
+
+def bucket_slots(
+    wanted: Mapping[str, Sequence[int]], found: Iterable[Doc]
+) -> dict[str, dict[int, Slot]]:
+    """Slots by index per existing bucket, from the read aggregate's documents."""
+    buckets: dict[str, dict[int, Slot]] = {}
+    for doc in found:
+        doc_id = doc["doc_id"]
+        conversation_id = conversation_of(doc_id)
+        buckets[doc_id] = {
+            index: slot_from_doc(conversation_id, slot)
+            for index, slot in zip(wanted[doc_id], doc["msgs"], strict=True)
+        }
+    return buckets
+
+
+def row_slots(found: Iterable[Doc]) -> dict[int, Slot]:
+    """Slots by seq from row documents."""
+    return {doc["_id"]["s"]: slot_from_doc(doc["_id"]["c"], doc) for doc in found}
+
+
+def duplicate_positions(details: Mapping[str, Any]) -> list[int]:
+    """Positions of the operations of a bulk write that failed on a duplicate key.
+
+    Any other write error, or a write concern error, means the write cannot be trusted.
+    """
+    if details.get("writeConcernErrors"):
+        raise StoreUnavailable(f"MongoDB write concern failed: {details['writeConcernErrors']}")
+    errors = details.get("writeErrors", [])
+    other = [error for error in errors if error.get("code") != DUPLICATE_KEY]
+    if other:
+        raise StoreUnavailable(f"MongoDB bulk write failed: {other[0].get('errmsg', other[0])}")
+    return [error["index"] for error in errors]
+
+
+def watermarks(found: Iterable[Doc]) -> Watermarks:
+    """Merge the conversation counters and the user's floor (either may be absent)."""
+    merged: Doc = {}
+    for doc in found:
+        merged.update(doc)
+    return Watermarks(
+        merged.get("max_seq", 0), merged.get("min_seq", 0), merged.get("user_min_seq", 0)
+    )
+
+
+def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collection: str) -> None:
+    """Refuse to open a collection created with another bucket size."""
+    stored = None if recorded is None else recorded.get("bucket_size")
+    if stored != bucket_size:
+        raise LayoutMismatch(
+            f"collection {collection!r} was created with bucket size {stored}, "
+            f"opened with {bucket_size}"
+        )
+
+
+def store_stats(
+    storage: Iterable[Doc], counted: Iterable[Doc], *, clustered: bool = False
+) -> StoreStats:
+    """StoreStats from ``$collStats`` (one document per shard) and a message count.
+
+    A clustered collection has no separate _id index: its key bytes live in the records,
+    so they are reported as the index part (``key_bytes`` of the count).
+    """
+    documents = data = index = 0
+    for doc in storage:
+        stats = doc["storageStats"]
+        documents += stats.get("count", 0)
+        data += stats.get("size", 0)
+        index += stats.get("totalIndexSize", 0)
+    totals = next(iter(counted), {})
+    if clustered:
+        index += totals.get("key_bytes", 0)
+    return StoreStats(totals.get("messages", 0), documents, data, index)
+
+
+def version_tuple(info: Mapping[str, Any]) -> tuple[int, ...]:
+    """The server's version as ints, from buildInfo."""
+    array = info.get("versionArray")
+    if array:
+        return tuple(int(part) for part in array)
+    return tuple(int(part) for part in str(info["version"]).split("-")[0].split("."))

@@ -1,0 +1,137 @@
+"""MessageStore with one document per message: ``{_id: {c, s}, msg, revoke, del_list, ...}``.
+
+The alternative the article rejects, kept to measure it. A row has the slot shape of a
+bucket slot; tags written before the message create the row by upsert, and the message
+then fills it. Every call addresses rows by _id, the shard key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from adapters.mongo import commands
+from adapters.mongo.connection import MongoConnection, translated
+from adapters.mongo.replies import duplicate_positions, row_slots, store_stats
+from adapters.slot_rules import (
+    MAX_ROUNDS,
+    Decision,
+    TagWrites,
+    classify,
+    insert_result,
+)
+from domain.errors import StoreUnavailable
+from domain.layout import BucketLayout
+from domain.model import EMPTY_SLOT, InsertResult, Message, Revoke, Slot, SlotPatch, StoreStats
+
+
+class MongoRowMessageStore(TagWrites):
+    """Rows in collection ``msg_row``, clustered on _id when the server can (>= 5.3)."""
+
+    def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
+        self.layout = layout
+        self._connection = connection
+        options = commands.row_collection_options(connection.version())
+        connection.ensure_collection(commands.ROWS, options)
+        # An existing collection is kept as it was created, clustered or not.
+        self._clustered = connection.is_clustered(commands.ROWS)
+        self._rows = connection.collection(commands.ROWS)
+
+    def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
+        """insert_many(ordered=False); seqs already taken are settled one by one."""
+        if not messages:
+            return InsertResult()
+        command = commands.new_rows(conversation_id, messages)
+        taken: list[int] = []
+        with translated("insert messages"):
+            try:
+                self._rows.insert_many(command.documents, ordered=command.ordered)
+            except BulkWriteError as error:
+                taken = duplicate_positions(error.details)
+        pending = {messages[i].seq: messages[i] for i in taken}
+        outcome = {m.seq: "inserted" for m in messages if m.seq not in pending}
+        self._settle(conversation_id, pending, outcome)
+        return insert_result(messages, outcome)
+
+    def _settle(
+        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, str]
+    ) -> None:
+        """Classify occupied rows; fill rows holding only tags (rare: one call each)."""
+        for _ in range(MAX_ROUNDS):
+            if not pending:
+                return
+            for seq, slot in self._read(conversation_id, pending).items():
+                kind = classify(slot, pending[seq])
+                if kind is not None:
+                    outcome[seq] = kind
+                    del pending[seq]
+            for seq, message in list(pending.items()):
+                if self._upsert(commands.fill_row(conversation_id, message), "store a message"):
+                    outcome[seq] = "inserted"
+                    del pending[seq]
+        raise StoreUnavailable(f"insert into {conversation_id} did not settle under contention")
+
+    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+        """One find with ``_id: {$in}``; rows holding nothing are left out."""
+        found = self._read(conversation_id, seqs)
+        return {seq: slot for seq, slot in found.items() if not slot.is_empty}
+
+    def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
+        """One conditional upsert; a collision on _id means revoked or purged already."""
+        for _ in range(MAX_ROUNDS):
+            if self._upsert(commands.revoke_row(conversation_id, seq, revoke), "revoke"):
+                return True
+            slot = self._read(conversation_id, [seq]).get(seq, EMPTY_SLOT)
+            if slot.revoke is not None or slot.purged:
+                return False
+        raise StoreUnavailable(f"revoke of {conversation_id}/{seq} did not settle")
+
+    def stats(self) -> StoreStats:
+        """``$collStats`` storage stats plus a count of stored messages (a full scan)."""
+        with translated("read collection stats"):
+            storage = list(self._rows.aggregate(commands.STORAGE_STATS))
+            counted = list(self._rows.aggregate(commands.COUNT_ROW_MESSAGES))
+        return store_stats(storage, counted, clustered=self._clustered)
+
+    def close(self) -> None:
+        """Close the client."""
+        self._connection.close()
+
+    def _read(self, conversation_id: str, seqs: Collection[int]) -> dict[int, Slot]:
+        if not seqs:
+            return {}
+        with translated("read messages"):
+            return row_slots(self._rows.find(commands.rows_in(conversation_id, seqs)))
+
+    def _upsert(self, command: commands.Update, action: str) -> bool:
+        """Run a conditional upsert; False when the row exists but fails the condition."""
+        with translated(action):
+            try:
+                self._rows.update_one(command.filter, command.update, upsert=command.upsert)
+            except DuplicateKeyError:
+                return False
+        return True
+
+    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+        """Read the rows once, then upsert every change in one unordered bulk write."""
+        found = self._read(conversation_id, seqs)
+        changes: dict[int, SlotPatch] = {}
+        for seq in seqs:
+            patch = decide(found.get(seq, EMPTY_SLOT))
+            if patch is not None:
+                changes[seq] = patch
+        pending = [commands.patch_row(conversation_id, seq, p) for seq, p in changes.items()]
+        for _ in range(MAX_ROUNDS):
+            if not pending:
+                return len(changes)
+            operations = [UpdateOne(c.filter, c.update, upsert=c.upsert) for c in pending]
+            with translated("write tags"):
+                try:
+                    self._rows.bulk_write(operations, ordered=False)
+                    return len(changes)
+                except BulkWriteError as error:
+                    # Two first upserts of one _id collided; the retry finds the row.
+                    pending = [pending[i] for i in duplicate_positions(error.details)]
+        raise StoreUnavailable(f"tag write to {conversation_id} did not settle under contention")

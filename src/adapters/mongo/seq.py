@@ -1,0 +1,91 @@
+"""SeqStore on collections ``seq`` (per conversation) and ``seq_user`` (per user).
+
+Unlike OpenIM, both have unique indexes, so concurrent first upserts cannot create two
+counters, and every ``raise_*`` uses ``$max`` so a watermark never moves down.
+"""
+
+from __future__ import annotations
+
+from adapters.mongo import commands, replies
+from adapters.mongo.commands import Doc, FindAndUpdate
+from adapters.mongo.connection import MongoConnection, translated
+from domain.model import Watermarks
+
+
+class MongoSeqStore:
+    """Seq counters by conversation_id and watermarks by (conversation_id, user_id)."""
+
+    def __init__(self, connection: MongoConnection) -> None:
+        self._connection = connection
+        self._seqs = connection.collection(commands.SEQS)
+        self._users = connection.collection(commands.USER_SEQS)
+        connection.ensure_indexes(commands.SEQS)
+        connection.ensure_indexes(commands.USER_SEQS)
+
+    def allocate(self, conversation_id: str, n: int) -> int:
+        """``find_one_and_update`` with ``$inc`` and upsert: one atomic round trip."""
+        found = self._run(commands.SEQS, commands.allocate(conversation_id, n), "allocate seqs")
+        return int(found["max_seq"]) - n + 1
+
+    def max_seq(self, conversation_id: str) -> int:
+        """Highest allocated seq."""
+        return self._get(commands.SEQS, commands.conversation_seqs(conversation_id), "max_seq")
+
+    def raise_max_seq(self, conversation_id: str, seq: int) -> int:
+        """Raise max_seq (``$max``)."""
+        key = commands.conversation_seqs(conversation_id)
+        return self._raise(commands.SEQS, key, "max_seq", seq)
+
+    def min_seq(self, conversation_id: str) -> int:
+        """Conversation floor."""
+        return self._get(commands.SEQS, commands.conversation_seqs(conversation_id), "min_seq")
+
+    def raise_min_seq(self, conversation_id: str, seq: int) -> int:
+        """Raise the conversation floor (``$max``)."""
+        key = commands.conversation_seqs(conversation_id)
+        return self._raise(commands.SEQS, key, "min_seq", seq)
+
+    def user_min_seq(self, conversation_id: str, user_id: str) -> int:
+        """User floor."""
+        key = commands.user_seqs(conversation_id, user_id)
+        return self._get(commands.USER_SEQS, key, "min_seq")
+
+    def raise_user_min_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        """Raise the user floor in one write (``$max``)."""
+        key = commands.user_seqs(conversation_id, user_id)
+        return self._raise(commands.USER_SEQS, key, "min_seq", seq)
+
+    def read_seq(self, conversation_id: str, user_id: str) -> int:
+        """User read seq."""
+        key = commands.user_seqs(conversation_id, user_id)
+        return self._get(commands.USER_SEQS, key, "read_seq")
+
+    def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        """Raise the user read seq (``$max``)."""
+        key = commands.user_seqs(conversation_id, user_id)
+        return self._raise(commands.USER_SEQS, key, "read_seq", seq)
+
+    def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
+        """One aggregate on ``seq`` with ``$unionWith`` of ``seq_user``: one round trip."""
+        with translated("read watermarks"):
+            found = list(self._seqs.aggregate(commands.watermarks(conversation_id, user_id)))
+        return replies.watermarks(found)
+
+    def close(self) -> None:
+        """Close the client."""
+        self._connection.close()
+
+    def _get(self, name: str, key: Doc, field: str) -> int:
+        with translated(f"read {field}"):
+            found = self._connection.collection(name).find_one(key, {"_id": 0, field: 1})
+        return 0 if found is None else int(found.get(field, 0))
+
+    def _raise(self, name: str, key: Doc, field: str, seq: int) -> int:
+        found = self._run(name, commands.raise_to(name, key, field, seq), f"raise {field}")
+        return int(found[field])
+
+    def _run(self, name: str, command: FindAndUpdate, action: str) -> Doc:
+        found = self._connection.find_and_update(name, command, action)
+        if found is None:  # an upsert returning the new document always returns one
+            raise AssertionError(f"{action}: upsert returned nothing")
+        return found

@@ -1,0 +1,130 @@
+"""What only a real MongoDB can show: stored shapes, indexes, round trips, layout checks.
+
+Runs when IMBUCKET_TEST_MONGO_URL is set or a Docker engine answers; skips otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+from pymongo.monitoring import CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent
+
+from adapters.bucket import BucketMessageStore
+from adapters.mongo import commands
+from adapters.mongo.bucket import MongoBucketRepository
+from adapters.mongo.connection import MongoConnection
+from adapters.mongo.row import MongoRowMessageStore
+from adapters.mongo.seq import MongoSeqStore
+from app import open_service
+from domain.errors import LayoutMismatch
+from domain.layout import BucketLayout
+from domain.model import Slot
+from tests.factories import message, messages
+
+CONV = "sg_mongo"
+
+
+class Commands:
+    """Counts the commands sent to the server, by name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self.names.append(event.command_name)
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+def sent() -> Commands:
+    return Commands()
+
+
+@pytest.fixture
+def connection(mongo_url: str, sent: Commands) -> Iterator[MongoConnection]:
+    opened = MongoConnection(mongo_url, [sent])
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def raw(mongo_url: str) -> Iterator[Any]:
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo_url)
+    yield client.get_default_database()
+    client.close()
+
+
+def test_bucket_is_stored_as_openim_stores_it(connection: MongoConnection, raw: Any) -> None:
+    store = BucketMessageStore(MongoBucketRepository(connection, BucketLayout(100)))
+    store.insert(CONV, messages(1, 2, CONV))
+    stored = raw[commands.BUCKETS].find_one({"doc_id": f"{CONV}:0"}, {"_id": 0})
+    expected = commands.new_bucket(
+        f"{CONV}:0", {0: Slot(message(1, CONV)), 1: Slot(message(2, CONV))}, 100
+    )
+    assert stored == expected
+    indexes = raw[commands.BUCKETS].index_information()
+    assert {name: spec["key"] for name, spec in indexes.items()} == {
+        "_id_": [("_id", 1)],
+        "doc_id_1": [("doc_id", 1)],
+    }
+    assert indexes["doc_id_1"]["unique"] is True
+
+
+def test_a_pull_across_two_buckets_is_one_aggregate(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    store = BucketMessageStore(MongoBucketRepository(connection, BucketLayout(100)))
+    store.insert(CONV, messages(95, 105, CONV))
+    sent.names.clear()
+    found = store.get(CONV, list(range(95, 106)))
+    assert sorted(found) == list(range(95, 106))
+    assert sent.names == ["aggregate"]
+
+
+def test_a_batch_into_an_existing_bucket_is_one_update(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    store = BucketMessageStore(MongoBucketRepository(connection, BucketLayout(100)))
+    store.insert(CONV, messages(1, 1, CONV))
+    sent.names.clear()
+    assert store.insert(CONV, messages(2, 50, CONV)).inserted == tuple(range(2, 51))
+    assert sent.names == ["update"]
+
+
+def test_another_bucket_size_is_refused(mongo_url: str) -> None:
+    config = {"store": {"backend": "mongo-bucket", "url": mongo_url, "bucket_size": 100}}
+    open_service(config).close()
+    with pytest.raises(LayoutMismatch):
+        open_service({"store": {**config["store"], "bucket_size": 50}})
+
+
+def test_rows_are_clustered_and_read_in_one_find(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    store = MongoRowMessageStore(connection, BucketLayout(100))
+    assert store.insert(CONV, messages(1, 5, CONV)).inserted == (1, 2, 3, 4, 5)
+    clustered = connection.version()[:2] >= commands.CLUSTERED_SINCE
+    assert connection.is_clustered(commands.ROWS) is clustered
+    sent.names.clear()
+    assert sorted(store.get(CONV, [5, 1, 3])) == [1, 3, 5]
+    assert sent.names == ["find"]
+    stats = store.stats()
+    assert stats.messages == 5 and stats.index_bytes > 0
+
+
+def test_watermarks_are_one_round_trip(connection: MongoConnection, sent: Commands) -> None:
+    seqs = MongoSeqStore(connection)
+    seqs.allocate(CONV, 10)
+    seqs.raise_user_min_seq(CONV, "dave", 4)
+    sent.names.clear()
+    marks = seqs.watermarks(CONV, "dave")
+    assert (marks.max_seq, marks.min_seq, marks.user_min_seq) == (10, 0, 4)
+    assert sent.names == ["aggregate"]

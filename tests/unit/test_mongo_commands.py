@@ -1,0 +1,397 @@
+"""Pins every command the MongoDB adapters send, document by document.
+
+No MongoDB runs here, so these exact documents are the adapters' specification: a change
+to any filter, update, pipeline, index or option must show up as a failure below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.mongo import commands as c
+from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from tests.factories import message
+
+CONV = "sg_g1"
+EMPTY = {
+    "msg": None,
+    "revoke": None,
+    "del_list": [],
+    "is_read": False,
+    "purged": False,
+    "read_by": [],
+}
+PURGED = {**EMPTY, "purged": True}
+REVOKE = Revoke("olivia", Role.OWNER, "Olivia", 1_700_000_000_123)
+REVOKE_DOC = {"user_id": "olivia", "role": 100, "nickname": "Olivia", "time": 1_700_000_000_123}
+
+
+def msg_doc(m: Message) -> dict[str, Any]:
+    return {
+        "seq": m.seq,
+        "send_id": "alice",
+        "recv_id": "",
+        "group_id": "g1",
+        "client_msg_id": f"client-{m.seq}",
+        "server_msg_id": f"server-{m.seq}",
+        "session_type": 3,
+        "content_type": 101,
+        "content": f"message {m.seq}",
+        "send_time": 1_700_000_000_000 + m.seq,
+        "create_time": 1_700_000_000_000 + m.seq,
+        "status": 2,
+        "sender_nickname": "",
+        "sender_platform_id": 0,
+        "options": {},
+        "ex": "",
+    }
+
+
+# ---- schema and client ---------------------------------------------------------------------
+
+
+def test_collection_names() -> None:
+    assert (c.BUCKETS, c.ROWS, c.SEQS, c.USER_SEQS, c.META) == (
+        "msg",
+        "msg_row",
+        "seq",
+        "seq_user",
+        "meta",
+    )
+
+
+def test_index_specs_are_unique_keys_only_and_nothing_inside_msgs() -> None:
+    assert {
+        "msg": (c.IndexSpec((("doc_id", 1),), unique=True),),
+        "msg_row": (),
+        "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
+        "seq_user": (c.IndexSpec((("conversation_id", 1), ("user_id", 1)), unique=True),),
+    } == c.INDEXES
+
+
+def test_rows_are_clustered_on_id_from_mongodb_5_3() -> None:
+    clustered = {"clusteredIndex": {"key": {"_id": 1}, "unique": True}}
+    assert c.row_collection_options((7, 0, 12)) == clustered
+    assert c.row_collection_options((5, 3, 0)) == clustered
+    assert c.row_collection_options((5, 2, 1)) == {}
+    assert c.row_collection_options((4, 4)) == {}
+
+
+def test_client_options_bound_server_selection_unless_the_url_says_otherwise() -> None:
+    defaults = {"serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000, "appname": "imbucket"}
+    assert c.client_options("mongodb://db:27017/chat") == defaults
+    assert c.client_options("mongodb://db/chat?serverselectiontimeoutms=500&appName=x") == {
+        "connectTimeoutMS": 3000
+    }
+    assert c.DEFAULT_URL == "mongodb://127.0.0.1:27017/imbucket"
+    assert c.DEFAULT_DATABASE == "imbucket"
+
+
+# ---- buckets -------------------------------------------------------------------------------
+
+
+def test_new_bucket_holds_every_slot_with_every_key() -> None:
+    bucket = c.new_bucket(f"{CONV}:1", {2: Slot(message=message(103, CONV))}, 4)
+    assert bucket == {
+        "doc_id": f"{CONV}:1",
+        "msgs": [EMPTY, EMPTY, {**EMPTY, "msg": msg_doc(message(103))}, EMPTY],
+    }
+    assert list(bucket) == ["doc_id", "msgs"]  # no _id: the driver adds an ObjectId
+
+
+def test_empty_slot_shape() -> None:
+    assert c.new_bucket("x:0", {}, 1)["msgs"] == [EMPTY]
+
+
+def test_write_messages_matches_only_free_slots() -> None:
+    command = c.write_messages(f"{CONV}:0", {0: message(1), 5: message(6)})
+    assert command == c.Update(
+        {
+            "doc_id": f"{CONV}:0",
+            "msgs.0.msg": {"$type": "null"},
+            "msgs.0.purged": {"$ne": True},
+            "msgs.5.msg": {"$type": "null"},
+            "msgs.5.purged": {"$ne": True},
+        },
+        {"$set": {"msgs.0.msg": msg_doc(message(1)), "msgs.5.msg": msg_doc(message(6))}},
+        upsert=False,
+    )
+
+
+def test_set_revoke_matches_only_unrevoked_unpurged_slots() -> None:
+    assert c.set_revoke(f"{CONV}:1", 49, REVOKE) == c.Update(
+        {
+            "doc_id": f"{CONV}:1",
+            "msgs.49.revoke": {"$type": "null"},
+            "msgs.49.purged": {"$ne": True},
+        },
+        {"$set": {"msgs.49.revoke": REVOKE_DOC}},
+        upsert=False,
+    )
+
+
+def test_patch_bucket_adds_to_sets_and_replaces_purged_slots() -> None:
+    command = c.patch_bucket(
+        f"{CONV}:0",
+        {
+            1: SlotPatch(add_deleted_by="bob"),
+            2: SlotPatch(set_read=True),
+            3: SlotPatch(add_read_by="carol"),
+            4: SlotPatch(purge=True, add_deleted_by="ignored"),
+        },
+    )
+    assert command == c.Update(
+        {"doc_id": f"{CONV}:0"},
+        {
+            "$set": {"msgs.2.is_read": True, "msgs.4": PURGED},
+            "$addToSet": {"msgs.1.del_list": "bob", "msgs.3.read_by": "carol"},
+        },
+        upsert=False,
+    )
+
+
+def test_patch_bucket_sends_no_empty_operator() -> None:
+    assert c.patch_bucket("x:0", {7: SlotPatch(add_deleted_by="bob")}).update == {
+        "$addToSet": {"msgs.7.del_list": "bob"}
+    }
+    assert c.patch_bucket("x:0", {7: SlotPatch(purge=True)}).update == {"$set": {"msgs.7": PURGED}}
+
+
+def test_read_of_one_bucket_projects_only_the_wanted_slots() -> None:
+    assert c.read_buckets({f"{CONV}:0": [4, 0, 99]}) == [
+        {"$match": {"doc_id": {"$in": [f"{CONV}:0"]}}},
+        {
+            "$project": {
+                "_id": 0,
+                "doc_id": 1,
+                "msgs": {
+                    "$map": {
+                        "input": [4, 0, 99],
+                        "as": "index",
+                        "in": {"$arrayElemAt": ["$msgs", "$$index"]},
+                    }
+                },
+            }
+        },
+    ]
+
+
+def test_read_spanning_two_buckets_is_one_aggregate() -> None:
+    def pick(indexes: list[int]) -> dict[str, Any]:
+        return {
+            "$map": {
+                "input": indexes,
+                "as": "index",
+                "in": {"$arrayElemAt": ["$msgs", "$$index"]},
+            }
+        }
+
+    assert c.read_buckets({f"{CONV}:0": [98, 99], f"{CONV}:1": [0, 1, 2]}) == [
+        {"$match": {"doc_id": {"$in": [f"{CONV}:0", f"{CONV}:1"]}}},
+        {
+            "$project": {
+                "_id": 0,
+                "doc_id": 1,
+                "msgs": {
+                    "$switch": {
+                        "branches": [
+                            {
+                                "case": {"$eq": ["$doc_id", {"$literal": f"{CONV}:0"}]},
+                                "then": pick([98, 99]),
+                            },
+                            {
+                                "case": {"$eq": ["$doc_id", {"$literal": f"{CONV}:1"}]},
+                                "then": pick([0, 1, 2]),
+                            },
+                        ],
+                        "default": [],
+                    }
+                },
+            }
+        },
+    ]
+
+
+def test_bucket_lookup_and_message_count() -> None:
+    assert c.bucket_exists("x:3") == {"doc_id": "x:3"}
+    assert c.COUNT_BUCKET_MESSAGES == [
+        {
+            "$group": {
+                "_id": None,
+                "messages": {
+                    "$sum": {
+                        "$size": {
+                            "$filter": {
+                                "input": "$msgs",
+                                "as": "slot",
+                                "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
+                            }
+                        }
+                    }
+                },
+            }
+        }
+    ]
+
+
+def test_storage_stats_come_from_collstats() -> None:
+    assert c.STORAGE_STATS == [{"$collStats": {"storageStats": {}}}]
+
+
+# ---- rows ----------------------------------------------------------------------------------
+
+
+def test_row_id_is_conversation_then_seq() -> None:
+    assert list(c.row_id(CONV, 7).items()) == [("c", CONV), ("s", 7)]
+
+
+def test_new_rows_are_one_unordered_insert_many() -> None:
+    assert c.new_rows(CONV, [message(1), message(2)]) == c.InsertMany(
+        [
+            {"_id": {"c": CONV, "s": 1}, **EMPTY, "msg": msg_doc(message(1))},
+            {"_id": {"c": CONV, "s": 2}, **EMPTY, "msg": msg_doc(message(2))},
+        ],
+        ordered=False,
+    )
+
+
+def test_rows_are_read_by_id_in_one_find() -> None:
+    assert c.rows_in(CONV, [3, 1]) == {"_id": {"$in": [{"c": CONV, "s": 3}, {"c": CONV, "s": 1}]}}
+
+
+def test_fill_row_upserts_only_into_a_free_row() -> None:
+    assert c.fill_row(CONV, message(5)) == c.Update(
+        {"_id": {"c": CONV, "s": 5}, "msg": {"$type": "null"}, "purged": {"$ne": True}},
+        {
+            "$set": {"msg": msg_doc(message(5))},
+            "$setOnInsert": {
+                "revoke": None,
+                "del_list": [],
+                "is_read": False,
+                "purged": False,
+                "read_by": [],
+            },
+        },
+        upsert=True,
+    )
+
+
+def test_revoke_row_upserts_only_into_an_unrevoked_unpurged_row() -> None:
+    assert c.revoke_row(CONV, 5, REVOKE) == c.Update(
+        {"_id": {"c": CONV, "s": 5}, "revoke": {"$type": "null"}, "purged": {"$ne": True}},
+        {
+            "$set": {"revoke": REVOKE_DOC},
+            "$setOnInsert": {
+                "msg": None,
+                "del_list": [],
+                "is_read": False,
+                "purged": False,
+                "read_by": [],
+            },
+        },
+        upsert=True,
+    )
+
+
+def test_tag_rows_are_upserts_that_complete_a_new_row() -> None:
+    assert c.patch_row(CONV, 9, SlotPatch(add_deleted_by="bob")) == c.Update(
+        {"_id": {"c": CONV, "s": 9}},
+        {
+            "$addToSet": {"del_list": "bob"},
+            "$setOnInsert": {
+                "msg": None,
+                "revoke": None,
+                "is_read": False,
+                "purged": False,
+                "read_by": [],
+            },
+        },
+        upsert=True,
+    )
+    assert c.patch_row(CONV, 9, SlotPatch(set_read=True, add_read_by="carol")).update == {
+        "$set": {"is_read": True},
+        "$addToSet": {"read_by": "carol"},
+        "$setOnInsert": {"msg": None, "revoke": None, "del_list": [], "purged": False},
+    }
+
+
+def test_purge_row_sets_the_purged_shape() -> None:
+    assert c.patch_row(CONV, 9, SlotPatch(purge=True)) == c.Update(
+        {"_id": {"c": CONV, "s": 9}}, {"$set": PURGED}, upsert=True
+    )
+
+
+def test_row_message_count_also_sums_key_bytes() -> None:
+    assert c.COUNT_ROW_MESSAGES == [
+        {
+            "$group": {
+                "_id": None,
+                "messages": {"$sum": {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]}},
+                "key_bytes": {"$sum": {"$bsonSize": "$_id"}},
+            }
+        }
+    ]
+
+
+# ---- seqs and layout -----------------------------------------------------------------------
+
+
+def test_allocate_is_an_inc_upsert_returning_the_new_counter() -> None:
+    assert c.allocate(CONV, 3) == c.FindAndUpdate(
+        {"conversation_id": CONV},
+        {"$inc": {"max_seq": 3}, "$setOnInsert": {"min_seq": 0}},
+        {"_id": 0, "max_seq": 1},
+        upsert=True,
+        return_new=True,
+    )
+
+
+def test_raises_only_move_up() -> None:
+    assert c.raise_to(c.SEQS, c.conversation_seqs(CONV), "min_seq", 8) == c.FindAndUpdate(
+        {"conversation_id": CONV},
+        {"$max": {"min_seq": 8}, "$setOnInsert": {"max_seq": 0}},
+        {"_id": 0, "min_seq": 1},
+        upsert=True,
+        return_new=True,
+    )
+    assert c.raise_to(c.SEQS, c.conversation_seqs(CONV), "max_seq", 4).update == {
+        "$max": {"max_seq": 4},
+        "$setOnInsert": {"min_seq": 0},
+    }
+    key = c.user_seqs(CONV, "dave")
+    assert key == {"conversation_id": CONV, "user_id": "dave"}
+    assert c.raise_to(c.USER_SEQS, key, "min_seq", 11) == c.FindAndUpdate(
+        {"conversation_id": CONV, "user_id": "dave"},
+        {"$max": {"min_seq": 11}, "$setOnInsert": {"read_seq": 0}},
+        {"_id": 0, "min_seq": 1},
+    )
+    assert c.raise_to(c.USER_SEQS, key, "read_seq", 9).update == {
+        "$max": {"read_seq": 9},
+        "$setOnInsert": {"min_seq": 0},
+    }
+
+
+def test_watermarks_are_one_aggregate_over_both_collections() -> None:
+    assert c.watermarks(CONV, "dave") == [
+        {"$match": {"conversation_id": CONV}},
+        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
+        {
+            "$unionWith": {
+                "coll": "seq_user",
+                "pipeline": [
+                    {"$match": {"conversation_id": CONV, "user_id": "dave"}},
+                    {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
+                ],
+            }
+        },
+    ]
+
+
+def test_layout_is_recorded_once_and_read_back() -> None:
+    assert c.record_layout("msg", 100) == c.FindAndUpdate(
+        {"_id": "msg"},
+        {"$setOnInsert": {"bucket_size": 100}},
+        {"_id": 0, "bucket_size": 1},
+        upsert=True,
+        return_new=True,
+    )

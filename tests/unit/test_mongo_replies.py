@@ -1,0 +1,120 @@
+"""How the MongoDB adapters read replies, and that what they write survives BSON unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import bson
+import pytest
+
+from adapters.mongo import commands, replies
+from domain.errors import LayoutMismatch, StoreUnavailable
+from domain.model import Revoke, Role, Slot, StoreStats, Watermarks
+from tests.factories import message
+
+CONV = "sg_g1"
+
+
+def over_the_wire(document: Any) -> Any:
+    """document as the server would hand it back: encoded to BSON and decoded again."""
+    return bson.decode(bson.encode({"d": document}))["d"]
+
+
+def test_a_bucket_survives_bson_and_reads_back_slot_by_slot() -> None:
+    tagged = Slot(
+        message=replace(message(102, CONV), options={"silent": True}),
+        revoke=Revoke("olivia", Role.OWNER, "Olivia", 7),
+        deleted_by=frozenset({"bob", "amy"}),
+        is_read=True,
+        read_by=frozenset({"carol"}),
+    )
+    stored = over_the_wire(commands.new_bucket(f"{CONV}:1", {1: tagged}, 100))
+    # What the read aggregate returns for wanted indexes [1, 0]: those slots, in that order.
+    found = [{"doc_id": f"{CONV}:1", "msgs": [stored["msgs"][1], stored["msgs"][0]]}]
+    assert replies.bucket_slots({f"{CONV}:1": [1, 0], f"{CONV}:2": [5]}, found) == {
+        f"{CONV}:1": {1: tagged, 0: Slot()}
+    }
+
+
+def test_openim_purged_slot_and_missing_elements_read_as_empty() -> None:
+    found = [{"doc_id": "si_a_b:0", "msgs": [{"msg": None}, None]}]
+    assert replies.bucket_slots({"si_a_b:0": [3, 4]}, found) == {"si_a_b:0": {3: Slot(), 4: Slot()}}
+
+
+def test_rows_survive_bson_and_read_back_by_seq() -> None:
+    rows = over_the_wire(commands.new_rows(CONV, [message(1, CONV), message(2, CONV)]).documents)
+    assert replies.row_slots(rows) == {
+        1: Slot(message=message(1, CONV)),
+        2: Slot(message=message(2, CONV)),
+    }
+
+
+def test_every_update_document_is_valid_bson() -> None:
+    revoke = Revoke("olivia", Role.OWNER)
+    for command in (
+        commands.write_messages("x:0", {0: message(1, "x")}),
+        commands.set_revoke("x:0", 0, revoke),
+        commands.fill_row("x", message(1, "x")),
+        commands.revoke_row("x", 1, revoke),
+    ):
+        assert over_the_wire(command.filter) == command.filter
+        assert over_the_wire(command.update) == command.update
+
+
+def test_duplicate_positions_of_a_bulk_write() -> None:
+    details = {
+        "writeErrors": [
+            {"index": 0, "code": 11000, "errmsg": "E11000 duplicate key"},
+            {"index": 3, "code": 11000, "errmsg": "E11000 duplicate key"},
+        ],
+        "writeConcernErrors": [],
+    }
+    assert replies.duplicate_positions(details) == [0, 3]
+    assert replies.duplicate_positions({"writeErrors": []}) == []
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        {"writeErrors": [{"index": 0, "code": 11000}, {"index": 1, "code": 2, "errmsg": "bad"}]},
+        {"writeErrors": [], "writeConcernErrors": [{"code": 64, "errmsg": "timeout"}]},
+    ],
+)
+def test_other_bulk_write_failures_are_unavailable(details: dict[str, Any]) -> None:
+    with pytest.raises(StoreUnavailable):
+        replies.duplicate_positions(details)
+
+
+def test_watermarks_merge_whichever_documents_exist() -> None:
+    both = [{"max_seq": 10, "min_seq": 2}, {"user_min_seq": 11}]
+    assert replies.watermarks(both) == Watermarks(10, 2, 11)
+    assert replies.watermarks([{"user_min_seq": 4}]) == Watermarks(0, 0, 4)
+    assert replies.watermarks([]) == Watermarks()
+
+
+def test_layout_mismatch_is_refused() -> None:
+    replies.checked_layout({"bucket_size": 100}, 100, "msg")
+    with pytest.raises(LayoutMismatch, match="bucket size 100, opened with 50"):
+        replies.checked_layout({"bucket_size": 100}, 50, "msg")
+
+
+def test_stats_sum_shards_and_count_clustered_keys_as_index() -> None:
+    shards = [
+        {"storageStats": {"count": 3, "size": 1000, "storageSize": 4096, "totalIndexSize": 100}},
+        {"storageStats": {"count": 2, "size": 500, "storageSize": 4096, "totalIndexSize": 50}},
+    ]
+    counted = [{"_id": None, "messages": 240, "key_bytes": 700}]
+    assert replies.store_stats(shards, counted) == StoreStats(240, 5, 1500, 150)
+    assert replies.store_stats(shards, counted, clustered=True) == StoreStats(240, 5, 1500, 850)
+    assert replies.store_stats([], []) == StoreStats(0, 0, 0, 0)
+
+
+def test_version_tuple() -> None:
+    assert replies.version_tuple({"version": "7.0.12", "versionArray": [7, 0, 12, 0]}) == (
+        7,
+        0,
+        12,
+        0,
+    )
+    assert replies.version_tuple({"version": "5.3.1-rc0"}) == (5, 3, 1)
