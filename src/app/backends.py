@@ -92,5 +92,15 @@ def version_of(backend: Backend) -> str:
 def redis_cached_store(
     backend: Backend, url: str, ttl_seconds: int, key_prefix: str
 ) -> MessageStore:
-    """The backend's store behind the Redis read cache."""
-    raise ConfigError("cache backend 'redis' is not available in this build yet")
+    """The backend's store behind the Redis read cache (connects lazily, on first use)."""
+    from adapters.cached_store import CachedMessageStore
+
+    try:
+        from adapters.redis_cache import RedisMessageCache
+    except ImportError as error:
+        raise ConfigError(f"cache backend 'redis' needs imbucket[redis]: {error}") from None
+    try:
+        cache = RedisMessageCache.from_url(url, ttl_seconds=ttl_seconds, key_prefix=key_prefix)
+    except ValueError as error:
+        raise ConfigError(f"invalid cache url {url!r}: {error}") from None
+    return CachedMessageStore(backend.store, cache)

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from domain.model import Slot
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRead:
+    """What a cache lookup found, and the ticket that allows filling in the misses.
+
+    ``ticket`` is opaque and taken atomically with the lookup; ``None`` means the cache could
+    not be read, so nothing loaded afterwards may be put back.
+    """
+
+    slots: dict[int, Slot] = field(default_factory=dict)
+    ticket: object | None = None
 
 
 @runtime_checkable
@@ -13,17 +26,27 @@ class MessageCache(Protocol):
     """Caches raw slots (fact + tags) per (conversation_id, seq).
 
     Never holds per-viewer views, tombstones or placeholders for seqs with nothing stored.
-    A cache failure must not raise: it behaves as a miss (reads) or a no-op (writes).
+    A cache failure must not raise: it behaves as a miss (reads) or a no-op (writes), and an
+    invalidation that could not be delivered must never let a later read return the old slot
+    from the cache for longer than the cache's documented staleness bound.
     """
 
-    def get_many(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Return the cached slots among seqs; misses are absent."""
+    def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
+        """Return the cached slots among seqs (misses are absent) and a fill ticket."""
         ...
 
-    def put_many(self, conversation_id: str, slots: Mapping[int, Slot]) -> None:
-        """Cache the given slots with the configured TTL."""
+    def put_many(self, conversation_id: str, slots: Mapping[int, Slot], ticket: object) -> None:
+        """Cache slots read from the store after get_many returned ticket.
+
+        Does nothing when the conversation was invalidated since that get_many, so a reader
+        that loaded a slot before a mutation can never cache it after the mutation.
+        """
         ...
 
     def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
-        """Drop the entries of seqs so the next read goes to the store."""
+        """Drop the entries of seqs so the next read goes to the store; call after the write."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. The cache must not be used afterwards."""
         ...

@@ -14,6 +14,7 @@ import pytest
 
 from app import MessageService, open_service
 from ports.message_store import MessageStore
+from tests.redis_server import redis_prefix, redis_url
 
 Config = dict[str, Any]
 
@@ -21,12 +22,26 @@ BACKENDS = [
     pytest.param("memory_config", id="memory"),
     pytest.param("mongo_bucket_config", id="mongo-bucket"),
     pytest.param("mongo_row_config", id="mongo-row"),
+    pytest.param("memory_redis_config", id="memory+redis"),
 ]
 
 
 @pytest.fixture
 def memory_config() -> Config:
     return {"store": {"backend": "memory"}, "cache": {"backend": "none"}}
+
+
+@pytest.fixture
+def redis_cache() -> Iterator[Config]:
+    """Cache config on the test Redis, under a key prefix of its own (removed afterwards)."""
+    url = redis_url()
+    with redis_prefix(url) as prefix:
+        yield {"backend": "redis", "url": url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def memory_redis_config(memory_config: Config, redis_cache: Config) -> Config:
+    return {**memory_config, "cache": redis_cache}
 
 
 @pytest.fixture

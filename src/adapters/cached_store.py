@@ -1,0 +1,101 @@
+"""CachedMessageStore: any MessageStore behind a MessageCache, read-through and invalidated.
+
+Reads ask the cache first, load every miss from the store in one call and put back what was
+loaded (guarded by the cache's fill ticket). Writes go to the store first and then invalidate
+the seqs they may have changed, also when the store write failed half-way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from ports.message_cache import MessageCache
+from ports.message_store import MessageStore
+
+T = TypeVar("T", int, bool)
+
+
+class CachedMessageStore:
+    """A MessageStore decorator: read-through per-seq cache, invalidated after every write."""
+
+    def __init__(self, store: MessageStore, cache: MessageCache) -> None:
+        self.store = store
+        self.cache = cache
+        self.layout = store.layout
+
+    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+        """Cached slots, plus one store read for all misses, which are then cached."""
+        wanted = list(dict.fromkeys(seqs))
+        if not wanted:
+            return {}
+        found = self.cache.get_many(conversation_id, wanted)
+        misses = [seq for seq in wanted if seq not in found.slots]
+        if not misses:
+            return dict(found.slots)
+        loaded = self.store.get(conversation_id, misses)
+        fill = {seq: slot for seq, slot in loaded.items() if not slot.is_empty}
+        if fill and found.ticket is not None:
+            self.cache.put_many(conversation_id, fill, found.ticket)
+        return {**found.slots, **loaded}
+
+    def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
+        """Insert into the store, then invalidate the seqs that received a message."""
+        result: InsertResult | None = None
+        try:
+            result = self.store.insert(conversation_id, messages)
+            return result
+        finally:
+            # Only filled slots change; duplicates, conflicts and purged seqs stay as cached.
+            changed = [m.seq for m in messages] if result is None else result.inserted
+            self._invalidate(conversation_id, changed)
+
+    def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
+        """Revoke in the store, then invalidate seq if it changed."""
+        return self._write(
+            conversation_id, [seq], lambda: self.store.revoke(conversation_id, seq, revoke)
+        )
+
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Delete for user_id in the store, then invalidate seqs if any changed."""
+        return self._write(
+            conversation_id, seqs, lambda: self.store.delete_for(conversation_id, seqs, user_id)
+        )
+
+    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+        """Mark read in the store, then invalidate seqs if any changed."""
+        return self._write(
+            conversation_id, seqs, lambda: self.store.mark_read(conversation_id, seqs, reader_id)
+        )
+
+    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+        """Purge in the store, then invalidate seqs if any changed."""
+        return self._write(conversation_id, seqs, lambda: self.store.purge(conversation_id, seqs))
+
+    def stats(self) -> StoreStats:
+        """The store's footprint (the cache is not counted)."""
+        return self.store.stats()
+
+    def close(self) -> None:
+        """Close the cache and the store."""
+        try:
+            self.cache.close()
+        finally:
+            self.store.close()
+
+    def _write(self, conversation_id: str, seqs: Sequence[int], write: Callable[[], T]) -> T:
+        """Run a tag write, then invalidate seqs unless it reported no change (False or 0)."""
+        changed: T | None = None
+        try:
+            changed = write()
+            return changed
+        finally:
+            # changed is None when the store raised: part of the write may have landed.
+            if changed is None or changed:
+                self._invalidate(conversation_id, seqs)
+
+    def _invalidate(self, conversation_id: str, seqs: Iterable[int]) -> None:
+        unique = list(dict.fromkeys(seqs))
+        if unique:
+            self.cache.invalidate(conversation_id, unique)
