@@ -5,7 +5,8 @@ here changes what a store does. Each driver is watched from the outside:
 
 - SQLAlchemy: a ``before_cursor_execute`` listener on the ``Engine`` class, so every engine
   (created before or after) reports each statement sent. Transaction control (BEGIN,
-  COMMIT, ROLLBACK) is not counted.
+  COMMIT, ROLLBACK, SAVEPOINT) is not counted, as in ``adapters.sql.instrument``: the stores
+  run in autocommit and spend it only where several statements must be atomic.
 - pymongo: a ``CommandListener`` registered globally with ``pymongo.monitoring.register``.
   pymongo only hands global listeners to clients created *after* registration, so call
   ``watch`` before opening a MongoDB-backed service.
@@ -20,11 +21,14 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+_SQL_CONTROL = re.compile(
+    r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE
+)
 _SQL_READ = re.compile(r"^\s*(SELECT|SHOW|PRAGMA|EXPLAIN|DESCRIBE|VALUES)\b", re.IGNORECASE)
 _SQL_WRITE_INSIDE = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|REPLACE)\b", re.IGNORECASE)
 _MONGO_READS = frozenset(
@@ -40,9 +44,55 @@ _REDIS_READS = frozenset(
 )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Count:
+    """Round trips per driver, split into reads and writes."""
+
+    reads_by: Mapping[str, int] = field(default_factory=dict)
+    writes_by: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def reads(self) -> int:
+        """Round trips that only read."""
+        return sum(self.reads_by.values())
+
+    @property
+    def writes(self) -> int:
+        """Round trips that write (or try to)."""
+        return sum(self.writes_by.values())
+
+    @property
+    def total(self) -> int:
+        """All round trips."""
+        return self.reads + self.writes
+
+    @property
+    def drivers(self) -> dict[str, int]:
+        """Round trips per driver."""
+        merged = Counter(self.reads_by)
+        merged.update(self.writes_by)
+        return {k: v for k, v in merged.items() if v}
+
+    def without(self, driver: str) -> Count:
+        """The same count leaving one driver out (e.g. the cache in front of a store)."""
+        return Count(
+            {k: v for k, v in self.reads_by.items() if k != driver},
+            {k: v for k, v in self.writes_by.items() if k != driver},
+        )
+
+    def __sub__(self, earlier: Count) -> Count:
+        return Count(
+            _minus(self.reads_by, earlier.reads_by), _minus(self.writes_by, earlier.writes_by)
+        )
+
+
+def _minus(later: Mapping[str, int], earlier: Mapping[str, int]) -> dict[str, int]:
+    return {k: v - earlier.get(k, 0) for k, v in later.items() if v != earlier.get(k, 0)}
+
+
 @dataclass
 class RoundTrips:
-    """Thread-safe counters of round trips per driver, split into reads and writes."""
+    """Thread-safe running counters of round trips per driver."""
 
     reads: Counter[str] = field(default_factory=Counter)
     writes: Counter[str] = field(default_factory=Counter)
@@ -53,18 +103,10 @@ class RoundTrips:
         with self._lock:
             (self.writes if write else self.reads)[driver] += 1
 
-    @property
-    def total(self) -> int:
-        """All round trips so far."""
+    def snapshot(self) -> Count:
+        """The counts so far; subtract two snapshots to count what happened in between."""
         with self._lock:
-            return sum(self.reads.values()) + sum(self.writes.values())
-
-    def snapshot(self) -> tuple[int, int, dict[str, int]]:
-        """(reads, writes, per-driver totals) so far."""
-        with self._lock:
-            drivers = Counter(self.reads)
-            drivers.update(self.writes)
-            return sum(self.reads.values()), sum(self.writes.values()), dict(drivers)
+            return Count(dict(self.reads), dict(self.writes))
 
 
 _active: list[RoundTrips] = []
@@ -90,7 +132,8 @@ def _watch_sqlalchemy() -> Callable[[], None]:
     from sqlalchemy.engine import Engine
 
     def listener(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        _record("sql", sql_is_write(statement))
+        if not _SQL_CONTROL.match(statement):
+            _record("sql", sql_is_write(statement))
 
     event.listen(Engine, "before_cursor_execute", listener)
     return lambda: event.remove(Engine, "before_cursor_execute", listener)

@@ -36,7 +36,7 @@ class Recorder:
 
     def time(self, operation: Callable[[], _T], items: int = 1) -> _T | None:
         """Run one operation, record its latency and round trips; errors are counted."""
-        reads0, writes0, drivers0 = self.round_trips.snapshot()
+        before = self.round_trips.snapshot()
         start = time.perf_counter()
         result: _T | None = None
         try:
@@ -45,17 +45,16 @@ class Recorder:
             self.errors += 1
             self.error_kinds[f"{type(error).__name__}: {error}"[:200]] += 1
         elapsed = time.perf_counter() - start
-        reads1, writes1, drivers1 = self.round_trips.snapshot()
+        count = self.round_trips.snapshot() - before
         self.ops += 1
         self.items += items
         self.seconds += elapsed
         self.histogram.record_value(max(1, round(elapsed * 1_000_000)))
-        self.reads += reads1 - reads0
-        self.writes += writes1 - writes0
-        trips = reads1 - reads0 + writes1 - writes0
-        self.max_round_trips = max(self.max_round_trips, trips)
-        self.trips[trips] += 1
-        self.drivers.update({k: v - drivers0.get(k, 0) for k, v in drivers1.items()})
+        self.reads += count.reads
+        self.writes += count.writes
+        self.max_round_trips = max(self.max_round_trips, count.total)
+        self.trips[count.total] += 1
+        self.drivers.update(count.drivers)
         return result
 
     def result(self, **extra: Any) -> dict[str, Any]:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from adapters import roundtrips
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.roundtrips import RoundTrips
+from adapters.roundtrips import Count, RoundTrips
 
 _MEMORY_READS = frozenset(
     {"read", "stats", "max_seq", "min_seq", "user_min_seq", "read_seq", "watermarks"}
@@ -72,20 +71,6 @@ def _wrap_memory(root: object, counter: RoundTrips) -> list[tuple[object, str, o
     return swapped
 
 
-@dataclass(frozen=True, slots=True)
-class Count:
-    """Round trips of one operation."""
-
-    reads: int
-    writes: int
-    drivers: dict[str, int]
-
-    @property
-    def total(self) -> int:
-        """Reads plus writes."""
-        return self.reads + self.writes
-
-
 class Probe:
     """Counts driver round trips while open, plus those of attached in-process engines."""
 
@@ -99,11 +84,9 @@ class Probe:
 
     def count(self, operation: Callable[[], object]) -> Count:
         """Run operation and return its round trips."""
-        reads0, writes0, drivers0 = self.round_trips.snapshot()
+        before = self.round_trips.snapshot()
         operation()
-        reads1, writes1, drivers1 = self.round_trips.snapshot()
-        drivers = {k: v - drivers0.get(k, 0) for k, v in drivers1.items()}
-        return Count(reads1 - reads0, writes1 - writes0, {k: v for k, v in drivers.items() if v})
+        return self.round_trips.snapshot() - before
 
     def detach(self) -> None:
         """Put the original engines back."""

@@ -200,13 +200,12 @@ def _run_workload(
 
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
-    """The hand-written SQL arm for an uncached sql-row store, when the engine is reachable."""
-    engine = getattr(service.store, "engine", None)
-    if not _may_have_raw(spec) or engine is None:
+    """The hand-written SQL arm for an uncached sql-row store."""
+    if not _may_have_raw(spec):
         return None
     from adapters.raw_sql import RawRowLatest
 
-    return RawRowLatest(engine)
+    return RawRowLatest(service.store)
 
 
 def footprint(service: MessageService) -> dict[str, Any]:
