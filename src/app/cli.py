@@ -217,6 +217,8 @@ def bench(
     folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     files = report.write(results, folder, previous)
     console.print(bench_console.summary_table(results))
+    for line in bench_console.verdicts(results):
+        console.print(line)
     console.print(bench_console.targets_table(results))
     if previous is not None:
         console.print(

@@ -49,7 +49,7 @@ def test_reading_states_the_ratio_and_who_wins() -> None:
     assert latest["p50_ratio"] == 0.5
     first, second = latest["reading"]
     assert "0.50×" in first and "bucket layout is 2.0× faster" in first
-    assert second.startswith("Why: same round trips")
+    assert second.startswith("Both need 2 round trips per op")
 
 
 def test_report_files_hold_every_backend_and_workload(tmp_path: Path) -> None:

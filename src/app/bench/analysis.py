@@ -16,21 +16,22 @@ Backend = dict[str, Any]
 MAKE_BENCH_BUDGET_S = 180
 DEFAULT_LABELS = ("memory", "sql-row/sqlite", "sql-bucket/sqlite")
 
-# What each workload's ratio means for a design review, by verdict.
+# What each workload stands for in a design review.
 _MEANING = {
-    "ingest": "write path of every message: one conditional bucket write per batch vs one row per "
-    "message",
-    "redeliver": "idempotent redelivery: the cost of detecting duplicates without writing",
-    "pull_latest": "opening a chat, the hottest read: the bucket layout's main promise",
-    "pull_range": "scrolling back 100 messages: 1–2 buckets vs 100 rows",
-    "pull_scattered": "random seqs hit up to 20 buckets, the bucket layout's worst read",
-    "revoke": "a tag write: rewriting a slot inside a bucket vs updating one row",
-    "delete_for_me": "per-user tag writes: a set-add inside a bucket vs a row in a deletions table",
-    "hot_delete": "one slot's deleted-by list grows with every user: bucket rewrites grow with it",
-    "mark_read": "a receipt over the latest messages: one bucket patch vs up to 20 row updates",
-    "purge": "physical delete: clearing slots in a bucket vs deleting rows",
-    "clear_small": "clear history is a watermark write in both layouts",
-    "clear_largest": "clear history is a watermark write in both layouts, whatever the size",
+    "ingest": "The write path of every message: one conditional write per bucket and batch vs "
+    "one row per message.",
+    "redeliver": "Idempotent redelivery: the cost of detecting duplicates without writing.",
+    "pull_latest": "Opening a chat, the hottest read: the bucket layout's main promise.",
+    "pull_range": "Scrolling back 100 messages: one or two buckets vs 100 rows.",
+    "pull_scattered": "Random seqs touch up to 20 buckets: the bucket layout's worst read.",
+    "revoke": "A tag write: a slot rewritten inside its bucket vs one row updated.",
+    "delete_for_me": "Per-user tags: a set-add inside a bucket vs a row in a deletions table.",
+    "hot_delete": "One slot's deleted-by list grows with every user, and so does each bucket "
+    "rewrite.",
+    "mark_read": "A read receipt over the latest messages: one bucket patch vs up to 20 rows.",
+    "purge": "Physical delete: slots cleared inside a bucket vs rows wiped.",
+    "clear_small": "Clear history is a watermark write in both layouts.",
+    "clear_largest": "Clear history is a watermark write in both layouts, whatever the size.",
 }
 
 
@@ -54,9 +55,13 @@ def ok_backends(results: Results) -> list[Backend]:
     return [b for b in results["backends"] if b["status"] == "ok"]
 
 
-def workload_titles(results: Results) -> dict[str, str]:
-    """Workload name -> title, in run order."""
-    return {w["name"]: w["title"] for w in results["parameters"]["workloads"]}
+def workload_titles(results: Results, layouts_only: bool = False) -> dict[str, str]:
+    """Workload name -> title, in run order; layouts_only leaves out the raw-driver arm."""
+    return {
+        w["name"]: w["title"]
+        for w in results["parameters"]["workloads"]
+        if not (layouts_only and w["name"].startswith("raw_"))
+    }
 
 
 def pairs(results: Results) -> list[Pair]:
@@ -132,14 +137,46 @@ def reading(pair: Pair, workload: str, title: str) -> tuple[str, str] | None:
         f"ratio {fmt_ratio(value)}: {verdict}."
     )
     tb, tr = trips(pair.bucket, workload), trips(pair.row, workload)
-    if tb is not None and tr is not None and abs(tb - tr) >= 0.05:
-        fewer = "fewer" if tb < tr else "more"
-        trips_text = f"the bucket layout needs {fewer} round trips ({fmt_num(tb)} vs {fmt_num(tr)})"
+    if tb is None or tr is None or abs(tb - tr) < 0.05:
+        why = f"Both need {fmt_num(tb)} round trips per op, so the gap is the work per round trip."
     else:
-        trips_text = f"same round trips ({fmt_num(tb)} per op), so the gap is work per round trip"
+        fewer, faster = tb < tr, value < 1
+        more = "fewer" if fewer else "more"
+        why = f"It needs {more} round trips ({fmt_num(tb)} vs {fmt_num(tr)})"
+        if fewer == faster:
+            why += ", which accounts for part of the gap."
+        else:
+            cost = "cheaper" if faster else "dearer"
+            why += f", so each of its round trips is {cost} than the row layout's."
     meaning = _MEANING.get(workload, "")
-    second = f"Why: {trips_text}" + (f"; this is {meaning}." if meaning else ".")
+    second = f"{why} {meaning}".strip()
     return first, second
+
+
+def verdict_summary(pair: Pair, titles: dict[str, str]) -> str:
+    """One sentence: on which workloads each layout wins, and the index size ratio."""
+    faster: list[str] = []
+    slower: list[str] = []
+    even: list[str] = []
+    for name, title in titles.items():
+        value = ratio(p50(pair.bucket, name), p50(pair.row, name))
+        if value is not None:
+            (faster if value < 0.8 else slower if value > 1.25 else even).append(title)
+    total = len(faster) + len(slower) + len(even)
+    parts = [f"On {pair.name} the bucket layout is faster on {len(faster)} of {total} workloads"]
+    if faster:
+        parts[0] += f" ({', '.join(faster)})"
+    parts.append(f"slower on {len(slower)}" + (f" ({', '.join(slower)})" if slower else ""))
+    parts.append(f"on par on {len(even)}")
+    bucket = pair.bucket.get("footprint", {}).get("after_ingest", {})
+    row = pair.row.get("footprint", {}).get("after_ingest", {})
+    index = ratio(bucket.get("index_bytes_per_message"), row.get("index_bytes_per_message"))
+    data = ratio(bucket.get("data_bytes_per_message"), row.get("data_bytes_per_message"))
+    text = ", ".join(parts) + "."
+    if index is not None and data is not None:
+        text += f" It stores {fmt_ratio(data)} the data bytes and {fmt_ratio(index)} the index "
+        text += "bytes per message of the row layout."
+    return text
 
 
 def pair_rows(pair: Pair, titles: dict[str, str]) -> Iterator[list[str]]:
@@ -299,7 +336,7 @@ def _duration_target(results: Results) -> Target:
 
 def analysis(results: Results) -> dict[str, Any]:
     """Ratios, readings and targets in JSON form (stored in results.json too)."""
-    titles = workload_titles(results)
+    titles = workload_titles(results, layouts_only=True)
     ratios = []
     for pair in pairs(results):
         for name, title in titles.items():

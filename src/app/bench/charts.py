@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # no display: draw into PNG bytes only
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from app.bench.analysis import Results, ok_backends, p50, pairs, ratio, workload_titles
 
@@ -108,7 +109,7 @@ def ratios(results: Results) -> bytes | None:
     found = pairs(results)
     if not found:
         return None
-    titles = workload_titles(results)
+    titles = workload_titles(results, layouts_only=True)
     names = [n for n in titles if any(p50(p.bucket, n) and p50(p.row, n) for p in found)]
     figure, axes = plt.subplots(figsize=(10, _height(len(names) * len(found))))
     height = 0.8 / len(found)
@@ -118,6 +119,10 @@ def ratios(results: Results) -> bytes | None:
         axes.barh(ys, [x - 1 for x in xs], left=1, height=height, label=pair.name, color=f"C{k}")
     axes.axvline(1, color="black", linewidth=1)
     axes.set_xscale("log")
+    times = FuncFormatter(lambda value, _: f"{value:g}×")
+    axes.xaxis.set_major_formatter(times)
+    axes.xaxis.set_minor_formatter(times)
+    axes.tick_params(axis="x", which="minor", labelsize=7)
     axes.set_yticks(range(len(names)), [titles[n] for n in reversed(names)])
     axes.set_xlabel("bucket p50 / row p50   (left of 1: bucket faster, right: row faster)")
     _finish(axes)

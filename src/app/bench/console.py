@@ -15,7 +15,18 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from app.bench.analysis import Results, fmt_num, fmt_us, ok_backends, p50, targets, trips
+from app.bench.analysis import (
+    Results,
+    fmt_num,
+    fmt_us,
+    ok_backends,
+    p50,
+    pairs,
+    targets,
+    trips,
+    verdict_summary,
+    workload_titles,
+)
 from app.bench.compare import HEADERS, Change
 from app.bench.runner import Observer
 
@@ -95,6 +106,12 @@ def summary_table(results: Results) -> Table:
         ]
         table.add_row(workload["title"], *cells)
     return table
+
+
+def verdicts(results: Results) -> list[str]:
+    """One sentence per bucket/row pair: where each layout wins."""
+    titles = workload_titles(results, layouts_only=True)
+    return [verdict_summary(pair, titles) for pair in pairs(results)]
 
 
 def targets_table(results: Results) -> Table:

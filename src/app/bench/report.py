@@ -12,14 +12,13 @@ from app.bench.analysis import (
     Results,
     analysis,
     fmt_num,
-    fmt_ratio,
     fmt_us,
     ok_backends,
     pair_rows,
     pairs,
-    ratio,
     reading,
     targets,
+    verdict_summary,
     workload_titles,
 )
 from app.bench.compare import HEADERS as COMPARE_HEADERS
@@ -147,32 +146,16 @@ def _pairs(results: Results) -> list[Block]:
     found = pairs(results)
     if not found:
         return [*blocks, Para("No bucket/row pair ran on the same engine in this run.")]
-    titles = workload_titles(results)
+    titles = workload_titles(results, layouts_only=True)
     for pair in found:
         blocks.append(Heading(3, pair.name))
+        blocks.append(Para(verdict_summary(pair, titles)))
         blocks.append(
             Table(
                 ("workload", "row p50", "bucket p50", "bucket/row", "round trips row → bucket"),
                 tuple(tuple(r) for r in pair_rows(pair, titles)),
             )
         )
-        bucket = pair.bucket.get("footprint", {}).get("after_ingest", {})
-        row = pair.row.get("footprint", {}).get("after_ingest", {})
-        if "data_bytes_per_message" in bucket and "data_bytes_per_message" in row:
-            blocks.append(
-                Para(
-                    "Footprint bucket/row: data "
-                    + fmt_ratio(
-                        ratio(bucket["data_bytes_per_message"], row["data_bytes_per_message"])
-                    )
-                    + ", index "
-                    + fmt_ratio(
-                        ratio(bucket["index_bytes_per_message"], row["index_bytes_per_message"])
-                    )
-                    + f" ({fmt_num(bucket['index_bytes_per_message'])} vs "
-                    f"{fmt_num(row['index_bytes_per_message'])} index bytes per message)."
-                )
-            )
         lines = [reading(pair, name, title) for name, title in titles.items()]
         blocks.append(Bullets(tuple(line for line in lines if line is not None)))
     return blocks
