@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +69,19 @@ def run(
     results = []
     with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir:
         labels: set[str] = set()
-        for n, spec in enumerate(specs):
+        for n, given in enumerate(specs):
+            url = store_url(given, Path(workdir))
+            version = _version(given, url)
+            flavour = "mariadb" if "mariadb" in version.lower() else ""
+            spec = replace(given, flavour=flavour)
             label = _unique(spec.label, labels)
             ops = sum(len(plans[w.name]) for w in chosen if not w.raw or _may_have_raw(spec))
             observer.backend(label, ops)
             result = _run_backend(
-                spec, label, f"imbucket_bench_{run_id}_{n}", Path(workdir), chosen, plans, observer
+                Setup(spec, label, url, version, f"imbucket_bench_{run_id}_{n}"),
+                chosen,
+                plans,
+                observer,
             )
             results.append(result)
             observer.done(label, result["status"], result.get("reason", ""))
@@ -118,18 +125,26 @@ def store_url(spec: BackendSpec, workdir: Path) -> str:
     return f"sqlite:///{workdir / (spec.store + '.sqlite')}"
 
 
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One backend of a run, resolved: where it runs and what it is called."""
+
+    spec: BackendSpec
+    label: str
+    url: str
+    version: str
+    namespace: str  # scratch schema, database or key prefix of this backend
+
+
 def _run_backend(
-    spec: BackendSpec,
-    label: str,
-    namespace: str,
-    workdir: Path,
+    setup: Setup,
     workloads: Sequence[Workload],
     plans: dict[str, list[Op]],
     observer: Observer,
 ) -> dict[str, Any]:
-    url = store_url(spec, workdir)
+    spec, url, namespace = setup.spec, setup.url, setup.namespace
     result: dict[str, Any] = {
-        "label": label,
+        "label": setup.label,
         "store": spec.store,
         "layout": spec.layout,
         "family": spec.family,
@@ -137,11 +152,8 @@ def _run_backend(
         "url": redact(url),
         "cache": spec.cache,
         "status": "skipped",
-        "version": _version(spec, url),
+        "version": setup.version,
     }
-    if "mariadb" in result["version"].lower():
-        result["engine"] = "mariadb"
-        result["label"] = label.replace("/mysql", "/mariadb")
     started = time.perf_counter()
     with ExitStack() as stack:
         try:

@@ -30,10 +30,13 @@ class BackendSpec:
     url: str = ""
     cache: str = "none"
     cache_url: str = ""
+    flavour: str = ""  # the engine as the server names itself (mariadb behind a mysql:// URL)
 
     @property
     def engine(self) -> str:
         """The engine under the store: memory, sqlite, postgresql, mysql, mongodb, …."""
+        if self.flavour:
+            return self.flavour
         if not self.url:
             return "memory" if self.store == "memory" else "sqlite"
         scheme = self.url.split(":", 1)[0].split("+", 1)[0].lower()
