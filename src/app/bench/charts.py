@@ -117,6 +117,10 @@ def ratios(results: Results) -> bytes | None:
         ys = [len(names) - 1 - n + (len(found) / 2 - k - 0.5) * height for n in range(len(names))]
         xs = [ratio(p50(pair.bucket, n), p50(pair.row, n)) or 1.0 for n in names]
         axes.barh(ys, [x - 1 for x in xs], left=1, height=height, label=pair.name, color=f"C{k}")
+        for y, x in zip(ys, xs, strict=True):
+            axes.text(x, y, f" {x:.2f}× ", va="center",
+                      ha="left" if x >= 1 else "right", fontsize=7)  # fmt: skip
+    axes.axvspan(0.8, 1.25, color="0.92", zorder=0, label="on par (0.8–1.25×)")
     axes.axvline(1, color="black", linewidth=1)
     axes.set_xscale("log")
     times = FuncFormatter(lambda value, _: f"{value:g}×")
