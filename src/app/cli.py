@@ -183,7 +183,12 @@ def bench(
         str, typer.Option(help="Redis URL of +redis backends (default: settings cache.url)")
     ] = "",
     workload: Annotated[
-        list[str] | None, typer.Option("--workload", "-w", help="run only these workloads")
+        list[str] | None,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="run only these workloads (ingest always runs: it loads the data)",
+        ),
     ] = None,
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report."""

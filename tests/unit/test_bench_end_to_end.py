@@ -93,9 +93,14 @@ def test_compare_with_an_earlier_run(tiny_report: tuple[Path, str], tmp_path: Pa
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "change since" in result.output
-    changes = json.loads((tmp_path / "again" / "results.json").read_text())["compare"]
-    assert [(c["backend"], c["workload"]) for c in changes["changes"]] == [
-        ("memory", "pull_latest")
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert set(again["backends"][0]["workloads"]) == {"ingest", "pull_latest"}  # ingest loads
+    for run in again["backends"][0]["workloads"].values():
+        _check_run(run)
+    changes = again["compare"]["changes"]
+    assert [(c["backend"], c["workload"]) for c in changes] == [
+        ("memory", "ingest"),
+        ("memory", "pull_latest"),
     ]
 
 
