@@ -31,6 +31,22 @@ def memory(url: str, layout: BucketLayout) -> Backend:
     return Backend(BucketMessageStore(MemoryBucketRepository(layout)), MemorySeqStore())
 
 
+def sql_row(url: str, layout: BucketLayout) -> Backend:
+    """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
+    from adapters.sql import open_row
+
+    store, seqs = open_row(url, layout)
+    return Backend(store, seqs, seqs.db.describe)
+
+
+def sql_bucket(url: str, layout: BucketLayout) -> Backend:
+    """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
+    from adapters.sql import open_bucket
+
+    store, seqs = open_bucket(url, layout)
+    return Backend(store, seqs, seqs.db.describe)
+
+
 def mongo_bucket(url: str, layout: BucketLayout) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
     from adapters.mongo.bucket import MongoBucketRepository
@@ -58,17 +74,10 @@ def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> B
         raise
 
 
-def _not_yet(name: str) -> Callable[[str, BucketLayout], Backend]:
-    def factory(url: str, layout: BucketLayout) -> Backend:
-        raise ConfigError(f"store backend {name!r} is not available in this build yet")
-
-    return factory
-
-
 STORE_FACTORIES: dict[str, Callable[[str, BucketLayout], Backend]] = {
     "memory": memory,
-    "sql-row": _not_yet("sql-row"),
-    "sql-bucket": _not_yet("sql-bucket"),
+    "sql-row": sql_row,
+    "sql-bucket": sql_bucket,
     "mongo-bucket": mongo_bucket,
     "mongo-row": mongo_row,
 }

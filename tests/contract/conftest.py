@@ -1,13 +1,19 @@
 """The backend table: every contract test runs once per row, unchanged.
 
 A row names a fixture that returns the config mapping for ``open_service``; server rows
-resolve their URL lazily (env, then testcontainers, then skip with a reason). Later backends
-add a row here and a config fixture, never a change to the tests.
+resolve their URL lazily (env, then testcontainers, then skip with a reason) and give each
+test a namespace of its own. Later backends add a row here and a config fixture, never a
+change to the tests.
+
+Rows also list their capabilities. A test that needs one runs on the rows having it::
+
+    @pytest.mark.parametrize("backend_config", backends(PERSISTENT), indirect=True)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,20 +21,89 @@ import pytest
 from app import MessageService, open_service
 from ports.message_store import MessageStore
 from tests.redis_server import redis_prefix, redis_url
+from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
 Config = dict[str, Any]
 
-BACKENDS = [
-    pytest.param("memory_config", id="memory"),
-    pytest.param("mongo_bucket_config", id="mongo-bucket"),
-    pytest.param("mongo_row_config", id="mongo-row"),
-    pytest.param("memory_redis_config", id="memory+redis"),
+PERSISTENT = "persistent"  # a second open_service on the same config sees the same data
+SQL = "sql"  # the store exposes its SQLAlchemy ``engine`` (round trips can be counted)
+BUCKETS = "buckets"  # the store is a BucketMessageStore: its ``repository`` can be tested
+
+
+@dataclass(frozen=True)
+class Row:
+    """One backend configuration the contract suite runs on."""
+
+    id: str
+    fixture: str  # a fixture returning the open_service config
+    capabilities: frozenset[str] = frozenset()
+
+
+# sqlite:// is in memory, so a second open_service sees a new, empty database.
+ROWS = [
+    Row("memory", "memory_config", frozenset({BUCKETS})),
+    Row("sql-row-sqlite", "sql_row_sqlite_config", frozenset({SQL})),
+    Row("sql-row-postgres", "sql_row_postgres_config", frozenset({SQL, PERSISTENT})),
+    Row("sql-row-mariadb", "sql_row_mariadb_config", frozenset({SQL, PERSISTENT})),
+    Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
+    Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT})),
+    Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT})),
+    Row("memory+redis", "memory_redis_config"),
 ]
+
+
+def backends(*capabilities: str) -> list[Any]:
+    """The rows having every one of capabilities, as parameters of ``backend_config``."""
+    return [
+        pytest.param(row.fixture, id=row.id)
+        for row in ROWS
+        if row.capabilities.issuperset(capabilities)
+    ]
+
+
+BACKENDS = backends()
+
+
+def store_config(backend: str, url: str = "") -> Config:
+    """An uncached store configuration."""
+    return {"store": {"backend": backend, "url": url}, "cache": {"backend": "none"}}
 
 
 @pytest.fixture
 def memory_config() -> Config:
-    return {"store": {"backend": "memory"}, "cache": {"backend": "none"}}
+    return store_config("memory")
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema for this test, dropped afterwards."""
+    with postgres_schema(postgres_server()) as url:
+        yield url
+
+
+@pytest.fixture
+def mariadb_url() -> Iterator[str]:
+    """A fresh MariaDB database for this test, dropped afterwards."""
+    with mariadb_database(mariadb_server()) as url:
+        yield url
+
+
+def _sql_config(name: str, backend: str, url_fixture: str | None) -> Any:
+    def config(request: pytest.FixtureRequest) -> Config:
+        url = request.getfixturevalue(url_fixture) if url_fixture else "sqlite://"
+        return store_config(backend, url)
+
+    return pytest.fixture(name=name)(config)
+
+
+sql_row_sqlite_config = _sql_config("sql_row_sqlite_config", "sql-row", None)
+sql_row_postgres_config = _sql_config("sql_row_postgres_config", "sql-row", "postgres_url")
+sql_row_mariadb_config = _sql_config("sql_row_mariadb_config", "sql-row", "mariadb_url")
+sql_bucket_sqlite_config = _sql_config("sql_bucket_sqlite_config", "sql-bucket", None)
+sql_bucket_postgres_config = _sql_config("sql_bucket_postgres_config", "sql-bucket", "postgres_url")
+sql_bucket_mariadb_config = _sql_config("sql_bucket_mariadb_config", "sql-bucket", "mariadb_url")
 
 
 @pytest.fixture
@@ -46,12 +121,12 @@ def memory_redis_config(memory_config: Config, redis_cache: Config) -> Config:
 
 @pytest.fixture
 def mongo_bucket_config(mongo_url: str) -> Config:
-    return {"store": {"backend": "mongo-bucket", "url": mongo_url}, "cache": {"backend": "none"}}
+    return store_config("mongo-bucket", mongo_url)
 
 
 @pytest.fixture
 def mongo_row_config(mongo_url: str) -> Config:
-    return {"store": {"backend": "mongo-row", "url": mongo_url}, "cache": {"backend": "none"}}
+    return store_config("mongo-row", mongo_url)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import random
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 
 from app import MessageService
 from domain.projection import MessageView
+from tests.concurrency import WRITERS, run_together
 from tests.factories import CONV, draft, messages
-
-T = TypeVar("T")
-WRITERS = 8
 
 
 @pytest.fixture(autouse=True)
@@ -26,17 +21,6 @@ def _frequent_thread_switches() -> Iterator[None]:
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(interval)
-
-
-def run_together(count: int, work: Callable[[int], T]) -> list[T]:
-    barrier = threading.Barrier(count)
-
-    def start(index: int) -> T:
-        barrier.wait()
-        return work(index)
-
-    with ThreadPoolExecutor(count) as pool:
-        return list(pool.map(start, range(count)))
 
 
 def test_send_allocates_dense_seqs_and_stamps_server_fields(service: MessageService) -> None:

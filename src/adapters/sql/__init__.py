@@ -1,0 +1,52 @@
+"""SQL stores on SQLite, PostgreSQL and MariaDB through SQLAlchemy Core (see docs/sql.md).
+
+``open_row`` and ``open_bucket`` return a MessageStore and the SeqStore sharing its engine;
+closing either disposes of the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from adapters.sql.bucket import SqlBucketRepository, SqlBucketStore
+from adapters.sql.engine import Database
+from adapters.sql.instrument import RoundTrips
+from adapters.sql.row import SqlRowStore
+from adapters.sql.schema import Schema, bucket_schema, row_schema
+from adapters.sql.seq import SqlSeqStore
+from domain.layout import BucketLayout
+
+__all__ = [
+    "RoundTrips",
+    "SqlBucketRepository",
+    "SqlBucketStore",
+    "SqlRowStore",
+    "SqlSeqStore",
+    "open_bucket",
+    "open_row",
+]
+
+S = TypeVar("S")
+
+
+def open_row(url: str, layout: BucketLayout) -> tuple[SqlRowStore, SqlSeqStore]:
+    """sql-row at url (``sqlite://`` when empty): tables created on first use."""
+    schema = row_schema()
+    return _open(url, schema, lambda db: SqlRowStore(db, layout, schema))
+
+
+def open_bucket(url: str, layout: BucketLayout) -> tuple[SqlBucketStore, SqlSeqStore]:
+    """sql-bucket at url (``sqlite://`` when empty): tables created on first use."""
+    schema = bucket_schema()
+    return _open(url, schema, lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema)))
+
+
+def _open(url: str, schema: Schema, build: Callable[[Database], S]) -> tuple[S, SqlSeqStore]:
+    db = Database(url)
+    try:
+        store = build(db)
+    except BaseException:
+        db.close()
+        raise
+    return store, SqlSeqStore(db, schema)

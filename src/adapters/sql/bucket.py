@@ -1,0 +1,171 @@
+"""sql-bucket: OpenIM's buckets as rows (PRIMARY KEY doc_id) with the slots in one JSON array.
+
+Each primitive of the BucketRepository port is one statement. Writes are conditional UPDATEs
+through the engine's JSON functions (``jsonb_set``, ``JSON_SET``, ``json_set``) whose WHERE
+clause checks the named slots, so a slot write lands only where the slot is still free and
+a concurrent writer shows up as "0 rows updated". Reads extract only the requested slots of
+all the requested buckets in one SELECT.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, func, select, text
+
+from adapters.bucket import BucketMessageStore
+from adapters.codec import (
+    conversation_of,
+    message_to_doc,
+    revoke_to_doc,
+    slot_from_doc,
+    slot_to_doc,
+)
+from adapters.sql.engine import Database, Kind
+from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
+from adapters.sql.schema import BucketSchema, check_key, ensure_schema
+from adapters.sql.stats import footprint
+from domain.layout import BucketLayout
+from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats
+
+_JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
+
+
+class SqlBucketRepository:
+    """BucketRepository over one SQL table of JSON buckets."""
+
+    def __init__(self, db: Database, layout: BucketLayout, schema: BucketSchema) -> None:
+        ensure_schema(db, schema, layout)
+        self.db = db
+        self.layout = layout
+        self.schema = schema
+        self._json = _JSON[db.kind]
+        self._table = schema.docs.name
+
+    def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
+        """Fill the named slots iff the bucket exists and all of them are free."""
+        params: dict[str, Any] = {}
+        changes: list[tuple[Path, str]] = []
+        free: list[str] = []
+        for n, (index, message) in enumerate(sorted(messages.items())):
+            params[f"m{n}"] = _dumps(message_to_doc(message))
+            changes.append(((index, "msg"), self._json.value(f"m{n}")))
+            free += [self._json.is_null(index, "msg"), self._json.is_false(index, "purged")]
+        return self._update(doc_id, changes, free, params)
+
+    def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
+        """Insert the whole bucket; False when doc_id exists (the primary key says so)."""
+        check_key(conversation_of(doc_id), "conversation_id")
+        msgs = [slot_to_doc(slots.get(index, EMPTY_SLOT)) for index in range(self.layout.size)]
+        insert = self.db.insert_ignore(self.schema.docs).values(doc_id=doc_id, msgs=msgs)
+        return self.db.execute(insert).rowcount == 1
+
+    def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """Requested slots of existing buckets, all buckets in one SELECT."""
+        if not wanted:
+            return {}
+        params = {f"d{n}": doc_id for n, doc_id in enumerate(wanted)}
+        arrays = [
+            self._json.array([self._json.slot(i) for i in indexes]) for indexes in wanted.values()
+        ]
+        if len(arrays) == 1:
+            slots = arrays[0]
+        else:
+            cases = " ".join(f"WHEN :d{n} THEN {array}" for n, array in enumerate(arrays))
+            slots = f"CASE doc_id {cases} END"
+        keys = ", ".join(f":{name}" for name in params)
+        query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({keys})"
+        found: dict[str, dict[int, Slot]] = {}
+        for doc_id, chunks in self.db.execute(text(query).bindparams(**params)).rows:
+            values = [value for chunk in _loads(chunks) for value in chunk]
+            conversation = conversation_of(doc_id)
+            found[doc_id] = {
+                index: slot_from_doc(conversation, value)
+                for index, value in zip(wanted[doc_id], values, strict=True)
+            }
+        return found
+
+    def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
+        """Set the revoke of an unrevoked, unpurged slot."""
+        change = ((slot, "revoke"), self._json.value("revoke"))
+        unset = [self._json.is_null(slot, "revoke"), self._json.is_false(slot, "purged")]
+        return self._update(doc_id, [change], unset, {"revoke": _dumps(revoke_to_doc(revoke))})
+
+    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
+        """Apply tag changes in one UPDATE; a purged slot ignores every change but a purge."""
+        params: dict[str, Any] = {}
+        changes: list[tuple[Path, str]] = []
+        for n, (index, patch) in enumerate(sorted(patches.items())):
+            if patch.purge:
+                params[f"p{n}"] = _dumps(slot_to_doc(PURGED_SLOT))
+                changes.append(((index,), self._json.value(f"p{n}")))
+                continue
+            purged = f"NOT ({self._json.is_false(index, 'purged')})"
+            for name, user in (("del_list", patch.add_deleted_by), ("read_by", patch.add_read_by)):
+                if user is not None:
+                    params[f"{name}{n}"] = user
+                    added = self._json.added(index, name, f"{name}{n}", unless=purged)
+                    changes.append(((index, name), added))
+            if patch.set_read:
+                changes.append(
+                    ((index, "is_read"), self._json.true_unless(index, "is_read", purged))
+                )
+        return self._update(doc_id, changes, [], params)
+
+    def stats(self) -> StoreStats:
+        """Exact message and bucket counts, bytes from the engine's catalog."""
+        messages = self.db.execute(text(self._json.message_count(self._table))).rows[0][0]
+        buckets = self.db.execute(select(func.count()).select_from(self.schema.docs)).rows[0][0]
+        size = footprint(self.db, self.schema.data_tables())
+        return StoreStats(int(messages), int(buckets), size.data_bytes, size.index_bytes)
+
+    def close(self) -> None:
+        """Dispose of the engine's connections."""
+        self.db.close()
+
+    def _update(
+        self,
+        doc_id: str,
+        changes: Sequence[tuple[Path, str]],
+        conditions: Sequence[str],
+        params: dict[str, Any],
+    ) -> bool:
+        """UPDATE the bucket's msgs where all conditions hold; True if the row was updated."""
+        check_key(conversation_of(doc_id), "conversation_id")
+        document = self._json.set(changes) if changes else "msgs"
+        where = _all(["doc_id = :doc_id", *conditions])
+        statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
+        return self.db.execute(statement.bindparams(doc_id=doc_id, **params)).rowcount == 1
+
+
+class SqlBucketStore(BucketMessageStore):
+    """The bucket engine's MessageStore over a SqlBucketRepository."""
+
+    repository: SqlBucketRepository
+
+    def __init__(self, repository: SqlBucketRepository) -> None:
+        super().__init__(repository)
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
+        return self.repository.db.engine
+
+
+def _all(conditions: Sequence[str]) -> str:
+    """Conditions joined by AND as a balanced tree (SQLite caps expression depth at 1000)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    middle = len(conditions) // 2
+    return f"({_all(conditions[:middle])} AND {_all(conditions[middle:])})"
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _loads(value: Any) -> Any:
+    """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value

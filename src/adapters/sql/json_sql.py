@@ -1,0 +1,188 @@
+"""The JSON functions of each engine, as SQL fragments over a bucket's ``msgs`` array.
+
+Slot indexes and field names come from imbucket itself (ints from the layout, fixed names),
+so they are written into the SQL; every value is a bound parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Path = tuple[int] | tuple[int, str]  # a whole slot, or one field of it
+
+# Engines cap function arguments (PostgreSQL at 100, SQLite at 127): long lists are nested.
+CHUNK = 50
+# From this many changes on, an engine that can rebuilds the array in one pass instead of
+# nesting one copy of the whole document per change.
+REBUILD_FROM = 8
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSql:
+    """One engine's spelling of the few JSON operations the bucket table needs.
+
+    Templates take ``{index}``, ``{name}``, ``{field}`` (the field's JSON) and ``{param}``
+    (a bind parameter name) where they apply.
+    """
+
+    slot_sql: str
+    field_sql: str
+    null_sql: str  # condition: the field is JSON null
+    false_sql: str  # condition: the field is JSON false
+    value_sql: str  # JSON text in a bind parameter, as JSON
+    has_sql: str  # condition: the array field contains the string parameter
+    appended_sql: str  # the array field with the string parameter appended
+    true_sql: str
+    slot_path_sql: str  # a path literal to slot ``{index}``
+    field_path_sql: str  # a path literal to field ``{name}`` of slot ``{index}``
+    set_function: str  # f(doc, path, value[, path, value…])
+    pairs_per_set: int
+    array_function: str
+    count_sql: str  # counts the stored messages of ``{table}``
+    # One pass over the array: ``{cases}`` are ``WHEN <index> THEN <new slot>`` over ``s.slot``.
+    rebuild_sql: str | None = None
+    element_field_sql: str = ""  # ``{slot}`` with field ``{name}`` set to ``{value}``
+
+    def slot(self, index: int) -> str:
+        """The JSON of one slot."""
+        return self.slot_sql.format(index=index)
+
+    def field(self, index: int, name: str) -> str:
+        """The JSON of one field of a slot."""
+        return self.field_sql.format(index=index, name=name)
+
+    def is_null(self, index: int, name: str) -> str:
+        """Condition: the field holds JSON null."""
+        return self.null_sql.format(field=self.field(index, name))
+
+    def is_false(self, index: int, name: str) -> str:
+        """Condition: the field holds JSON false."""
+        return self.false_sql.format(field=self.field(index, name))
+
+    def value(self, param: str) -> str:
+        """The JSON text bound to param, as a JSON value."""
+        return self.value_sql.format(param=param)
+
+    def added(self, index: int, name: str, param: str, unless: str) -> str:
+        """The array field with the string param added, kept as it is if present or unless."""
+        field = self.field(index, name)
+        has = self.has_sql.format(field=field, param=param, index=index, name=name)
+        appended = self.appended_sql.format(field=field, param=param)
+        return f"(CASE WHEN {unless} OR {has} THEN {field} ELSE {appended} END)"
+
+    def true_unless(self, index: int, name: str, unless: str) -> str:
+        """JSON true, or the field's current value when the condition holds."""
+        return f"(CASE WHEN {unless} THEN {self.field(index, name)} ELSE {self.true_sql} END)"
+
+    def set(self, changes: Sequence[tuple[Path, str]]) -> str:
+        """``msgs`` with each path replaced by its value expression."""
+        if self.rebuild_sql is not None and len(changes) >= REBUILD_FROM:
+            return self._rebuilt(changes)
+        document = "msgs"
+        step = self.pairs_per_set
+        for start in range(0, len(changes), step):
+            pairs = ", ".join(f"{self._path(p)}, {v}" for p, v in changes[start : start + step])
+            document = f"{self.set_function}({document}, {pairs})"
+        return document
+
+    def array(self, items: Sequence[str]) -> str:
+        """A JSON array of arrays of at most CHUNK items each (the reader flattens it)."""
+        function = self.array_function
+        chunks = (items[start : start + CHUNK] for start in range(0, len(items), CHUNK))
+        return f"{function}(" + ", ".join(f"{function}({', '.join(c)})" for c in chunks) + ")"
+
+    def message_count(self, table: str) -> str:
+        """A query counting the slots of every bucket that hold a message."""
+        return self.count_sql.format(table=table)
+
+    def _rebuilt(self, changes: Sequence[tuple[Path, str]]) -> str:
+        assert self.rebuild_sql is not None
+        slots: dict[int, str] = {}
+        for path, value in changes:
+            if len(path) == 1:
+                slots[path[0]] = value
+            else:
+                current = slots.get(path[0], "s.slot")
+                slots[path[0]] = self.element_field_sql.format(
+                    slot=current, name=path[1], value=value
+                )
+        cases = " ".join(f"WHEN {index} THEN {slot}" for index, slot in sorted(slots.items()))
+        return self.rebuild_sql.format(cases=cases)
+
+    def _path(self, path: Path) -> str:
+        if len(path) == 1:
+            return self.slot_path_sql.format(index=path[0])
+        return self.field_path_sql.format(index=path[0], name=path[1])
+
+
+POSTGRES = JsonSql(
+    slot_sql="(msgs -> {index})",
+    field_sql="(msgs -> {index} -> '{name}')",
+    null_sql="jsonb_typeof({field}) = 'null'",
+    false_sql="{field} = CAST('false' AS jsonb)",
+    value_sql="CAST(:{param} AS jsonb)",
+    has_sql="{field} @> jsonb_build_array(CAST(:{param} AS text))",
+    appended_sql="({field} || jsonb_build_array(CAST(:{param} AS text)))",
+    true_sql="CAST('true' AS jsonb)",
+    slot_path_sql="'{{{index}}}'",
+    field_path_sql="'{{{index},{name}}}'",
+    set_function="jsonb_set",
+    pairs_per_set=1,
+    array_function="jsonb_build_array",
+    count_sql=(
+        "SELECT COUNT(*) FROM {table}, jsonb_array_elements({table}.msgs) AS slot"
+        " WHERE jsonb_typeof(slot -> 'msg') = 'object'"
+    ),
+    rebuild_sql=(
+        "(SELECT jsonb_agg(CASE s.n - 1 {cases} ELSE s.slot END ORDER BY s.n)"
+        " FROM jsonb_array_elements(msgs) WITH ORDINALITY AS s(slot, n))"
+    ),
+    element_field_sql="jsonb_set({slot}, '{{{name}}}', {value})",
+)
+
+# MariaDB and SQLite share the ``$[i].name`` path syntax and take many pairs per JSON_SET.
+_DOLLAR_PATHS: dict[str, Any] = {
+    "slot_path_sql": "'$[{index}]'",
+    "field_path_sql": "'$[{index}].{name}'",
+    "pairs_per_set": CHUNK,
+}
+
+MARIADB = JsonSql(
+    slot_sql="JSON_EXTRACT(msgs, '$[{index}]')",
+    field_sql="JSON_EXTRACT(msgs, '$[{index}].{name}')",
+    null_sql="JSON_TYPE({field}) = 'NULL'",
+    false_sql="{field} = 'false'",
+    value_sql="JSON_EXTRACT(:{param}, '$')",
+    has_sql="JSON_CONTAINS({field}, JSON_QUOTE(:{param}))",
+    appended_sql="JSON_ARRAY_APPEND({field}, '$', :{param})",
+    true_sql="JSON_EXTRACT('true', '$')",
+    **_DOLLAR_PATHS,
+    set_function="JSON_SET",
+    array_function="JSON_ARRAY",
+    # '$[*].msg.seq' matches one seq per stored message (a null msg has none).
+    count_sql=(
+        "SELECT COALESCE(SUM(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].msg.seq'))), 0) FROM {table}"
+    ),
+)
+
+SQLITE = JsonSql(
+    slot_sql="(msgs -> '$[{index}]')",
+    field_sql="(msgs -> '$[{index}].{name}')",
+    null_sql="json_type({field}) = 'null'",
+    false_sql="json_type({field}) = 'false'",
+    value_sql="json(:{param})",
+    has_sql=(
+        "EXISTS (SELECT 1 FROM json_each(msgs, '$[{index}].{name}') AS e WHERE e.value = :{param})"
+    ),
+    appended_sql="json_insert({field}, '$[#]', :{param})",
+    true_sql="json('true')",
+    **_DOLLAR_PATHS,
+    set_function="json_set",
+    array_function="json_array",
+    count_sql=(
+        "SELECT COUNT(*) FROM {table}, json_each({table}.msgs) AS slot"
+        " WHERE json_type(slot.value, '$.msg') = 'object'"
+    ),
+)

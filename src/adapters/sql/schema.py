@@ -1,0 +1,264 @@
+"""Tables of the SQL stores, created on first use, and the layout record guarding them.
+
+Every table name starts with a prefix per store kind (``imb_row_…``, ``imb_bucket_…``), so a
+row store and a bucket store can share one schema without sharing counters. Which schema or
+database is used comes from the URL (PostgreSQL ``options=-csearch_path=…``, MariaDB's
+database name, SQLite's file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    false,
+    select,
+    text,
+)
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.types import TypeEngine
+
+from adapters.sql.engine import Database, translate
+from domain.errors import InvalidArgument, LayoutMismatch
+from domain.layout import BucketLayout
+
+LAYOUT_VERSION = 1
+KEY_LENGTH = 255  # conversation and user ids that are part of a primary key
+TEXT_LENGTH = 1000  # other short message fields (the id limit can be configured up to 1000)
+_TABLE_OPTIONS: dict[str, Any] = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    # Ids are compared byte for byte, trailing spaces included, as on the other engines.
+    "mysql_collate": "utf8mb4_nopad_bin",
+}
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The tables every SQL store has: the layout record and the seq counters."""
+
+    metadata: MetaData
+    layout: Table
+    seqs: Table  # per conversation: max_seq, min_seq
+    user_seqs: Table  # per conversation and user: min_seq, read_seq
+
+    def data_tables(self) -> tuple[Table, ...]:
+        """The tables holding messages and tags, whose footprint ``stats()`` reports."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class RowSchema(Schema):
+    """sql-row: one row per seq, plus one row per deleter and per early reader."""
+
+    messages: Table
+    deletions: Table
+    readers: Table
+
+    def data_tables(self) -> tuple[Table, ...]:
+        """Messages, deletions and pending readers."""
+        return (self.messages, self.deletions, self.readers)
+
+
+@dataclass(frozen=True)
+class BucketSchema(Schema):
+    """sql-bucket: one row per bucket, its slots in one JSON array."""
+
+    docs: Table
+
+    def data_tables(self) -> tuple[Table, ...]:
+        """The buckets."""
+        return (self.docs,)
+
+
+def row_schema(prefix: str = "imb_row") -> RowSchema:
+    """Tables of the row-per-message layout."""
+    metadata, layout, seqs, user_seqs = _common(prefix)
+    revoke: list[Column[Any]] = [
+        Column("revoked_by", String(TEXT_LENGTH)),  # NULL: not revoked
+        Column("revoke_role", BigInteger),
+        Column("revoke_nickname", String(TEXT_LENGTH)),
+        Column("revoke_time", BigInteger),
+    ]
+    messages = Table(
+        f"{prefix}_messages",
+        metadata,
+        _key("conversation_id"),
+        Column("seq", BigInteger, nullable=False),
+        # The message columns (OpenIM's MsgData); send_id is NULL while no message is stored.
+        *(Column(name, String(TEXT_LENGTH)) for name in _SHORT_TEXT),
+        *(Column(name, BigInteger) for name in _INTEGERS),
+        Column("content", _long_text()),
+        Column("options", _long_text()),
+        Column("ex", _long_text()),
+        *revoke,
+        _flag("is_read"),
+        _flag("purged"),
+        PrimaryKeyConstraint("conversation_id", "seq"),
+        **_TABLE_OPTIONS,
+    )
+    return RowSchema(
+        metadata,
+        layout,
+        seqs,
+        user_seqs,
+        messages=messages,
+        deletions=_marks(metadata, prefix, "deletions"),
+        readers=_marks(metadata, prefix, "readers"),
+    )
+
+
+def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
+    """Tables of the JSON bucket layout."""
+    metadata, layout, seqs, user_seqs = _common(prefix)
+    docs = Table(
+        f"{prefix}_docs",
+        metadata,
+        Column("doc_id", String(KEY_LENGTH + 21), primary_key=True),
+        Column("msgs", _json(), nullable=False),
+        **_TABLE_OPTIONS,
+    )
+    return BucketSchema(metadata, layout, seqs, user_seqs, docs)
+
+
+def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
+    """Create missing tables and check the recorded layout; LayoutMismatch if it differs."""
+    record = schema.layout
+    try:
+        with db.schema_lock() as connection:
+            schema.metadata.create_all(connection)
+            connection.execute(
+                db.insert_ignore(record).values(
+                    id=1, bucket_size=layout.size, version=LAYOUT_VERSION
+                )
+            )
+            stored = connection.execute(select(record.c.bucket_size, record.c.version)).one()
+    except SQLAlchemyError as error:
+        raise translate(error) from error
+    if stored.version != LAYOUT_VERSION:
+        raise LayoutMismatch(
+            f"{record.name} holds layout version {stored.version}, this build uses {LAYOUT_VERSION}"
+        )
+    if stored.bucket_size != layout.size:
+        raise LayoutMismatch(
+            f"{record.name} was created with bucket size {stored.bucket_size}, "
+            f"not {layout.size}: open it with store.bucket_size = {stored.bucket_size}"
+        )
+
+
+def drop_schema(db: Database, schema: Schema) -> None:
+    """Drop every table of the schema (used by tools and tests, never by the stores)."""
+    try:
+        with db.schema_lock() as connection:
+            schema.metadata.drop_all(connection)
+    except SQLAlchemyError as error:
+        raise translate(error) from error
+
+
+def check_key(value: str, what: str) -> str:
+    """Return value if it fits a key column, else InvalidArgument (nothing is written)."""
+    if len(value) > KEY_LENGTH:
+        raise InvalidArgument(f"{what} is longer than the {KEY_LENGTH} characters SQL keys hold")
+    return value
+
+
+def check_keys(conversation_id: str, user_id: str | None = None) -> None:
+    """check_key for a conversation id and, when given, a user id."""
+    check_key(conversation_id, "conversation_id")
+    if user_id is not None:
+        check_key(user_id, "user_id")
+
+
+_SHORT_TEXT = (
+    "send_id",
+    "recv_id",
+    "group_id",
+    "client_msg_id",
+    "server_msg_id",
+    "sender_nickname",
+)
+_INTEGERS = (
+    "session_type",
+    "content_type",
+    "send_time",
+    "create_time",
+    "status",
+    "sender_platform_id",
+)
+
+
+def _common(prefix: str) -> tuple[MetaData, Table, Table, Table]:
+    metadata = MetaData()
+    layout = Table(
+        f"{prefix}_layout",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("bucket_size", Integer, nullable=False),
+        Column("version", Integer, nullable=False),
+        **_TABLE_OPTIONS,
+    )
+    seqs = Table(
+        f"{prefix}_seqs",
+        metadata,
+        _key("conversation_id", primary_key=True),
+        _counter("max_seq"),
+        _counter("min_seq"),
+        **_TABLE_OPTIONS,
+    )
+    user_seqs = Table(
+        f"{prefix}_user_seqs",
+        metadata,
+        _key("conversation_id"),
+        _key("user_id"),
+        _counter("min_seq"),
+        _counter("read_seq"),
+        PrimaryKeyConstraint("conversation_id", "user_id"),
+        **_TABLE_OPTIONS,
+    )
+    return metadata, layout, seqs, user_seqs
+
+
+def _marks(metadata: MetaData, prefix: str, name: str) -> Table:
+    """A set of users per seq (deleters, early readers): the primary key is the whole row."""
+    return Table(
+        f"{prefix}_{name}",
+        metadata,
+        _key("conversation_id"),
+        Column("seq", BigInteger, nullable=False),
+        _key("user_id"),
+        PrimaryKeyConstraint("conversation_id", "seq", "user_id"),
+        **_TABLE_OPTIONS,
+    )
+
+
+def _key(name: str, **options: Any) -> Column[str]:
+    return Column(name, String(KEY_LENGTH), nullable=False, **options)
+
+
+def _counter(name: str) -> Column[int]:
+    return Column(name, BigInteger, nullable=False, default=0, server_default=text("0"))
+
+
+def _flag(name: str) -> Column[bool]:
+    return Column(name, Boolean, nullable=False, default=False, server_default=false())
+
+
+def _long_text() -> TypeEngine[str]:
+    # MariaDB's TEXT stops at 64 KiB; content may be configured larger.
+    return Text().with_variant(mysql.LONGTEXT(), "mysql")
+
+
+def _json() -> TypeEngine[Any]:
+    return JSON().with_variant(postgresql.JSONB(), "postgresql")

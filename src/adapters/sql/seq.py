@@ -1,0 +1,142 @@
+"""SqlSeqStore: seq counters and watermarks in two tables, every change one upsert.
+
+PostgreSQL and SQLite return the new value from the upsert itself (``RETURNING``). MariaDB
+has no RETURNING on the update branch of an upsert, so there the upsert and the read of the
+new value run in one transaction: the upsert's row lock keeps other writers out until
+COMMIT, so the value read is the one this call produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Column, Connection, Engine, Table, and_, func, select
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+from adapters.sql.engine import Database
+from adapters.sql.schema import Schema, check_keys
+from domain.model import Watermarks
+
+Combine = Callable[[Any, Any], Any]  # (stored column, incoming value) -> new value
+
+
+class SqlSeqStore:
+    """SeqStore over the ``…_seqs`` and ``…_user_seqs`` tables of a schema."""
+
+    def __init__(self, db: Database, schema: Schema) -> None:
+        self.db = db
+        self._seqs = schema.seqs
+        self._users = schema.user_seqs
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (shared with the message store)."""
+        return self.db.engine
+
+    def allocate(self, conversation_id: str, n: int) -> int:
+        """Reserve n consecutive seqs in one atomic upsert; returns the first."""
+        check_keys(conversation_id)
+        last = self._upsert(
+            self._seqs,
+            {"conversation_id": conversation_id},
+            "max_seq",
+            n,
+            lambda old, new: old + new,
+        )
+        return last - n + 1
+
+    def max_seq(self, conversation_id: str) -> int:
+        """Highest allocated seq."""
+        return self._get(self._seqs, {"conversation_id": conversation_id}, "max_seq")
+
+    def raise_max_seq(self, conversation_id: str, seq: int) -> int:
+        """Raise max_seq."""
+        return self._raise(self._seqs, {"conversation_id": conversation_id}, "max_seq", seq)
+
+    def min_seq(self, conversation_id: str) -> int:
+        """Conversation floor."""
+        return self._get(self._seqs, {"conversation_id": conversation_id}, "min_seq")
+
+    def raise_min_seq(self, conversation_id: str, seq: int) -> int:
+        """Raise the conversation floor."""
+        return self._raise(self._seqs, {"conversation_id": conversation_id}, "min_seq", seq)
+
+    def user_min_seq(self, conversation_id: str, user_id: str) -> int:
+        """User floor."""
+        return self._get(self._users, _user(conversation_id, user_id), "min_seq")
+
+    def raise_user_min_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        """Raise the user floor in one write."""
+        return self._raise(self._users, _user(conversation_id, user_id), "min_seq", seq)
+
+    def read_seq(self, conversation_id: str, user_id: str) -> int:
+        """User read seq."""
+        return self._get(self._users, _user(conversation_id, user_id), "read_seq")
+
+    def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        """Raise the user read seq."""
+        return self._raise(self._users, _user(conversation_id, user_id), "read_seq", seq)
+
+    def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
+        """max_seq, min_seq and the user's min_seq in one statement."""
+        check_keys(conversation_id, user_id)
+        seqs, users = self._seqs, self._users
+        conversation = seqs.c.conversation_id == conversation_id
+
+        def value(column: Column[int], where: Any) -> Any:
+            return func.coalesce(select(column).where(where).scalar_subquery(), 0)
+
+        statement = select(
+            value(seqs.c.max_seq, conversation),
+            value(seqs.c.min_seq, conversation),
+            value(users.c.min_seq, _matches(users, _user(conversation_id, user_id))),
+        )
+        max_seq, min_seq, user_min_seq = self.db.execute(statement).rows[0]
+        return Watermarks(int(max_seq), int(min_seq), int(user_min_seq))
+
+    def close(self) -> None:
+        """Dispose of the engine's connections (shared with the message store)."""
+        self.db.close()
+
+    def _get(self, table: Table, key: dict[str, str], column: str) -> int:
+        check_keys(*key.values())
+        rows = self.db.execute(select(table.c[column]).where(_matches(table, key))).rows
+        return int(rows[0][0]) if rows else 0
+
+    def _raise(self, table: Table, key: dict[str, str], column: str, value: int) -> int:
+        return self._upsert(table, key, column, value, self.db.greatest)
+
+    def _upsert(
+        self, table: Table, key: dict[str, str], column: str, value: int, combine: Combine
+    ) -> int:
+        """Insert key with column = value, or set column = combine(stored, value); return it."""
+        check_keys(*key.values())
+        target = table.c[column]
+        values = {**key, column: value}
+        if self.db.kind == "mariadb":
+            upsert = mysql.insert(table).values(values)
+            upsert = upsert.on_duplicate_key_update(
+                {column: combine(target, upsert.inserted[column])}
+            )
+            read = select(target).where(_matches(table, key))
+
+            def write_then_read(connection: Connection) -> int:
+                connection.execute(upsert)
+                return int(connection.execute(read).scalar_one())
+
+            return self.db.run(write_then_read, atomic=True)
+        dialect = postgresql if self.db.kind == "postgresql" else sqlite
+        statement = dialect.insert(table).values(values)
+        statement = statement.on_conflict_do_update(
+            index_elements=list(key), set_={column: combine(target, statement.excluded[column])}
+        ).returning(target)
+        return int(self.db.execute(statement).rows[0][0])
+
+
+def _user(conversation_id: str, user_id: str) -> dict[str, str]:
+    return {"conversation_id": conversation_id, "user_id": user_id}
+
+
+def _matches(table: Table, key: dict[str, str]) -> Any:
+    return and_(*(table.c[name] == value for name, value in key.items()))

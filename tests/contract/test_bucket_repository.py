@@ -1,0 +1,111 @@
+"""The BucketRepository primitives the bucket engine relies on, on every bucket engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
+from ports.bucket_repository import BucketRepository
+from ports.message_store import MessageStore
+from tests.contract.conftest import BUCKETS, backends
+from tests.factories import message
+
+pytestmark = pytest.mark.parametrize("backend_config", backends(BUCKETS), indirect=True)
+
+CONV = "sg_repo"
+DOC = f"{CONV}:0"
+REVOKE = Revoke("olivia", Role.OWNER, "Olivia", 1_700_000_000_000)
+
+
+@pytest.fixture
+def repository(store: MessageStore) -> BucketRepository:
+    repo: BucketRepository = store.repository  # type: ignore[attr-defined]
+    return repo
+
+
+def test_a_bucket_holds_exactly_size_slots(repository: BucketRepository) -> None:
+    assert repository.create_bucket(DOC, {3: Slot(message=message(4, CONV))})
+    size = repository.layout.size
+    slots = repository.read({DOC: list(range(size))})[DOC]
+    assert len(slots) == size
+    assert [i for i, slot in slots.items() if not slot.is_empty] == [3]
+
+
+def test_create_reports_an_existing_bucket(repository: BucketRepository) -> None:
+    assert repository.create_bucket(DOC, {0: Slot(message=message(1, CONV))})
+    assert not repository.create_bucket(DOC, {0: Slot(message=message(1, CONV, content="x"))})
+    assert repository.read({DOC: [0]})[DOC][0].message == message(1, CONV)
+
+
+def test_write_lands_only_on_free_slots_of_an_existing_bucket(
+    repository: BucketRepository,
+) -> None:
+    assert not repository.write_messages(DOC, {0: message(1, CONV)})
+    assert repository.create_bucket(DOC, {1: Slot(message=message(2, CONV)), 2: PURGED_SLOT})
+    for occupied in (1, 2):  # all or nothing: slot 0 stays empty as well
+        assert not repository.write_messages(DOC, {0: message(1, CONV), occupied: message(9, CONV)})
+        assert repository.read({DOC: [0]})[DOC][0].is_empty
+    assert repository.write_messages(DOC, {0: message(1, CONV), 3: message(4, CONV)})
+    slots = repository.read({DOC: [0, 1, 2, 3]})[DOC]
+    assert [slots[i].message for i in (0, 1, 3)] == [message(s, CONV) for s in (1, 2, 4)]
+    assert slots[2] == PURGED_SLOT
+
+
+def test_write_keeps_tags_already_on_the_slot(repository: BucketRepository) -> None:
+    early = Slot(revoke=REVOKE, deleted_by=frozenset({"bob"}), read_by=frozenset({"carol"}))
+    assert repository.create_bucket(DOC, {0: early})
+    assert repository.write_messages(DOC, {0: message(1, CONV)})
+    slot = repository.read({DOC: [0]})[DOC][0]
+    assert slot == Slot(message(1, CONV), REVOKE, frozenset({"bob"}), False, False, early.read_by)
+
+
+def test_read_many_buckets_skips_missing_ones(repository: BucketRepository) -> None:
+    assert repository.create_bucket(DOC, {0: Slot(message=message(1, CONV))})
+    second = f"{CONV}:2"
+    assert repository.create_bucket(second, {5: Slot(message=message(206, CONV))})
+    found = repository.read({DOC: [0, 1], f"{CONV}:1": [0], second: [5]})
+    assert set(found) == {DOC, second}
+    assert found[second][5].message == message(206, CONV)
+    assert found[DOC][1].is_empty
+
+
+def test_patches_are_set_adds_and_spare_purged_slots(repository: BucketRepository) -> None:
+    assert not repository.patch(DOC, {0: SlotPatch(add_deleted_by="bob")})
+    assert repository.create_bucket(DOC, {0: Slot(message=message(1, CONV)), 1: PURGED_SLOT})
+    both = {
+        0: SlotPatch(add_deleted_by="bob", add_read_by="carol", set_read=True),
+        1: SlotPatch(add_deleted_by="bob", add_read_by="carol", set_read=True),
+    }
+    for _ in range(2):
+        assert repository.patch(DOC, both)
+    slots = repository.read({DOC: [0, 1]})[DOC]
+    assert slots[0] == Slot(message(1, CONV), None, frozenset({"bob"}), True, False, {"carol"})
+    assert slots[1] == PURGED_SLOT
+    assert repository.patch(DOC, {0: SlotPatch(add_deleted_by="dave")})
+    assert repository.read({DOC: [0]})[DOC][0].deleted_by == {"bob", "dave"}
+    assert repository.patch(DOC, {0: SlotPatch(purge=True)})
+    assert repository.read({DOC: [0]})[DOC][0] == PURGED_SLOT
+
+
+def test_revoke_lands_once_and_never_on_a_purged_slot(repository: BucketRepository) -> None:
+    assert not repository.set_revoke(DOC, 0, REVOKE)
+    assert repository.create_bucket(DOC, {0: Slot(message=message(1, CONV)), 1: PURGED_SLOT})
+    assert repository.set_revoke(DOC, 0, REVOKE)
+    assert not repository.set_revoke(DOC, 0, Revoke("alice", Role.MEMBER))
+    assert not repository.set_revoke(DOC, 1, REVOKE)
+    slots = repository.read({DOC: [0, 1]})[DOC]
+    assert slots[0].revoke == REVOKE and slots[1] == PURGED_SLOT
+
+
+def test_many_slots_change_in_one_write(repository: BucketRepository) -> None:
+    indexes = range(min(30, repository.layout.size))
+    assert repository.create_bucket(DOC, {indexes[-1]: PURGED_SLOT})
+    free = list(indexes)[:-1]
+    assert repository.write_messages(DOC, {i: message(i + 1, CONV) for i in free})
+    patches = {i: SlotPatch(add_deleted_by="bob") for i in indexes}
+    patches[0] = SlotPatch(purge=True)
+    assert repository.patch(DOC, patches)
+    slots = repository.read({DOC: list(indexes)})[DOC]
+    assert slots[0] == slots[indexes[-1]] == PURGED_SLOT
+    assert all(slots[i].deleted_by == {"bob"} for i in free[1:])
+    assert [slots[i].message for i in free[1:]] == [message(i + 1, CONV) for i in free[1:]]

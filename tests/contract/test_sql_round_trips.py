@@ -1,0 +1,55 @@
+"""Statements per operation on the SQL stores, counted through SQLAlchemy's cursor events."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.sql import RoundTrips
+from app import MessageService
+from tests.contract.conftest import SQL, backends
+from tests.factories import CONV, messages
+
+pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
+
+
+def counter(service: MessageService) -> RoundTrips:
+    return RoundTrips(service.store.engine)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("last", [20, 110], ids=["one-bucket", "two-buckets"])
+def test_pull_latest_20_is_one_data_statement(service: MessageService, last: int) -> None:
+    service.ingest(CONV, messages(1, last))
+    with counter(service) as trips:
+        entries = service.pull_latest(CONV, "bob", 20)
+    assert [e.seq for e in entries] == list(range(last - 19, last + 1))
+    # The watermarks, then every requested slot of every touched bucket in one SELECT
+    # (sql-bucket may spend one per bucket touched; it needs one for all of them).
+    assert (trips.total, trips.writes) == (2, 0), trips.statements
+
+
+def test_pull_of_scattered_seqs_is_one_data_statement(service: MessageService) -> None:
+    service.ingest(CONV, messages(1, 350))
+    service.delete_for_me(CONV, [7, 250], "bob")
+    with counter(service) as trips:
+        entries = service.pull(CONV, "bob", [3, 7, 120, 250, 301, 350])
+    assert [e.seq for e in entries] == [3, 7, 120, 250, 301, 350]
+    assert trips.total == 2, trips.statements
+
+
+@pytest.mark.parametrize("size", [3, 250])
+def test_clear_history_is_one_write_whatever_the_size(service: MessageService, size: int) -> None:
+    service.ingest(CONV, messages(1, size))
+    with counter(service) as trips:
+        assert service.clear_history(CONV, "dave") == size + 1
+    assert trips.writes == 1, trips.statements
+    assert trips.total <= 3, trips.statements  # max_seq, the upsert (and MariaDB's read back)
+
+
+def test_redelivery_of_a_batch_costs_a_constant_number_of_statements(
+    service: MessageService,
+) -> None:
+    batch = messages(1, 100)
+    service.ingest(CONV, batch)
+    with counter(service) as trips:
+        assert service.ingest(CONV, batch).duplicates == tuple(range(1, 101))
+    assert trips.total <= 4, trips.statements  # never one per message
