@@ -217,7 +217,7 @@ def bench(
         workloads=tuple(workload or ()),
     )
     err = Console(stderr=True)
-    with bench_console.RichObserver(err, len(specs)) as observer:
+    with bench_console.RichObserver(err) as observer:
         results = runner.run(specs, options, observer)
     folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     files = report.write(results, folder, previous)

@@ -34,21 +34,19 @@ _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "n/a": "dim"}
 
 
 class RichObserver(Observer):
-    """Two bars: backends overall, and the operations of the current backend."""
+    """One bar per backend; a workload runs on every backend before the next one starts."""
 
-    def __init__(self, console: Console, backends: int) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(
-            TextColumn("{task.description:<44}"),
+            TextColumn("{task.description:<46}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=console,
             disable=not console.is_terminal,
         )
-        self.overall = self.progress.add_task("backends", total=backends)
-        self.current: TaskID | None = None
-        self.label = ""
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> RichObserver:
         self.progress.start()
@@ -63,26 +61,21 @@ class RichObserver(Observer):
         self.progress.stop()
 
     def backend(self, label: str, ops: int) -> None:
-        """Start the bar of a backend."""
-        self.label = label
-        self.current = self.progress.add_task(label, total=ops)
+        """Add the bar of an opened backend."""
+        self.tasks[label] = self.progress.add_task(label, total=ops)
 
-    def workload(self, title: str, ops: int) -> None:
-        """Show which workload runs."""
-        if self.current is not None:
-            self.progress.update(self.current, description=f"{self.label} · {title}")
+    def workload(self, label: str, title: str, ops: int) -> None:
+        """Show which workload runs on the backend."""
+        self.progress.update(self.tasks[label], description=f"{label} · {title}")
 
-    def advance(self) -> None:
+    def advance(self, label: str) -> None:
         """One operation done."""
-        if self.current is not None:
-            self.progress.advance(self.current)
+        self.progress.advance(self.tasks[label])
 
     def done(self, label: str, status: str, note: str) -> None:
-        """Close the backend's bar and say if it was skipped."""
-        if self.current is not None:
-            self.progress.update(self.current, description=f"{label} · {status}", visible=True)
-            self.progress.stop_task(self.current)
-        self.progress.advance(self.overall)
+        """Close the backend's bar, or say why it was skipped."""
+        if label in self.tasks:
+            self.progress.update(self.tasks[label], description=f"{label} · {status}")
         if status != "ok":
             self.progress.console.print(f"[yellow]skipped {label}[/]: {note}")
         elif not self.console.is_terminal:

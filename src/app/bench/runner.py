@@ -1,4 +1,10 @@
-"""Runs every workload on every chosen backend, one backend after another, in one process."""
+"""Runs every workload on every chosen backend, in one process, one operation at a time.
+
+All backends are opened first; then each workload runs on every backend in turn before the
+next workload starts. Backends never run at the same time, and a burst of load on a shared
+machine hits the same workload of every backend alike instead of whichever backend was
+running then.
+"""
 
 from __future__ import annotations
 
@@ -42,16 +48,37 @@ class Observer:
     """Progress callbacks of a run; the CLI draws Rich progress bars from them."""
 
     def backend(self, label: str, ops: int) -> None:
-        """A backend starts; ops is the number of operations it will run."""
+        """A backend is open; ops is the number of operations it will run."""
 
-    def workload(self, title: str, ops: int) -> None:
-        """A workload starts on the current backend."""
+    def workload(self, label: str, title: str, ops: int) -> None:
+        """A workload starts on a backend."""
 
-    def advance(self) -> None:
-        """One operation is done."""
+    def advance(self, label: str) -> None:
+        """One operation of the backend is done."""
 
     def done(self, label: str, status: str, note: str) -> None:
         """A backend finished (status ``ok``) or was skipped (with the reason in note)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One backend of a run, resolved: where it runs and what it is called."""
+
+    spec: BackendSpec
+    label: str
+    url: str
+    version: str
+    namespace: str  # scratch schema, database or key prefix of this backend
+
+
+@dataclass
+class _Open:
+    """A backend being benchmarked: its target and its results so far."""
+
+    setup: Setup
+    target: Target
+    result: dict[str, Any]
+    seconds: float = 0.0
 
 
 def run(
@@ -67,26 +94,42 @@ def run(
     wanted = {"ingest", *options.workloads} if options.workloads else {w.name for w in WORKLOADS}
     chosen = [w for w in WORKLOADS if w.name in wanted]
     plans = {w.name: w.plan(dataset) for w in chosen}
+    loaded = "redeliver" if "redeliver" in plans else "ingest"
     run_id = uuid.uuid4().hex[:8]
-    results = []
-    with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir:
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
+        probe = stack.enter_context(probing())
         labels: set[str] = set()
-        for n, given in enumerate(specs):
-            url = store_url(given, Path(workdir))
-            version = _version(given, url)
-            flavour = "mariadb" if "mariadb" in version.lower() else ""
-            spec = replace(given, flavour=flavour)
-            label = _unique(spec.label, labels)
-            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or _may_have_raw(spec))
-            observer.backend(label, ops)
-            result = _run_backend(
-                Setup(spec, label, url, version, f"imbucket_bench_{run_id}_{n}"),
-                chosen,
-                plans,
-                observer,
-            )
+        backends: list[_Open] = []
+        for n, spec in enumerate(specs):
+            setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
+            result = _describe(setup)
             results.append(result)
-            observer.done(label, result["status"], result.get("reason", ""))
+            try:
+                target = _open(setup, stack, probe)
+            except Exception as error:  # any failure to open means: skip this backend, say why
+                result["reason"] = f"{type(error).__name__}: {error}"
+                observer.done(setup.label, "skipped", result["reason"])
+                continue
+            result.update(raw_arm=target.raw is not None, workloads={}, footprint={})
+            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or target.raw is not None)
+            observer.backend(setup.label, ops)
+            backends.append(_Open(setup, target, result))
+        for workload in chosen:
+            for backend in backends:
+                if workload.raw and backend.target.raw is None:
+                    continue
+                clock = time.perf_counter()
+                backend.result["workloads"][workload.name] = _run_workload(
+                    workload, plans[workload.name], backend, probe, observer
+                )
+                if workload.name == loaded:
+                    backend.result["footprint"]["after_ingest"] = footprint(backend.target.service)
+                backend.seconds += time.perf_counter() - clock
+        for backend in backends:
+            backend.result["footprint"]["end"] = footprint(backend.target.service)
+            backend.result.update(status="ok", duration_s=round(backend.seconds, 2))
+            observer.done(backend.setup.label, "ok", "")
     return {
         "schema": SCHEMA,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -107,6 +150,44 @@ def run(
     }
 
 
+def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -> Setup:
+    url = store_url(spec, workdir)
+    version = _version(spec, url)
+    spec = replace(spec, flavour="mariadb" if "mariadb" in version.lower() else "")
+    return Setup(spec, _unique(spec.label, labels), url, version, namespace)
+
+
+def _describe(setup: Setup) -> dict[str, Any]:
+    spec = setup.spec
+    return {
+        "label": setup.label,
+        "store": spec.store,
+        "layout": spec.layout,
+        "family": spec.family,
+        "engine": spec.engine,
+        "url": redact(setup.url),
+        "cache": spec.cache,
+        "status": "skipped",
+        "version": setup.version,
+    }
+
+
+def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Target:
+    """Open the backend in a scratch namespace released by stack; raises if it cannot."""
+    spec = setup.spec
+    config = spec.config()
+    config["store"]["url"] = stack.enter_context(scratch_store(setup.url, setup.namespace))
+    if spec.cache != "none":
+        config["cache"]["key_prefix"] = stack.enter_context(
+            scratch_redis(spec.cache_url, setup.namespace)
+        )
+    service = open_service(config)
+    stack.callback(service.close)
+    service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
+    probe.attach(service)
+    return Target(service, _raw_arm(spec, service))
+
+
 def _unique(label: str, taken: set[str]) -> str:
     candidate, n = label, 1
     while candidate in taken:
@@ -116,80 +197,11 @@ def _unique(label: str, taken: set[str]) -> str:
     return candidate
 
 
-def _may_have_raw(spec: BackendSpec) -> bool:
-    return spec.store == "sql-row" and spec.cache == "none"
-
-
 def store_url(spec: BackendSpec, workdir: Path) -> str:
     """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
     if spec.url or spec.family != "sql":
         return spec.url
     return f"sqlite:///{workdir / (spec.store + '.sqlite')}"
-
-
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """One backend of a run, resolved: where it runs and what it is called."""
-
-    spec: BackendSpec
-    label: str
-    url: str
-    version: str
-    namespace: str  # scratch schema, database or key prefix of this backend
-
-
-def _run_backend(
-    setup: Setup,
-    workloads: Sequence[Workload],
-    plans: dict[str, list[Op]],
-    observer: Observer,
-) -> dict[str, Any]:
-    spec, url, namespace = setup.spec, setup.url, setup.namespace
-    result: dict[str, Any] = {
-        "label": setup.label,
-        "store": spec.store,
-        "layout": spec.layout,
-        "family": spec.family,
-        "engine": spec.engine,
-        "url": redact(url),
-        "cache": spec.cache,
-        "status": "skipped",
-        "version": setup.version,
-    }
-    started = time.perf_counter()
-    with ExitStack() as stack:
-        try:
-            config = spec.config()
-            config["store"]["url"] = stack.enter_context(scratch_store(url, namespace))
-            if spec.cache != "none":
-                config["cache"]["key_prefix"] = stack.enter_context(
-                    scratch_redis(spec.cache_url, namespace)
-                )
-            probe = stack.enter_context(probing())
-            service = open_service(config)
-            stack.callback(service.close)
-            service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
-        except Exception as error:  # any failure to open means: skip this backend, say why
-            result["reason"] = f"{type(error).__name__}: {error}"
-            return result
-        probe.attach(service)
-        target = Target(service, _raw_arm(spec, service))
-        result["raw_arm"] = target.raw is not None
-        result["workloads"] = {}
-        result["footprint"] = {}
-        loaded = "redeliver" if any(w.name == "redeliver" for w in workloads) else "ingest"
-        for workload in workloads:
-            if workload.raw and target.raw is None:
-                continue
-            result["workloads"][workload.name] = _run_workload(
-                workload, plans[workload.name], target, probe, observer
-            )
-            if workload.name == loaded:
-                result["footprint"]["after_ingest"] = footprint(service)
-        result["footprint"]["end"] = footprint(service)
-        result["status"] = "ok"
-    result["duration_s"] = round(time.perf_counter() - started, 2)
-    return result
 
 
 def _version(spec: BackendSpec, url: str) -> str:
@@ -204,19 +216,20 @@ def _version(spec: BackendSpec, url: str) -> str:
 
 
 def _run_workload(
-    workload: Workload, plan: list[Op], target: Target, probe: Probe, observer: Observer
+    workload: Workload, plan: list[Op], backend: _Open, probe: Probe, observer: Observer
 ) -> dict[str, Any]:
-    observer.workload(workload.title, len(plan))
+    label = backend.setup.label
+    observer.workload(label, workload.title, len(plan))
     recorder = Recorder(probe.round_trips)
     for op in plan:
-        recorder.time(op.prepare(target), op.items)
-        observer.advance()
+        recorder.time(op.prepare(backend.target), op.items)
+        observer.advance(label)
     return recorder.result()
 
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
     """The hand-written SQL arm for an uncached sql-row store."""
-    if not _may_have_raw(spec):
+    if spec.store != "sql-row" or spec.cache != "none":
         return None
     from adapters.raw_sql import RawRowLatest
 
