@@ -107,8 +107,9 @@ def _how_to_read() -> list[Block]:
         Bullets(
             (
                 (
-                    "Every backend ran the same operations on the same seeded data, one "
-                    "backend after another, single-threaded, in one process.",
+                    "Every backend ran the same operations on the same seeded data, "
+                    "single-threaded, in one process: each workload on every backend in turn, "
+                    "never two at once.",
                 ),
                 (
                     "bucket/row is the bucket store's median latency divided by the row "
