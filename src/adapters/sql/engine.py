@@ -233,7 +233,10 @@ class Database:
         def warn(state: RetryCallState) -> None:
             failure = _failure_of(state)
             assert failure is not None  # only failures are retried
-            _log.warning(
+            # Deadlocks are routine under concurrent writers; a lost server is news.
+            level = logging.DEBUG if failure.fault is Fault.CONTENTION else logging.WARNING
+            _log.log(
+                level,
                 "%s: %s (%s), attempt %d of %d; trying again",
                 self.server,
                 failure.fault.value,
