@@ -77,7 +77,7 @@ ATTEMPTS: dict[Fault, int] = {
     Fault.LOST: 3,
     Fault.CONTENTION: 8,
 }
-# Full jitter: attempt k waits a random 0 .. 2 ms * 2**k (at most 250 ms).
+# Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
 _WAIT = wait_random_exponential(multiplier=0.002, max=0.25)
 # Deadlocks and lock timeouts are the engine asking us to try again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
@@ -271,7 +271,7 @@ class _Failure(Exception):
         Raises the caller's error at once when it is not transient.
         """
         if isinstance(error, DBAPIError):
-            if _retryable(error):
+            if _contention(error):
                 return cls(Fault.CONTENTION, error)
             if error.connection_invalidated:
                 return cls(Fault.LOST if committing else Fault.ROLLED_BACK, error)
@@ -391,7 +391,7 @@ def _outcome(result: Any) -> Outcome:
     return Outcome(rows, result.rowcount)
 
 
-def _retryable(error: DBAPIError) -> bool:
+def _contention(error: DBAPIError) -> bool:
     original = error.orig
     if getattr(original, "sqlstate", None) in _RETRY_SQLSTATES:
         return True
