@@ -110,7 +110,9 @@ class MessageService:
             for offset, draft in enumerate(checked)
         ]
         result = self.store.insert(conversation_id, messages)
-        if len(result.inserted) != len(messages):
+        # A duplicate is this very message (its server_msg_id is new): a write that was
+        # applied, then tried again after its connection was lost.
+        if result.conflicts or result.purged:
             raise WriteConflict(f"allocated seqs already occupied: {result}")
         return messages
 

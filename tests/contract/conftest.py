@@ -51,6 +51,8 @@ ROWS = [
     Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT})),
     Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT})),
     Row("memory+redis", "memory_redis_config"),
+    Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", frozenset({PERSISTENT})),
+    Row("sql-bucket-sqlite+redis", "sql_bucket_sqlite_redis_config"),
 ]
 
 
@@ -117,6 +119,16 @@ def redis_cache() -> Iterator[Config]:
 @pytest.fixture
 def memory_redis_config(memory_config: Config, redis_cache: Config) -> Config:
     return {**memory_config, "cache": redis_cache}
+
+
+@pytest.fixture
+def sql_row_postgres_redis_config(sql_row_postgres_config: Config, redis_cache: Config) -> Config:
+    return {**sql_row_postgres_config, "cache": redis_cache}
+
+
+@pytest.fixture
+def sql_bucket_sqlite_redis_config(sql_bucket_sqlite_config: Config, redis_cache: Config) -> Config:
+    return {**sql_bucket_sqlite_config, "cache": redis_cache}
 
 
 @pytest.fixture
