@@ -10,6 +10,10 @@ from domain.errors import ContentTooLarge, ConversationMismatch, InvalidArgument
 from domain.layout import check_seq
 
 MAX_INT64 = 2**63 - 1
+# The highest seq a message may be ingested with. The 2**62 seqs above it are headroom:
+# allocating after the highest ingested seq, and the clear-history floor max_seq + 1, then
+# never overflow the 64-bit counters of any engine.
+MAX_SEQ = 2**62
 
 
 class SessionType(IntEnum):
@@ -284,7 +288,8 @@ def check_message(
         raise ConversationMismatch(
             f"message for {message.conversation_id!r} given to conversation {conversation_id!r}"
         )
-    check_bounded_seq(message.seq)
+    if check_bounded_seq(message.seq) > MAX_SEQ:
+        raise InvalidMessage(f"seq {message.seq} is above the highest storable seq 2**62")
     _check_fields(message, limits)
     return message
 

@@ -61,6 +61,15 @@ BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], objec
     "range too long": (InvalidArgument, lambda s: s.pull_range(CONV, "bob", 1, 100_000)),
     "count zero": (InvalidArgument, lambda s: s.pull_latest(CONV, "bob", 0)),
     "beyond max_seq": (InvalidArgument, lambda s: s.purge(CONV, [11], Actor("o", Role.OWNER))),
+    "nul in nickname": (
+        InvalidArgument,
+        lambda s: s.revoke(CONV, 1, Actor("alice"), nickname="Al\x00ice"),
+    ),
+    "seqs range too long for len()": (InvalidArgument, lambda s: s.pull(CONV, "bob", range(2**64))),
+    "too many drafts": (InvalidArgument, lambda s: s.send(CONV, [draft(n) for n in range(1001)])),
+    "too many messages": (InvalidArgument, lambda s: s.ingest(CONV, messages(1, 1001))),
+    "client_msg_id twice": (InvalidMessage, lambda s: s.send(CONV, [draft(1), draft(1)])),
+    "seq above 2**62": (InvalidMessage, lambda s: s.ingest(CONV, [message(2**62 + 1)])),
 }
 
 
