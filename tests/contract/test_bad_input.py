@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -18,17 +17,8 @@ from domain.errors import (
     InvalidSeq,
 )
 from domain.model import Actor, Role
+from tests.dump import dump
 from tests.factories import CONV, draft, message, messages
-
-
-def snapshot(service: MessageService) -> tuple[Any, ...]:
-    return (
-        service.store.get(CONV, list(range(1, 12))),
-        service.max_seq(CONV),
-        service.seqs.user_min_seq(CONV, "bob"),
-        service.seqs.min_seq(CONV),
-    )
-
 
 BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], object]]] = {
     "seq zero": (InvalidSeq, lambda s: s.pull(CONV, "bob", [0])),
@@ -77,8 +67,8 @@ BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], objec
 def test_bad_input_is_refused_and_changes_nothing(service: MessageService, case: str) -> None:
     service.ingest(CONV, messages(1, 10))
     service.delete_for_me(CONV, [3], "bob")
-    before = snapshot(service)
+    before = dump(service)
     error, call = BAD_CALLS[case]
     with pytest.raises(error):
         call(service)
-    assert snapshot(service) == before
+    assert dump(service) == before
