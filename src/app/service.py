@@ -111,8 +111,11 @@ class MessageService:
             if draft.client_msg_id not in sent
         ]
         if pending:
-            inserted = set(self.store.insert(conversation_id, pending).inserted)
-            sent.update((m.client_msg_id, m) for m in pending if m.seq in inserted)
+            result = self.store.insert(conversation_id, pending)
+            # A duplicate is this very message (its server_msg_id is new): a write that was
+            # applied, then tried again after its connection was lost.
+            stored = {*result.inserted, *result.duplicates}
+            sent.update((m.client_msg_id, m) for m in pending if m.seq in stored)
             late = [draft for draft in checked if draft.client_msg_id not in sent]
             sent.update(self._sent(conversation_id, late, claimed))
         unsettled = [d.client_msg_id for d in checked if d.client_msg_id not in sent]

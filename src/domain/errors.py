@@ -47,6 +47,14 @@ class StoreUnavailable(ImbucketError):
     """The storage engine could not be reached or failed mid-operation."""
 
 
+class OutcomeUnknown(StoreUnavailable):
+    """The connection was lost during a write that is unsafe to repeat; it may have been applied.
+
+    Raised for seq allocation: the seqs of a lost allocation may be used up (a gap, shown as
+    MISSING), but they are never handed out again.
+    """
+
+
 class WriteConflict(ImbucketError):
     """A send cannot be completed as asked.
 

@@ -39,7 +39,11 @@ class SqlSeqStore:
         return self.db.engine
 
     def allocate(self, conversation_id: str, n: int) -> int:
-        """Reserve n consecutive seqs in one atomic upsert; returns the first."""
+        """Reserve n consecutive seqs in one atomic upsert; returns the first.
+
+        Never repeated after a lost connection (a second upsert would allocate again):
+        OutcomeUnknown then, and the seqs it may have taken are a gap, never reused.
+        """
         check_keys(conversation_id)
         last = self._upsert(
             self._seqs,
@@ -47,6 +51,7 @@ class SqlSeqStore:
             "max_seq",
             n,
             lambda old, new: old + new,
+            idempotent=False,
         )
         return last - n + 1
 
@@ -162,9 +167,19 @@ class SqlSeqStore:
         return self._upsert(table, key, column, value, self.db.greatest)
 
     def _upsert(
-        self, table: Table, key: dict[str, str], column: str, value: int, combine: Combine
+        self,
+        table: Table,
+        key: dict[str, str],
+        column: str,
+        value: int,
+        combine: Combine,
+        *,
+        idempotent: bool = True,
     ) -> int:
-        """Insert key with column = value, or set column = combine(stored, value); return it."""
+        """Insert key with column = value, or set column = combine(stored, value); return it.
+
+        idempotent: whether combine gives the same result when applied twice (see Database.run).
+        """
         check_keys(*key.values())
         target = table.c[column]
         values = {**key, column: value}
@@ -179,13 +194,13 @@ class SqlSeqStore:
                 connection.execute(upsert)
                 return int(connection.execute(read).scalar_one())
 
-            return self.db.run(write_then_read, atomic=True)
+            return self.db.run(write_then_read, atomic=True, idempotent=idempotent)
         dialect = postgresql if self.db.kind == "postgresql" else sqlite
         statement = dialect.insert(table).values(values)
         statement = statement.on_conflict_do_update(
             index_elements=list(key), set_={column: combine(target, statement.excluded[column])}
         ).returning(target)
-        return int(self.db.execute(statement).rows[0][0])
+        return int(self.db.execute(statement, idempotent=idempotent).rows[0][0])
 
 
 def _user(conversation_id: str, user_id: str) -> dict[str, str]:
