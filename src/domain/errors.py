@@ -56,4 +56,8 @@ class OutcomeUnknown(StoreUnavailable):
 
 
 class WriteConflict(ImbucketError):
-    """Freshly allocated seqs were found occupied: send and ingest were mixed on one seq range."""
+    """A send cannot be completed as asked.
+
+    Its seq holds another message (send and ingest were mixed on one seq range, or another
+    sender used the same client_msg_id), or the message of a repeated client_msg_id was purged.
+    """

@@ -53,6 +53,7 @@ class Schema:
     layout: Table
     seqs: Table  # per conversation: max_seq, min_seq
     user_seqs: Table  # per conversation and user: min_seq, read_seq
+    sends: Table  # per conversation and client_msg_id: the seq send recorded for it
 
     def data_tables(self) -> tuple[Table, ...]:
         """The tables holding messages and tags, whose footprint ``stats()`` reports."""
@@ -85,7 +86,7 @@ class BucketSchema(Schema):
 
 def row_schema(prefix: str = "imb_row") -> RowSchema:
     """Tables of the row-per-message layout."""
-    metadata, layout, seqs, user_seqs = _common(prefix)
+    metadata, layout, seqs, user_seqs, sends = _common(prefix)
     revoke: list[Column[Any]] = [
         Column("revoked_by", String(TEXT_LENGTH)),  # NULL: not revoked
         Column("revoke_role", BigInteger),
@@ -114,6 +115,7 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
         layout,
         seqs,
         user_seqs,
+        sends,
         messages=messages,
         deletions=_marks(metadata, prefix, "deletions"),
         readers=_marks(metadata, prefix, "readers"),
@@ -122,7 +124,7 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
 
 def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
     """Tables of the JSON bucket layout."""
-    metadata, layout, seqs, user_seqs = _common(prefix)
+    metadata, layout, seqs, user_seqs, sends = _common(prefix)
     docs = Table(
         f"{prefix}_docs",
         metadata,
@@ -130,7 +132,7 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
         Column("msgs", _json(), nullable=False),
         **_TABLE_OPTIONS,
     )
-    return BucketSchema(metadata, layout, seqs, user_seqs, docs)
+    return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs)
 
 
 def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
@@ -199,7 +201,7 @@ _INTEGERS = (
 )
 
 
-def _common(prefix: str) -> tuple[MetaData, Table, Table, Table]:
+def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
     metadata = MetaData()
     layout = Table(
         f"{prefix}_layout",
@@ -227,7 +229,16 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table]:
         PrimaryKeyConstraint("conversation_id", "user_id"),
         **_TABLE_OPTIONS,
     )
-    return metadata, layout, seqs, user_seqs
+    sends = Table(
+        f"{prefix}_sends",
+        metadata,
+        _key("conversation_id"),
+        _key("client_msg_id"),
+        Column("seq", BigInteger, nullable=False),
+        PrimaryKeyConstraint("conversation_id", "client_msg_id"),
+        **_TABLE_OPTIONS,
+    )
+    return metadata, layout, seqs, user_seqs, sends
 
 
 def _marks(metadata: MetaData, prefix: str, name: str) -> Table:
