@@ -118,6 +118,11 @@ def _record(driver: str, write: bool) -> None:
         counter.record(driver, write)
 
 
+def sql_is_control(statement: str) -> bool:
+    """Whether a SQL statement is transaction control (BEGIN, COMMIT, …), not counted."""
+    return bool(_SQL_CONTROL.match(statement))
+
+
 def sql_is_write(statement: str) -> bool:
     """Whether a SQL statement writes (reads: SELECT/SHOW/PRAGMA… without a DML inside)."""
     if _SQL_READ.match(statement):
@@ -132,7 +137,7 @@ def _watch_sqlalchemy() -> Callable[[], None]:
     from sqlalchemy.engine import Engine
 
     def listener(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if not _SQL_CONTROL.match(statement):
+        if not sql_is_control(statement):
             _record("sql", sql_is_write(statement))
 
     event.listen(Engine, "before_cursor_execute", listener)
