@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from domain import policy
-from domain.errors import SeqNotAllocated
+from domain.errors import InvalidMessage, SeqNotAllocated, WriteConflict
 from domain.model import (
     EMPTY_SLOT,
     Actor,
+    Draft,
     InsertResult,
     Message,
     Revoke,
@@ -35,13 +36,39 @@ class ReferenceConversation:
     max_seq: int = 0
     min_seq: int = 0
     user_min: dict[str, int] = field(default_factory=dict)
+    sends: dict[str, int] = field(default_factory=dict)  # client_msg_id -> seq
 
-    def sent(self, messages: Sequence[Message]) -> None:
-        """Record what MessageService.send stored (seqs must continue max_seq)."""
-        assert [m.seq for m in messages] == list(
-            range(self.max_seq + 1, self.max_seq + 1 + len(messages))
-        )
-        self.ingest(messages)
+    def check_send(self, drafts: Sequence[Draft]) -> None:
+        """Refuse a send as MessageService.send does, before anything is written."""
+        ids = [draft.client_msg_id for draft in drafts]
+        if len(set(ids)) != len(ids):
+            raise InvalidMessage("a batch must not hold the same client_msg_id twice")
+        for draft in drafts:
+            if draft.client_msg_id in self.sends:
+                stored = self.slots[self.sends[draft.client_msg_id]]
+                if stored.message is None or stored.message.send_id != draft.send_id:
+                    raise WriteConflict(f"{draft.client_msg_id} was purged or is another's")
+
+    def sent(self, drafts: Sequence[Draft], messages: Sequence[Message]) -> None:
+        """Check what MessageService.send returned for drafts, and record it.
+
+        A client_msg_id sent before gets its stored message back; new ones get the next
+        seqs in the drafts' order.
+        """
+        fresh: list[Message] = []
+        for draft, message in zip(drafts, messages, strict=True):
+            if draft.client_msg_id in self.sends:
+                assert message == self.slots[self.sends[draft.client_msg_id]].message
+                continue
+            assert message.seq == self.max_seq + 1 + len(fresh)
+            assert (message.send_id, message.client_msg_id, message.content) == (
+                draft.send_id,
+                draft.client_msg_id,
+                draft.content,
+            )
+            fresh.append(message)
+        self.ingest(fresh)
+        self.sends.update((m.client_msg_id, m.seq) for m in fresh)
 
     def ingest(self, messages: Sequence[Message]) -> InsertResult:
         kinds: dict[str, list[int]] = {

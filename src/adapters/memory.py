@@ -161,6 +161,7 @@ class MemorySeqStore:
         self._min: dict[str, int] = {}
         self._user_min: dict[tuple[str, str], int] = {}
         self._read: dict[tuple[str, str], int] = {}
+        self._sends: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     def allocate(self, conversation_id: str, n: int) -> int:
@@ -205,6 +206,20 @@ class MemorySeqStore:
     def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
         """Raise the user read seq."""
         return self._raise(self._read, (conversation_id, user_id), seq)
+
+    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
+        """Recorded seqs of the client_msg_ids that have one."""
+        with self._lock:
+            found = ((cid, self._sends.get((conversation_id, cid))) for cid in client_msg_ids)
+            return {cid: seq for cid, seq in found if seq is not None}
+
+    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
+        """Record the claims of client_msg_ids without a seq; return every recorded seq."""
+        with self._lock:
+            return {
+                cid: self._sends.setdefault((conversation_id, cid), seq)
+                for cid, seq in claims.items()
+            }
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """All bounds of one viewer at once."""

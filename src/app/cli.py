@@ -1,8 +1,11 @@
-"""The imbucket command line: demo, inspect, backends (and bench)."""
+"""The imbucket command line: bench, compare, demo, inspect, backends."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,7 +19,7 @@ from app import open_container, open_service
 from app.demo import DEMO_CONVERSATION, USERS, describe, play, views
 from app.service import MessageService
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
-from domain.errors import ImbucketError
+from domain.errors import ConfigError, ImbucketError
 from domain.projection import MessageView, Tombstone
 
 cli = typer.Typer(
@@ -143,6 +146,116 @@ def backends() -> None:
     except ImbucketError as error:
         console.print(f"[red]unreachable[/]: {_backend_line()}: {escape(str(error))}")
         raise typer.Exit(1) from None
+
+
+class ScaleName(StrEnum):
+    """Dataset sizes of ``imbucket bench``."""
+
+    tiny = "tiny"
+    small = "small"
+    medium = "medium"
+    large = "large"
+
+
+@cli.command()
+def bench(
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend",
+            "-b",
+            help="ID[+redis][@URL], repeatable; e.g. sql-row@postgresql+psycopg://u@host/db, "
+            "memory+redis. Default: memory, sql-row and sql-bucket on a temporary SQLite file.",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML/JSON file listing backends (see docs/benchmark.md)")
+    ] = None,
+    scale: Annotated[ScaleName | None, typer.Option(help="dataset size (default small)")] = None,
+    seed: Annotated[int | None, typer.Option(help="dataset seed (default 42)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="report folder (default reports/<timestamp>/)")
+    ] = None,
+    compare: Annotated[
+        Path | None, typer.Option(help="an earlier results.json to compare this run with")
+    ] = None,
+    redis_url: Annotated[
+        str, typer.Option(help="Redis URL of +redis backends (default: settings cache.url)")
+    ] = "",
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="run only these workloads (ingest always runs: it loads the data)",
+        ),
+    ] = None,
+) -> None:
+    """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
+    from app.bench import console as bench_console
+    from app.bench import report, runner, spec
+    from app.bench.compare import compare as compare_runs
+    from app.bench.compare import describe
+    from app.bench.workloads import WORKLOAD_NAMES
+
+    try:
+        file = spec.load_config(config, redis_url) if config else None
+        specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
+        specs += list(file.backends) if file else []
+        if not specs:
+            specs = [spec.parse_backend(text) for text in spec.DEFAULT_BACKENDS]
+        unknown = set(workload or ()) - set(WORKLOAD_NAMES)
+        if unknown:
+            raise ConfigError(f"unknown workloads {sorted(unknown)}; known: {WORKLOAD_NAMES}")
+        previous = report.load(compare) if compare else None
+    except (ImbucketError, OSError, ValueError) as error:
+        console.print(f"[red]bench:[/] {error}")
+        raise typer.Exit(2) from None
+    options = runner.Options(
+        scale=(scale.value if scale else None) or (file and file.scale) or "small",
+        seed=seed if seed is not None else (file.seed if file and file.seed is not None else 42),
+        workloads=tuple(workload or ()),
+    )
+    err = Console(stderr=True)
+    with bench_console.RichObserver(err) as observer:
+        results = runner.run(specs, options, observer)
+    folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    files = report.write(results, folder, previous)
+    console.print(bench_console.summary_table(results))
+    for line in bench_console.verdicts(results):
+        console.print(line)
+    console.print(bench_console.targets_table(results))
+    if previous is not None:
+        console.print(
+            bench_console.compare_table(compare_runs(previous, results), describe(previous))
+        )
+    skipped = [b for b in results["backends"] if b["status"] != "ok"]
+    for b in skipped:
+        console.print(f"[yellow]skipped[/] {b['label']}: {b.get('reason', '')}")
+    console.print(f"report: {files.html}")
+    console.print(f"        {files.markdown}")
+    console.print(f"        {files.results}")
+    if len(skipped) == len(results["backends"]):
+        raise typer.Exit(1)
+
+
+@cli.command("compare")
+def compare_command(
+    old: Annotated[Path, typer.Argument(help="the earlier results.json")],
+    new: Annotated[Path, typer.Argument(help="the later results.json")],
+) -> None:
+    """Show the change between two benchmark runs."""
+    from app.bench import console as bench_console
+    from app.bench import report
+    from app.bench.compare import compare as compare_runs
+    from app.bench.compare import describe
+
+    try:
+        before, after = report.load(old), report.load(new)
+    except (OSError, ValueError) as error:
+        console.print(f"[red]compare:[/] {error}")
+        raise typer.Exit(2) from None
+    console.print(bench_console.compare_table(compare_runs(before, after), describe(before)))
 
 
 def main() -> None:

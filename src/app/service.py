@@ -28,6 +28,7 @@ from domain.model import (
     check_message,
     check_role,
     check_seqs,
+    check_short_text,
 )
 from domain.projection import Entry, project
 from ports.message_store import MessageStore
@@ -81,38 +82,46 @@ class MessageService:
         return self.store.layout
 
     def send(self, conversation_id: str, drafts: Sequence[Draft]) -> list[Message]:
-        """Allocate seqs for drafts, stamp server time and server_msg_id, and store them."""
+        """Store drafts as new messages, once per (conversation_id, client_msg_id).
+
+        A draft with a new client_msg_id gets the next seq, the server time and a fresh
+        server_msg_id. A draft whose client_msg_id was sent before, also by a retry running
+        at the same time, gets the message stored for it then (same seq, server_msg_id and
+        times): never a second copy. Its other fields are not compared. Returns the messages
+        in the drafts' order. A batch must not repeat a client_msg_id (InvalidMessage).
+
+        Raises WriteConflict, before anything is written where it can tell, when a repeated
+        client_msg_id's message has been purged or its seq holds another sender's message.
+        """
         self._conversation(conversation_id)
-        checked = [check_draft(draft, self.limits) for draft in self._list(drafts, "drafts")]
+        checked = self._drafts(drafts)
         if not checked:
             return []
-        first = self.seqs.allocate(conversation_id, len(checked))
+        claimed = self.seqs.sent_seqs(conversation_id, [d.client_msg_id for d in checked])
+        sent = self._sent(conversation_id, checked, claimed)
+        fresh = [d for d in checked if d.client_msg_id not in claimed]
+        if fresh:
+            claimed.update(self._claim(conversation_id, fresh))
+        # New drafts, and claimed ones whose sender stopped before storing them (or is
+        # storing them right now: the insert stores one version and reports the other).
         stamp = self._clock()
-        messages = [
-            Message(
-                conversation_id=conversation_id,
-                seq=first + offset,
-                send_id=draft.send_id,
-                client_msg_id=draft.client_msg_id,
-                content=draft.content,
-                recv_id=draft.recv_id,
-                group_id=draft.group_id,
-                server_msg_id=self._new_id(),
-                session_type=draft.session_type,
-                content_type=draft.content_type,
-                send_time=stamp,
-                create_time=stamp,
-                sender_nickname=draft.sender_nickname,
-                sender_platform_id=draft.sender_platform_id,
-                options=dict(draft.options),
-                ex=draft.ex,
-            )
-            for offset, draft in enumerate(checked)
+        pending = [
+            self._message(conversation_id, draft, claimed[draft.client_msg_id], stamp)
+            for draft in checked
+            if draft.client_msg_id not in sent
         ]
-        result = self.store.insert(conversation_id, messages)
-        if len(result.inserted) != len(messages):
-            raise WriteConflict(f"allocated seqs already occupied: {result}")
-        return messages
+        if pending:
+            result = self.store.insert(conversation_id, pending)
+            # A duplicate is this very message (its server_msg_id is new): a write that was
+            # applied, then tried again after its connection was lost.
+            stored = {*result.inserted, *result.duplicates}
+            sent.update((m.client_msg_id, m) for m in pending if m.seq in stored)
+            late = [draft for draft in checked if draft.client_msg_id not in sent]
+            sent.update(self._sent(conversation_id, late, claimed))
+        unsettled = [d.client_msg_id for d in checked if d.client_msg_id not in sent]
+        if unsettled:
+            raise WriteConflict(f"could not store client_msg_ids {unsettled[:5]}")
+        return [sent[draft.client_msg_id] for draft in checked]
 
     def ingest(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
         """Store messages whose seqs are already set (the consumer path), idempotently.
@@ -121,7 +130,8 @@ class MessageService:
         """
         self._conversation(conversation_id)
         checked = [
-            check_message(m, conversation_id, self.limits) for m in self._list(messages, "messages")
+            check_message(m, conversation_id, self.limits)
+            for m in self._batch(messages, "messages")
         ]
         seqs = [m.seq for m in checked]
         if len(set(seqs)) != len(seqs):
@@ -175,8 +185,7 @@ class MessageService:
         self._conversation(conversation_id)
         check_actor(actor, self.limits)
         check_role(sender_role)
-        if not isinstance(nickname, str) or len(nickname) > self.limits.max_id_length:
-            raise InvalidArgument("nickname must be a short str")
+        check_short_text(nickname, "nickname", self.limits)
         seq = self._allocated(conversation_id, [seq])[0]
         slot = self.store.get(conversation_id, [seq]).get(seq)
         if slot is not None and (slot.purged or slot.revoke is not None):
@@ -255,6 +264,80 @@ class MessageService:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _drafts(self, drafts: object) -> list[Draft]:
+        checked = [check_draft(draft, self.limits) for draft in self._batch(drafts, "drafts")]
+        ids = [draft.client_msg_id for draft in checked]
+        if len(set(ids)) != len(ids):
+            raise InvalidMessage("a batch must not hold the same client_msg_id twice")
+        return checked
+
+    def _claim(self, conversation_id: str, fresh: list[Draft]) -> dict[str, int]:
+        """Allocate seqs for drafts never sent and claim them; the recorded seq of each.
+
+        A concurrent retry may claim a client_msg_id first. The seq allocated here for it
+        then belongs to nobody and will never hold a message; it cannot be given back
+        (max_seq only moves up, and tags may already be written there), so it is purged:
+        readers get a final PURGED tombstone instead of a MISSING hole that never fills.
+        """
+        first = self.seqs.allocate(conversation_id, len(fresh))
+        ours = {draft.client_msg_id: first + offset for offset, draft in enumerate(fresh)}
+        recorded = self.seqs.claim_sends(conversation_id, ours)
+        lost = [seq for cid, seq in ours.items() if recorded[cid] != seq]
+        if lost:
+            self.store.purge(conversation_id, lost)
+        return recorded
+
+    def _sent(
+        self, conversation_id: str, drafts: list[Draft], claimed: dict[str, int]
+    ) -> dict[str, Message]:
+        """The stored messages of the drafts whose client_msg_id has a seq: one read.
+
+        A claimed seq without a message yet is left out (its sender has not stored it).
+        """
+        seqs = {
+            d.client_msg_id: claimed[d.client_msg_id] for d in drafts if d.client_msg_id in claimed
+        }
+        slots = self.store.get(conversation_id, list(seqs.values())) if seqs else {}
+        found: dict[str, Message] = {}
+        for draft in drafts:
+            seq = seqs.get(draft.client_msg_id)
+            slot = None if seq is None else slots.get(seq)
+            if slot is None or (slot.message is None and not slot.purged):
+                continue
+            if slot.message is None:
+                raise WriteConflict(
+                    f"client_msg_id {draft.client_msg_id!r} was sent as seq {seq}, since purged"
+                )
+            if (slot.message.client_msg_id, slot.message.send_id) != (
+                draft.client_msg_id,
+                draft.send_id,
+            ):
+                raise WriteConflict(
+                    f"seq {seq} of client_msg_id {draft.client_msg_id!r} holds another message"
+                )
+            found[draft.client_msg_id] = slot.message
+        return found
+
+    def _message(self, conversation_id: str, draft: Draft, seq: int, stamp: int) -> Message:
+        return Message(
+            conversation_id=conversation_id,
+            seq=seq,
+            send_id=draft.send_id,
+            client_msg_id=draft.client_msg_id,
+            content=draft.content,
+            recv_id=draft.recv_id,
+            group_id=draft.group_id,
+            server_msg_id=self._new_id(),
+            session_type=draft.session_type,
+            content_type=draft.content_type,
+            send_time=stamp,
+            create_time=stamp,
+            sender_nickname=draft.sender_nickname,
+            sender_platform_id=draft.sender_platform_id,
+            options=dict(draft.options),
+            ex=draft.ex,
+        )
+
     def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
         marks = self.seqs.watermarks(conversation_id, viewer_id)
         return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
@@ -277,8 +360,9 @@ class MessageService:
     def _user(self, user_id: str, what: str) -> str:
         return check_id(user_id, what, self.limits)
 
-    @staticmethod
-    def _list(items: object, what: str) -> list[object]:
+    def _batch(self, items: object, what: str) -> list[object]:
         if isinstance(items, str | bytes) or not isinstance(items, list | tuple):
             raise InvalidArgument(f"{what} must be a list")
+        if len(items) > self.limits.max_seqs_per_call:
+            raise InvalidArgument(f"at most {self.limits.max_seqs_per_call} {what} per call")
         return list(items)

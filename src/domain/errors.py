@@ -47,5 +47,17 @@ class StoreUnavailable(ImbucketError):
     """The storage engine could not be reached or failed mid-operation."""
 
 
+class OutcomeUnknown(StoreUnavailable):
+    """The connection was lost during a write that is unsafe to repeat; it may have been applied.
+
+    Raised for seq allocation: the seqs of a lost allocation may be used up (a gap, shown as
+    MISSING), but they are never handed out again.
+    """
+
+
 class WriteConflict(ImbucketError):
-    """Freshly allocated seqs were found occupied: send and ingest were mixed on one seq range."""
+    """A send cannot be completed as asked.
+
+    Its seq holds another message (send and ingest were mixed on one seq range, or another
+    sender used the same client_msg_id), or the message of a repeated client_msg_id was purged.
+    """

@@ -11,6 +11,10 @@ from domain.layout import check_seq
 from domain.sizes import message_bytes
 
 MAX_INT64 = 2**63 - 1
+# The highest seq a message may be ingested with. The 2**62 seqs above it are headroom:
+# allocating after the highest ingested seq, and the clear-history floor max_seq + 1, then
+# never overflow the 64-bit counters of any engine.
+MAX_SEQ = 2**62
 
 
 class SessionType(IntEnum):
@@ -246,9 +250,17 @@ def check_seqs(seqs: object, limits: Limits = DEFAULT_LIMITS) -> list[int]:
     """Validate a list of seqs (each an int in 1..2**63-1), keeping order, dropping repeats."""
     if isinstance(seqs, str | bytes) or not isinstance(seqs, list | tuple | range):
         raise InvalidArgument(f"seqs must be a list of ints, got {type(seqs).__name__}")
-    if len(seqs) > limits.max_seqs_per_call:
+    if _length(seqs) > limits.max_seqs_per_call:
         raise InvalidArgument(f"at most {limits.max_seqs_per_call} seqs per call")
     return list(dict.fromkeys(check_bounded_seq(seq) for seq in seqs))
+
+
+def _length(items: list[object] | tuple[object, ...] | range) -> int:
+    """len(items); a range too long for a C integer (len raises OverflowError) counts as huge."""
+    try:
+        return len(items)
+    except OverflowError:
+        return MAX_INT64
 
 
 def check_bounded_seq(seq: object) -> int:
@@ -288,7 +300,8 @@ def check_message(
         raise ConversationMismatch(
             f"message for {message.conversation_id!r} given to conversation {conversation_id!r}"
         )
-    check_bounded_seq(message.seq)
+    if check_bounded_seq(message.seq) > MAX_SEQ:
+        raise InvalidMessage(f"seq {message.seq} is above the highest storable seq 2**62")
     _check_fields(message, limits)
     return message
 
@@ -306,9 +319,9 @@ def _check_fields(item: Message | Draft, limits: Limits) -> None:
         check_id(item.send_id, "send_id", limits)
         check_id(item.client_msg_id, "client_msg_id", limits)
         for name in ("recv_id", "group_id", "sender_nickname"):
-            _check_short_text(getattr(item, name), name, limits)
+            check_short_text(getattr(item, name), name, limits)
         if isinstance(item, Message):
-            _check_short_text(item.server_msg_id, "server_msg_id", limits)
+            check_short_text(item.server_msg_id, "server_msg_id", limits)
             for name in ("send_time", "create_time", "status"):
                 _check_int(getattr(item, name), name)
         for name in ("session_type", "content_type", "sender_platform_id"):
@@ -343,12 +356,14 @@ def _check_size(item: Message | Draft, limits: Limits) -> None:
         )
 
 
-def _check_short_text(value: object, what: str, limits: Limits) -> None:
+def check_short_text(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    """Return value if it is a printable str (may be empty) within the id length limit."""
     if not isinstance(value, str):
-        raise InvalidMessage(f"{what} must be a str, got {type(value).__name__}")
+        raise InvalidArgument(f"{what} must be a str, got {type(value).__name__}")
     if len(value) > limits.max_id_length:
-        raise InvalidMessage(f"{what} is longer than {limits.max_id_length} characters")
-    _check_text(value, what, InvalidMessage, allow_newlines=False)
+        raise InvalidArgument(f"{what} is longer than {limits.max_id_length} characters")
+    _check_text(value, what, InvalidArgument, allow_newlines=False)
+    return value
 
 
 def _check_int(value: object, what: str) -> None:
@@ -362,7 +377,7 @@ def _check_options(options: object, limits: Limits) -> None:
     if not isinstance(options, Mapping):
         raise InvalidMessage(f"options must be a mapping, got {type(options).__name__}")
     for key, value in options.items():
-        _check_short_text(key, "options key", limits)
+        check_short_text(key, "options key", limits)
         if type(value) is not bool:
             raise InvalidMessage("options values must be bools")
 

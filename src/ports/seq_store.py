@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from domain.model import Watermarks
@@ -52,6 +53,20 @@ class SeqStore(Protocol):
 
     def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
         """Raise the user's read seq; returns the resulting value."""
+        ...
+
+    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
+        """The seqs recorded by ``claim_sends`` for those of client_msg_ids that have one."""
+        ...
+
+    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
+        """Record client_msg_id -> seq for each claim whose client_msg_id has no seq yet.
+
+        Returns the recorded seq of every client_msg_id in claims: this call's, or the one an
+        earlier (or concurrent) claim recorded first. A recorded seq never changes, and
+        concurrent claims of one client_msg_id all get the same answer. One round trip where
+        the engine allows (a multi-row upsert).
+        """
         ...
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:

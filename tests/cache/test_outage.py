@@ -31,7 +31,7 @@ from tests.cache.conftest import (
     commands,
     plain_service,
 )
-from tests.cache.proxy import RedisProxy
+from tests.proxy import TcpProxy
 
 VIEWERS = ("alice", "bob", "carol")
 
@@ -70,7 +70,7 @@ def closed_port_url() -> str:
 class Outage:
     """Caches that reach Redis through a proxy the test controls, over the spied store."""
 
-    proxy: RedisProxy
+    proxy: TcpProxy
     spy: SpyStore
     clock: Clock
     make_cache: CacheFactory
@@ -83,7 +83,7 @@ class Outage:
 
 @pytest.fixture
 def outage(url: str, make_cache: CacheFactory, spy: SpyStore, clock: Clock) -> Iterator[Outage]:
-    proxy = RedisProxy(url)
+    proxy = TcpProxy(url)
     yield Outage(proxy, spy, clock, make_cache)
     proxy.close()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -18,17 +17,8 @@ from domain.errors import (
     InvalidSeq,
 )
 from domain.model import Actor, Role
+from tests.dump import dump
 from tests.factories import CONV, draft, message, messages
-
-
-def snapshot(service: MessageService) -> tuple[Any, ...]:
-    return (
-        service.store.get(CONV, list(range(1, 12))),
-        service.max_seq(CONV),
-        service.seqs.user_min_seq(CONV, "bob"),
-        service.seqs.min_seq(CONV),
-    )
-
 
 BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], object]]] = {
     "seq zero": (InvalidSeq, lambda s: s.pull(CONV, "bob", [0])),
@@ -61,6 +51,15 @@ BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], objec
     "range too long": (InvalidArgument, lambda s: s.pull_range(CONV, "bob", 1, 100_000)),
     "count zero": (InvalidArgument, lambda s: s.pull_latest(CONV, "bob", 0)),
     "beyond max_seq": (InvalidArgument, lambda s: s.purge(CONV, [11], Actor("o", Role.OWNER))),
+    "nul in nickname": (
+        InvalidArgument,
+        lambda s: s.revoke(CONV, 1, Actor("alice"), nickname="Al\x00ice"),
+    ),
+    "seqs range too long for len()": (InvalidArgument, lambda s: s.pull(CONV, "bob", range(2**64))),
+    "too many drafts": (InvalidArgument, lambda s: s.send(CONV, [draft(n) for n in range(1001)])),
+    "too many messages": (InvalidArgument, lambda s: s.ingest(CONV, messages(1, 1001))),
+    "client_msg_id twice": (InvalidMessage, lambda s: s.send(CONV, [draft(1), draft(1)])),
+    "seq above 2**62": (InvalidMessage, lambda s: s.ingest(CONV, [message(2**62 + 1)])),
 }
 
 
@@ -68,8 +67,8 @@ BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], objec
 def test_bad_input_is_refused_and_changes_nothing(service: MessageService, case: str) -> None:
     service.ingest(CONV, messages(1, 10))
     service.delete_for_me(CONV, [3], "bob")
-    before = snapshot(service)
+    before = dump(service)
     error, call = BAD_CALLS[case]
     with pytest.raises(error):
         call(service)
-    assert snapshot(service) == before
+    assert dump(service) == before

@@ -46,6 +46,12 @@ def normalized(entries: list[Entry]) -> list[tuple[Any, ...]]:
     return out
 
 
+def retries(draft: Draft) -> list[Draft]:
+    """Ways a draft comes back: unchanged, edited, or with another sender's id."""
+    other = USERS[(USERS.index(draft.send_id) + 1) % len(USERS)]
+    return [draft, replace(draft, content="edited"), replace(draft, send_id=other)]
+
+
 class ConversationMachine(RuleBasedStateMachine):
     """One conversation driven on a backend and on the reference model side by side."""
 
@@ -56,6 +62,7 @@ class ConversationMachine(RuleBasedStateMachine):
         self.model = ReferenceConversation(self.conversation)
         self.session_type = SessionType.GROUP
         self.canonical: dict[int, Message] = {}
+        self.drafts: list[Draft] = []  # every draft sent so far, to send again
 
     @initialize(single=st.booleans(), first=st.sets(st.integers(1, 12), max_size=6))
     def start(self, single: bool, first: set[int]) -> None:
@@ -94,21 +101,35 @@ class ConversationMachine(RuleBasedStateMachine):
         self.canonical.setdefault(seq, base)
         return replace(base, content="a different text") if variant else base
 
-    @rule(sender=st.sampled_from(USERS), count=st.integers(1, 3))
-    def send(self, sender: str, count: int) -> None:
-        drafts = [
+    @rule(sender=st.sampled_from(USERS), count=st.integers(0, 3), data=st.data())
+    def send(self, sender: str, count: int, data: st.DataObject) -> None:
+        """New drafts mixed with drafts sent before: retried as they were, edited, or
+        claimed by another sender; now and then one client_msg_id twice in the batch."""
+        new = [
             Draft(
                 sender,
                 f"hello {i}",
-                f"{sender}-{uuid.uuid4().hex[:8]}",
+                f"{sender}-{len(self.drafts)}-{i}",
                 session_type=self.session_type,
             )
             for i in range(count)
         ]
-        sent = self.service.send(self.conversation, drafts)
-        for message in sent:
-            self.canonical[message.seq] = message
-        self.model.sent(sent)
+        drafts = list(new)
+        if self.drafts:
+            again = data.draw(st.lists(st.sampled_from(self.drafts), max_size=2))
+            drafts += [data.draw(st.sampled_from(retries(draft))) for draft in again]
+        if not drafts:
+            return
+        drafts = data.draw(st.permutations(drafts))
+        result = self.both(
+            lambda: self.service.send(self.conversation, drafts),
+            lambda: self.model.check_send(drafts),
+        )
+        if result is None:
+            return
+        self.model.sent(drafts, result[1])
+        self.canonical.update((message.seq, message) for message in result[1])
+        self.drafts += new
 
     @rule(variant=st.booleans(), data=st.data())
     def ingest(self, variant: bool, data: st.DataObject) -> None:

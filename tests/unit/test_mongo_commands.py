@@ -52,12 +52,13 @@ def msg_doc(m: Message) -> dict[str, Any]:
 
 
 def test_collection_names() -> None:
-    assert (c.BUCKETS, c.SPILL, c.ROWS, c.SEQS, c.USER_SEQS, c.META) == (
+    assert (c.BUCKETS, c.SPILL, c.ROWS, c.SEQS, c.USER_SEQS, c.SENDS, c.META) == (
         "msg",
         "msg_spill",
         "msg_row",
         "seq",
         "seq_user",
+        "seq_send",
         "meta",
     )
 
@@ -69,6 +70,7 @@ def test_index_specs_are_unique_keys_only_and_nothing_inside_msgs() -> None:
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
         "seq_user": (c.IndexSpec((("conversation_id", 1), ("user_id", 1)), unique=True),),
+        "seq_send": (c.IndexSpec((("conversation_id", 1), ("client_msg_id", 1)), unique=True),),
     } == c.INDEXES
 
 
@@ -489,6 +491,27 @@ def test_watermarks_are_one_aggregate_over_both_collections() -> None:
             }
         },
     ]
+
+
+def test_claims_are_one_unordered_insert_in_client_msg_id_order() -> None:
+    # The unique index on (conversation_id, client_msg_id) refuses a second claim of an id;
+    # unordered, so the new claims of a batch land whatever the duplicates next to them.
+    assert c.claim_sends(CONV, {"m-b": 8, "m-a": 7}) == c.InsertMany(
+        [
+            {"conversation_id": CONV, "client_msg_id": "m-a", "seq": 7},
+            {"conversation_id": CONV, "client_msg_id": "m-b", "seq": 8},
+        ],
+        ordered=False,
+    )
+
+
+def test_sent_seqs_are_read_by_the_unique_key() -> None:
+    # Ids are plain values inside $in: one shaped like an operator matches only itself.
+    assert c.sends_in(CONV, ["m-a", "$ne"]) == {
+        "conversation_id": CONV,
+        "client_msg_id": {"$in": ["m-a", "$ne"]},
+    }
+    assert c.SENT_SEQ_FIELDS == {"_id": 0, "client_msg_id": 1, "seq": 1}
 
 
 def test_layout_is_recorded_once_and_read_back() -> None:

@@ -93,6 +93,13 @@ def test_watermarks_merge_whichever_documents_exist() -> None:
     assert replies.watermarks([]) == Watermarks()
 
 
+def test_sent_seqs_by_client_msg_id() -> None:
+    claims = over_the_wire(commands.claim_sends(CONV, {"m-a": 7, "m-b": 2**62}).documents)
+    found = [{"client_msg_id": d["client_msg_id"], "seq": d["seq"]} for d in claims]
+    assert replies.sent_seqs(found) == {"m-a": 7, "m-b": 2**62}
+    assert replies.sent_seqs([]) == {}
+
+
 def test_layout_mismatch_is_refused() -> None:
     replies.checked_layout({"bucket_size": 100}, 100, "msg")
     with pytest.raises(LayoutMismatch, match="bucket size 100, opened with 50"):

@@ -37,6 +37,7 @@ SPILL = "msg_spill"  # deleters beyond a bucket's inline budget, one document ea
 ROWS = "msg_row"
 SEQS = "seq"
 USER_SEQS = "seq_user"
+SENDS = "seq_send"
 META = "meta"
 
 # The first server version that can cluster a collection on _id.
@@ -88,6 +89,7 @@ INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
     USER_SEQS: (IndexSpec((("conversation_id", 1), ("user_id", 1))),),
+    SENDS: (IndexSpec((("conversation_id", 1), ("client_msg_id", 1))),),
 }
 
 # The counters of each seq collection; a new document gets 0 in those not being raised.
@@ -424,6 +426,28 @@ def watermarks(conversation_id: str, user_id: str) -> list[Doc]:
             }
         },
     ]
+
+
+# ---- seqs recorded by send per client_msg_id (collection `seq_send`) ------------------------
+
+SENT_SEQ_FIELDS: Doc = {"_id": 0, "client_msg_id": 1, "seq": 1}
+
+
+def claim_sends(conversation_id: str, claims: Mapping[str, int]) -> InsertMany:
+    """One document per claim; the unique index refuses a client_msg_id claimed before.
+
+    Unordered, so every new claim lands whatever its neighbours' duplicates.
+    """
+    documents = [
+        {"conversation_id": conversation_id, "client_msg_id": cid, "seq": seq}
+        for cid, seq in sorted(claims.items())
+    ]
+    return InsertMany(documents, ordered=False)
+
+
+def sends_in(conversation_id: str, client_msg_ids: Iterable[str]) -> Doc:
+    """Filter of the recorded claims of client_msg_ids (find with SENT_SEQ_FIELDS)."""
+    return {"conversation_id": conversation_id, "client_msg_id": {"$in": list(client_msg_ids)}}
 
 
 def record_layout(collection: str, bucket_size: int) -> FindAndUpdate:

@@ -72,6 +72,11 @@ def watermarks(found: Iterable[Doc]) -> Watermarks:
     )
 
 
+def sent_seqs(found: Iterable[Doc]) -> dict[str, int]:
+    """Recorded seq by client_msg_id, from the claim documents found."""
+    return {doc["client_msg_id"]: int(doc["seq"]) for doc in found}
+
+
 def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collection: str) -> None:
     """Refuse to open a collection created with another bucket size."""
     stored = None if recorded is None else recorded.get("bucket_size")

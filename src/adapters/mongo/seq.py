@@ -1,10 +1,17 @@
-"""SeqStore on collections ``seq`` (per conversation) and ``seq_user`` (per user).
+"""SeqStore on collections ``seq``, ``seq_user`` and ``seq_send``.
 
-Unlike OpenIM, both have unique indexes, so concurrent first upserts cannot create two
-counters, and every ``raise_*`` uses ``$max`` so a watermark never moves down.
+``seq`` holds max_seq and min_seq per conversation, ``seq_user`` min_seq and read_seq per
+user, ``seq_send`` the seq send recorded per client_msg_id. Unlike OpenIM, all have unique
+indexes, so concurrent first upserts cannot create two counters, two claims of one
+client_msg_id cannot both land, and every ``raise_*`` uses ``$max`` so a watermark never
+moves down.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pymongo.errors import BulkWriteError
 
 from adapters.mongo import commands, replies
 from adapters.mongo.commands import Doc, FindAndUpdate
@@ -19,8 +26,9 @@ class MongoSeqStore:
         self._connection = connection
         self._seqs = connection.collection(commands.SEQS)
         self._users = connection.collection(commands.USER_SEQS)
-        connection.ensure_indexes(commands.SEQS)
-        connection.ensure_indexes(commands.USER_SEQS)
+        self._sends = connection.collection(commands.SENDS)
+        for name in (commands.SEQS, commands.USER_SEQS, commands.SENDS):
+            connection.ensure_indexes(name)
 
     def allocate(self, conversation_id: str, n: int) -> int:
         """``find_one_and_update`` with ``$inc`` and upsert: one atomic round trip."""
@@ -64,6 +72,28 @@ class MongoSeqStore:
         """Raise the user read seq (``$max``)."""
         key = commands.user_seqs(conversation_id, user_id)
         return self._raise(commands.USER_SEQS, key, "read_seq", seq)
+
+    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
+        """One find on ``seq_send`` by its unique key."""
+        if not client_msg_ids:
+            return {}
+        with translated("read sent seqs"):
+            found = self._sends.find(
+                commands.sends_in(conversation_id, client_msg_ids), commands.SENT_SEQ_FIELDS
+            )
+            return replies.sent_seqs(found)
+
+    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
+        """An unordered insert_many (duplicates: claimed before), then one find: 2 round trips."""
+        if not claims:
+            return {}
+        command = commands.claim_sends(conversation_id, claims)
+        with translated("claim client_msg_ids"):
+            try:
+                self._sends.insert_many(command.documents, ordered=command.ordered)
+            except BulkWriteError as error:
+                replies.duplicate_positions(error.details)  # raises on anything but duplicates
+        return self.sent_seqs(conversation_id, list(claims))
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """One aggregate on ``seq`` with ``$unionWith`` of ``seq_user``: one round trip."""

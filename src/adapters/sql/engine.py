@@ -4,13 +4,18 @@ Connections run in autocommit mode: almost every operation is one statement, whi
 commits by itself, so no BEGIN/COMMIT round trips are spent. The few operations that need
 several statements in one transaction ask for it (``atomic=True``) and get an explicit
 BEGIN ... COMMIT on one connection.
+
+Transient failures are tried again a bounded number of times (tenacity; see docs/faults.md):
+a connection that could not be opened, a deadlock, and a connection lost mid-way. A lost
+connection leaves the outcome of the statement in flight unknown, so that one is repeated
+only for work declared idempotent; other work then raises OutcomeUnknown.
 """
 
 from __future__ import annotations
 
-import random
+import enum
+import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -31,8 +36,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
+from tenacity import RetryCallState, Retrying, wait_random_exponential
 
-from domain.errors import ConfigError, InvalidArgument, StoreUnavailable
+from domain.errors import ConfigError, InvalidArgument, OutcomeUnknown, StoreUnavailable
 
 Kind = Literal["sqlite", "postgresql", "mariadb"]
 T = TypeVar("T")
@@ -50,8 +56,30 @@ _BEGIN: dict[Kind, str] = {
     "postgresql": "BEGIN",
     "mariadb": "START TRANSACTION",
 }
-# Deadlocks and lock timeouts are the engine asking us to try again; anything else is final.
-_RETRIES = 8
+_log = logging.getLogger(__name__)
+
+
+class Fault(enum.Enum):
+    """A transient failure of one attempt, and what it leaves behind."""
+
+    UNREACHABLE = "could not connect"  # nothing was sent
+    ROLLED_BACK = "connection lost inside a transaction"  # the server rolled it back
+    LOST = "connection lost"  # the statement in flight may or may not have been applied
+    CONTENTION = "deadlock or lock timeout"  # the engine undid the statement and asks again
+
+
+# Attempts in all (the first one included) before a fault becomes the caller's error. A lost
+# connection is usually one stale pooled connection (the server restarted or killed it):
+# the second attempt opens a new one. Deadlocks clear up by themselves, given a few tries.
+ATTEMPTS: dict[Fault, int] = {
+    Fault.UNREACHABLE: 3,
+    Fault.ROLLED_BACK: 3,
+    Fault.LOST: 3,
+    Fault.CONTENTION: 8,
+}
+# Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
+_WAIT = wait_random_exponential(multiplier=0.002, max=0.25)
+# Deadlocks and lock timeouts are the engine asking us to try again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
 _RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (MariaDB)
 _MARIADB_SESSION = (
@@ -81,35 +109,64 @@ class Database:
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
 
-    def execute(self, statement: Executable) -> Outcome:
-        """Run one statement on its own (autocommitted); rows are fetched before returning."""
-        return self.run(lambda connection: _outcome(connection.execute(statement)))
+    @property
+    def server(self) -> str:
+        """The engine and where it is, for messages ("PostgreSQL at 127.0.0.1:5432")."""
+        url = self.engine.url
+        if self.kind == "sqlite":
+            return f"SQLite {url.database or 'in memory'}"
+        return f"{_NAMES[self.kind]} at {url.host}:{url.port or ''}".rstrip(":")
 
-    def run(self, work: Callable[[Connection], T], *, atomic: bool = False) -> T:
-        """Run work on one connection, retrying on deadlocks; atomic wraps it in a transaction."""
-        for attempt in range(_RETRIES):
-            try:
-                with self._lock, self.engine.connect() as connection:
-                    if not atomic:
-                        return work(connection)
-                    return _in_transaction(connection, _BEGIN[self.kind], work)
-            except DBAPIError as error:
-                if attempt + 1 < _RETRIES and _retryable(error):
-                    time.sleep(random.uniform(0, 0.002 * 2**attempt))
-                    continue
-                raise translate(error) from error
-            except SQLAlchemyError as error:
-                raise translate(error) from error
-        raise AssertionError("unreachable")  # pragma: no cover
+    def execute(self, statement: Executable, *, idempotent: bool = True) -> Outcome:
+        """Run one statement on its own (autocommitted); rows are fetched before returning.
+
+        See run for idempotent.
+        """
+        return self.run(lambda c: _outcome(c.execute(statement)), idempotent=idempotent)
+
+    def run(
+        self, work: Callable[[Connection], T], *, atomic: bool = False, idempotent: bool = True
+    ) -> T:
+        """Run work on one connection; atomic wraps it in a transaction.
+
+        Transient faults are tried again up to ATTEMPTS times. Work is idempotent when running
+        it twice leaves the same stored state as running it once (every statement of the
+        stores but seq allocation): only such work is repeated after a connection was lost
+        with its outcome unknown; other work then raises OutcomeUnknown.
+        """
+        attempts = 0
+
+        def attempt() -> T:
+            nonlocal attempts
+            attempts += 1
+            with self._lock:
+                connection = self._connect()
+                try:
+                    with connection:
+                        if not atomic:
+                            return work(connection)
+                        return _in_transaction(connection, _BEGIN[self.kind], work)
+                except _CommitFailed as failed:
+                    raise _Failure.of(failed.error, committing=True) from failed.error
+                except SQLAlchemyError as error:
+                    raise _Failure.of(error, committing=not atomic) from error
+
+        try:
+            return self._retrying(idempotent)(attempt)
+        except _Failure as failure:
+            raise failure.translated(self.server, attempts, idempotent) from failure.error
 
     @contextmanager
     def schema_lock(self) -> Iterator[Connection]:
         """A connection holding a lock that serialises schema creation in this namespace."""
-        with self._lock, self.engine.connect() as connection:
+        with self._lock, self._reconnecting() as connection:
             if self.kind == "sqlite":
                 # BEGIN IMMEDIATE takes SQLite's write lock, which also covers other processes.
-                with _transaction(connection, _BEGIN["sqlite"]):
-                    yield connection
+                try:
+                    with _transaction(connection, _BEGIN["sqlite"]):
+                        yield connection
+                except _CommitFailed as failed:
+                    raise failed.error from None
             elif self.kind == "postgresql":
                 key = "hashtext(current_schema() || ':imbucket')"
                 connection.exec_driver_sql(f"SELECT pg_advisory_lock({key})")
@@ -148,6 +205,100 @@ class Database:
     def close(self) -> None:
         """Close every pooled connection (an in-memory SQLite database is gone afterwards)."""
         self.engine.dispose()
+
+    def _reconnecting(self) -> Connection:
+        """A pooled connection, trying again (up to ATTEMPTS) while none can be opened."""
+        try:
+            return self._retrying(idempotent=True)(self._connect)
+        except _Failure as failure:
+            attempts = ATTEMPTS[Fault.UNREACHABLE]
+            raise failure.translated(self.server, attempts, True) from failure.error
+
+    def _connect(self) -> Connection:
+        """A pooled connection; a failure to open one is UNREACHABLE (nothing was sent)."""
+        try:
+            return self.engine.connect()
+        except DBAPIError as error:
+            raise _Failure(Fault.UNREACHABLE, error) from error
+
+    def _retrying(self, idempotent: bool) -> Retrying:
+        def retry(state: RetryCallState) -> bool:
+            failure = _failure_of(state)
+            return failure is not None and failure.retryable(idempotent)
+
+        def stop(state: RetryCallState) -> bool:
+            failure = _failure_of(state)
+            return failure is None or state.attempt_number >= ATTEMPTS[failure.fault]
+
+        def warn(state: RetryCallState) -> None:
+            failure = _failure_of(state)
+            assert failure is not None  # only failures are retried
+            # Deadlocks are routine under concurrent writers; a lost server is news.
+            level = logging.DEBUG if failure.fault is Fault.CONTENTION else logging.WARNING
+            _log.log(
+                level,
+                "%s: %s (%s), attempt %d of %d; trying again",
+                self.server,
+                failure.fault.value,
+                _reason(failure.error),
+                state.attempt_number,
+                ATTEMPTS[failure.fault],
+            )
+
+        return Retrying(retry=retry, stop=stop, wait=_WAIT, before_sleep=warn, reraise=True)
+
+
+class _CommitFailed(Exception):
+    """COMMIT itself failed: the transaction may or may not have been committed."""
+
+    def __init__(self, error: SQLAlchemyError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Failure(Exception):
+    """One attempt failed transiently: the driver error and its fault."""
+
+    def __init__(self, fault: Fault, error: SQLAlchemyError) -> None:
+        super().__init__(str(error))
+        self.fault = fault
+        self.error = error
+
+    @classmethod
+    def of(cls, error: SQLAlchemyError, *, committing: bool) -> _Failure:
+        """Classify an error raised while work ran (committing: its outcome can be unknown).
+
+        Raises the caller's error at once when it is not transient.
+        """
+        if isinstance(error, DBAPIError):
+            if _contention(error):
+                return cls(Fault.CONTENTION, error)
+            if error.connection_invalidated:
+                return cls(Fault.LOST if committing else Fault.ROLLED_BACK, error)
+        raise translate(error) from error
+
+    def retryable(self, idempotent: bool) -> bool:
+        """Whether another attempt is safe: every fault but an unknown outcome of other work."""
+        return idempotent or self.fault is not Fault.LOST
+
+    def translated(self, server: str, attempts: int, idempotent: bool) -> StoreUnavailable:
+        """The caller's error once no attempt is left."""
+        reason = _reason(self.error)
+        if self.fault is Fault.LOST and not idempotent:
+            return OutcomeUnknown(
+                f"lost the connection to {server} during a write that is not repeated "
+                f"automatically; it may or may not have been applied: {reason}"
+            )
+        if self.fault is Fault.UNREACHABLE:
+            return StoreUnavailable(f"{server} is unreachable after {attempts} attempts: {reason}")
+        return StoreUnavailable(
+            f"{server}: {self.fault.value} on each of {attempts} attempts: {reason}"
+        )
+
+
+def _failure_of(state: RetryCallState) -> _Failure | None:
+    error = state.outcome.exception() if state.outcome is not None else None
+    return error if isinstance(error, _Failure) else None
 
 
 def translate(error: SQLAlchemyError) -> Exception:
@@ -219,6 +370,7 @@ def _in_transaction(connection: Connection, begin: str, work: Callable[[Connecti
 
 @contextmanager
 def _transaction(connection: Connection, begin: str) -> Iterator[Connection]:
+    """BEGIN … COMMIT; a failure before COMMIT rolls back, a failed COMMIT is _CommitFailed."""
     connection.exec_driver_sql(begin)
     try:
         yield connection
@@ -228,7 +380,10 @@ def _transaction(connection: Connection, begin: str) -> Iterator[Connection]:
         except SQLAlchemyError:
             connection.invalidate()  # never hand a connection with an open transaction back
         raise
-    connection.exec_driver_sql("COMMIT")
+    try:
+        connection.exec_driver_sql("COMMIT")
+    except SQLAlchemyError as error:
+        raise _CommitFailed(error) from error
 
 
 def _outcome(result: Any) -> Outcome:
@@ -236,7 +391,7 @@ def _outcome(result: Any) -> Outcome:
     return Outcome(rows, result.rowcount)
 
 
-def _retryable(error: DBAPIError) -> bool:
+def _contention(error: DBAPIError) -> bool:
     original = error.orig
     if getattr(original, "sqlstate", None) in _RETRY_SQLSTATES:
         return True

@@ -12,17 +12,13 @@ SAVEPOINT) is not counted.
 
 from __future__ import annotations
 
-import re
 import threading
 from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Engine, event
 
-_CONTROL = re.compile(
-    r"\s*(BEGIN|START\s+TRANSACTION|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE
-)
-_WRITE = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE|MERGE)\b", re.IGNORECASE)
+from adapters.roundtrips import sql_is_control, sql_is_write
 
 
 class RoundTrips:
@@ -53,7 +49,7 @@ class RoundTrips:
     @property
     def writes(self) -> int:
         """Statements that change rows (INSERT, UPDATE, DELETE, …)."""
-        return sum(1 for statement in self.statements if _WRITE.match(statement))
+        return sum(1 for statement in self.statements if sql_is_write(statement))
 
     @property
     def reads(self) -> int:
@@ -74,6 +70,6 @@ class RoundTrips:
         context: Any,
         executemany: bool,
     ) -> None:
-        if not _CONTROL.match(statement):
+        if not sql_is_control(statement):
             with self._lock:
                 self.statements.append(statement)

@@ -53,6 +53,7 @@ class Schema:
     layout: Table
     seqs: Table  # per conversation: max_seq, min_seq
     user_seqs: Table  # per conversation and user: min_seq, read_seq
+    sends: Table  # per conversation and client_msg_id: the seq send recorded for it
 
     def data_tables(self) -> tuple[Table, ...]:
         """The tables holding messages and tags, whose footprint ``stats()`` reports."""
@@ -86,7 +87,7 @@ class BucketSchema(Schema):
 
 def row_schema(prefix: str = "imb_row") -> RowSchema:
     """Tables of the row-per-message layout."""
-    metadata, layout, seqs, user_seqs = _common(prefix)
+    metadata, layout, seqs, user_seqs, sends = _common(prefix)
     revoke: list[Column[Any]] = [
         Column("revoked_by", String(TEXT_LENGTH)),  # NULL: not revoked
         Column("revoke_role", BigInteger),
@@ -115,6 +116,7 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
         layout,
         seqs,
         user_seqs,
+        sends,
         messages=messages,
         deletions=_marks(metadata, prefix, "deletions"),
         readers=_marks(metadata, prefix, "readers"),
@@ -123,7 +125,7 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
 
 def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
     """Tables of the JSON bucket layout."""
-    metadata, layout, seqs, user_seqs = _common(prefix)
+    metadata, layout, seqs, user_seqs, sends = _common(prefix)
     docs = Table(
         f"{prefix}_docs",
         metadata,
@@ -140,7 +142,7 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
         PrimaryKeyConstraint("doc_id", "slot", "user_id"),
         **_TABLE_OPTIONS,
     )
-    return BucketSchema(metadata, layout, seqs, user_seqs, docs, spill)
+    return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs, spill)
 
 
 def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
@@ -209,7 +211,7 @@ _INTEGERS = (
 )
 
 
-def _common(prefix: str) -> tuple[MetaData, Table, Table, Table]:
+def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
     metadata = MetaData()
     layout = Table(
         f"{prefix}_layout",
@@ -237,7 +239,16 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table]:
         PrimaryKeyConstraint("conversation_id", "user_id"),
         **_TABLE_OPTIONS,
     )
-    return metadata, layout, seqs, user_seqs
+    sends = Table(
+        f"{prefix}_sends",
+        metadata,
+        _key("conversation_id"),
+        _key("client_msg_id"),
+        Column("seq", BigInteger, nullable=False),
+        PrimaryKeyConstraint("conversation_id", "client_msg_id"),
+        **_TABLE_OPTIONS,
+    )
+    return metadata, layout, seqs, user_seqs, sends
 
 
 def _marks(metadata: MetaData, prefix: str, name: str) -> Table:

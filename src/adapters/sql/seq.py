@@ -4,18 +4,21 @@ PostgreSQL and SQLite return the new value from the upsert itself (``RETURNING``
 has no RETURNING on the update branch of an upsert, so there the upsert and the read of the
 new value run in one transaction: the upsert's row lock keeps other writers out until
 COMMIT, so the value read is the one this call produced.
+
+The seqs send recorded per client_msg_id live in a third table (``…_sends``); a claim is
+an insert that keeps the row already there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Table, and_, func, select
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from adapters.sql.engine import Database
-from adapters.sql.schema import Schema, check_keys
+from adapters.sql.schema import Schema, check_key, check_keys
 from domain.model import Watermarks
 
 Combine = Callable[[Any, Any], Any]  # (stored column, incoming value) -> new value
@@ -28,6 +31,7 @@ class SqlSeqStore:
         self.db = db
         self._seqs = schema.seqs
         self._users = schema.user_seqs
+        self._sends = schema.sends
 
     @property
     def engine(self) -> Engine:
@@ -35,7 +39,11 @@ class SqlSeqStore:
         return self.db.engine
 
     def allocate(self, conversation_id: str, n: int) -> int:
-        """Reserve n consecutive seqs in one atomic upsert; returns the first."""
+        """Reserve n consecutive seqs in one atomic upsert; returns the first.
+
+        Never repeated after a lost connection (a second upsert would allocate again):
+        OutcomeUnknown then, and the seqs it may have taken are a gap, never reused.
+        """
         check_keys(conversation_id)
         last = self._upsert(
             self._seqs,
@@ -43,6 +51,7 @@ class SqlSeqStore:
             "max_seq",
             n,
             lambda old, new: old + new,
+            idempotent=False,
         )
         return last - n + 1
 
@@ -78,6 +87,49 @@ class SqlSeqStore:
         """Raise the user read seq."""
         return self._raise(self._users, _user(conversation_id, user_id), "read_seq", seq)
 
+    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
+        """Recorded seqs of the client_msg_ids that have one: one SELECT."""
+        wanted = _client_keys(conversation_id, client_msg_ids)
+        if not wanted:
+            return {}
+        found = self.db.execute(self._select_sends(conversation_id, wanted)).rows
+        return {cid: int(seq) for cid, seq in found}
+
+    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
+        """Record the claims of client_msg_ids without a seq; return every recorded seq.
+
+        PostgreSQL and SQLite: one ``INSERT … ON CONFLICT DO UPDATE SET seq = seq RETURNING``,
+        whose update branch changes nothing but returns the row that won (even one committed
+        after the statement began). MariaDB: ``INSERT IGNORE``, then a SELECT; the insert
+        waits for a concurrent claim of the same key to commit, so the SELECT sees it.
+        Rows go in client_msg_id order, so two overlapping claims never deadlock.
+        """
+        wanted = _client_keys(conversation_id, list(claims))
+        if not wanted:
+            return {}
+        table = self._sends
+        rows = [
+            {"conversation_id": conversation_id, "client_msg_id": cid, "seq": claims[cid]}
+            for cid in sorted(wanted)
+        ]
+        if self.db.kind == "mariadb":
+            claim = self.db.insert_ignore(table).values(rows)
+            read = self._select_sends(conversation_id, wanted)
+
+            def claim_then_read(connection: Connection) -> list[Any]:
+                connection.execute(claim)
+                return list(connection.execute(read).all())
+
+            found = self.db.run(claim_then_read)
+        else:
+            dialect = postgresql if self.db.kind == "postgresql" else sqlite
+            statement = dialect.insert(table).values(rows)
+            statement = statement.on_conflict_do_update(
+                index_elements=["conversation_id", "client_msg_id"], set_={"seq": table.c.seq}
+            ).returning(table.c.client_msg_id, table.c.seq)
+            found = list(self.db.execute(statement).rows)
+        return {cid: int(seq) for cid, seq in found}
+
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """max_seq, min_seq and the user's min_seq in one statement."""
         check_keys(conversation_id, user_id)
@@ -99,6 +151,13 @@ class SqlSeqStore:
         """Dispose of the engine's connections (shared with the message store)."""
         self.db.close()
 
+    def _select_sends(self, conversation_id: str, client_msg_ids: list[str]) -> Any:
+        table = self._sends
+        return select(table.c.client_msg_id, table.c.seq).where(
+            table.c.conversation_id == conversation_id,
+            table.c.client_msg_id.in_(client_msg_ids),
+        )
+
     def _get(self, table: Table, key: dict[str, str], column: str) -> int:
         check_keys(*key.values())
         rows = self.db.execute(select(table.c[column]).where(_matches(table, key))).rows
@@ -108,9 +167,19 @@ class SqlSeqStore:
         return self._upsert(table, key, column, value, self.db.greatest)
 
     def _upsert(
-        self, table: Table, key: dict[str, str], column: str, value: int, combine: Combine
+        self,
+        table: Table,
+        key: dict[str, str],
+        column: str,
+        value: int,
+        combine: Combine,
+        *,
+        idempotent: bool = True,
     ) -> int:
-        """Insert key with column = value, or set column = combine(stored, value); return it."""
+        """Insert key with column = value, or set column = combine(stored, value); return it.
+
+        idempotent: whether combine gives the same result when applied twice (see Database.run).
+        """
         check_keys(*key.values())
         target = table.c[column]
         values = {**key, column: value}
@@ -125,17 +194,23 @@ class SqlSeqStore:
                 connection.execute(upsert)
                 return int(connection.execute(read).scalar_one())
 
-            return self.db.run(write_then_read, atomic=True)
+            return self.db.run(write_then_read, atomic=True, idempotent=idempotent)
         dialect = postgresql if self.db.kind == "postgresql" else sqlite
         statement = dialect.insert(table).values(values)
         statement = statement.on_conflict_do_update(
             index_elements=list(key), set_={column: combine(target, statement.excluded[column])}
         ).returning(target)
-        return int(self.db.execute(statement).rows[0][0])
+        return int(self.db.execute(statement, idempotent=idempotent).rows[0][0])
 
 
 def _user(conversation_id: str, user_id: str) -> dict[str, str]:
     return {"conversation_id": conversation_id, "user_id": user_id}
+
+
+def _client_keys(conversation_id: str, client_msg_ids: Sequence[str]) -> list[str]:
+    """Distinct client_msg_ids, each checked to fit a key column."""
+    check_keys(conversation_id)
+    return [check_key(cid, "client_msg_id") for cid in dict.fromkeys(client_msg_ids)]
 
 
 def _matches(table: Table, key: dict[str, str]) -> Any:

@@ -1,0 +1,132 @@
+"""Rich progress bars while a run goes, and the terminal summary at its end."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from app.bench.analysis import (
+    Results,
+    fmt_num,
+    fmt_us,
+    ok_backends,
+    p50,
+    pairs,
+    targets,
+    trips,
+    verdict_summary,
+    workload_titles,
+)
+from app.bench.compare import HEADERS, Change
+from app.bench.runner import Observer
+
+_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "n/a": "dim"}
+
+
+class RichObserver(Observer):
+    """One bar per backend; a workload runs on every backend before the next one starts."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.description:<46}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RichObserver:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.progress.stop()
+
+    def backend(self, label: str, ops: int) -> None:
+        """Add the bar of an opened backend."""
+        self.tasks[label] = self.progress.add_task(label, total=ops)
+
+    def workload(self, label: str, title: str, ops: int) -> None:
+        """Show which workload runs on the backend."""
+        self.progress.update(self.tasks[label], description=f"{label} · {title}")
+
+    def advance(self, label: str) -> None:
+        """One operation done."""
+        self.progress.advance(self.tasks[label])
+
+    def done(self, label: str, status: str, note: str) -> None:
+        """Close the backend's bar, or say why it was skipped."""
+        if label in self.tasks:
+            self.progress.update(self.tasks[label], description=f"{label} · {status}")
+        if status != "ok":
+            self.progress.console.print(f"[yellow]skipped {label}[/]: {note}")
+        elif not self.console.is_terminal:
+            self.console.print(f"done {label}")
+
+
+def summary_table(results: Results) -> Table:
+    """Workloads × backends: p50 and round trips per operation."""
+    backends = ok_backends(results)
+    table = Table(title="p50 latency · round trips per op", title_justify="left")
+    table.add_column("workload")
+    for b in backends:
+        table.add_column(b["label"], justify="right")
+    for workload in results["parameters"]["workloads"]:
+        name = workload["name"]
+        if not any(name in b["workloads"] for b in backends):
+            continue
+        cells = [
+            f"{fmt_us(p50(b, name))} · {fmt_num(trips(b, name))}" if name in b["workloads"] else ""
+            for b in backends
+        ]
+        table.add_row(workload["title"], *cells)
+    return table
+
+
+def verdicts(results: Results) -> list[str]:
+    """One sentence per bucket/row pair: where each layout wins."""
+    titles = workload_titles(results, layouts_only=True)
+    return [verdict_summary(pair, titles) for pair in pairs(results)]
+
+
+def targets_table(results: Results) -> Table:
+    """The issue's targets as measured."""
+    table = Table(title="targets", title_justify="left")
+    for header in ("target", "where", "measured", "result"):
+        table.add_column(header)
+    for t in targets(results):
+        style = _VERDICT_STYLE[t.verdict]
+        table.add_row(t.target, t.scope, t.measured, f"[{style}]{t.verdict}[/]")
+    return table
+
+
+def compare_table(changes: list[Change], against: str) -> Table:
+    """Changes between two runs."""
+    table = Table(title=f"change since {against}", title_justify="left")
+    for header in HEADERS:
+        table.add_column(header, justify="right" if header != "backend" else "left")
+    for change in changes:
+        cells = list(change.cells())
+        delta = change.p50_change
+        if delta is not None and abs(delta) > 0.10:
+            cells[4] = f"[{'red' if delta > 0 else 'green'}]{cells[4]}[/]"
+        table.add_row(*cells)
+    return table

@@ -1,0 +1,295 @@
+"""Runs every workload on every chosen backend, in one process, one operation at a time.
+
+All backends are opened first; then each workload runs on every backend in turn before the
+next workload starts. Backends never run at the same time, and a burst of load on a shared
+machine hits the same workload of every backend alike instead of whichever backend was
+running then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from adapters.scratch import engine_version, scratch_redis, scratch_store
+from app import open_service
+from app.bench.dataset import SCALES, Dataset
+from app.bench.metrics import Recorder
+from app.bench.probe import Probe, probing
+from app.bench.spec import BackendSpec, redact
+from app.bench.workloads import WORKLOADS, Op, RawArm, Target, Workload
+from app.service import MessageService
+from domain.model import StoreStats
+
+SCHEMA = "imbucket-bench/1"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How big the run is and which workloads it includes."""
+
+    scale: str = "small"
+    seed: int = 42
+    workloads: tuple[str, ...] = ()  # empty: all
+
+
+class Observer:
+    """Progress callbacks of a run; the CLI draws Rich progress bars from them."""
+
+    def backend(self, label: str, ops: int) -> None:
+        """A backend is open; ops is the number of operations it will run."""
+
+    def workload(self, label: str, title: str, ops: int) -> None:
+        """A workload starts on a backend."""
+
+    def advance(self, label: str) -> None:
+        """One operation of the backend is done."""
+
+    def done(self, label: str, status: str, note: str) -> None:
+        """A backend finished (status ``ok``) or was skipped (with the reason in note)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One backend of a run, resolved: where it runs and what it is called."""
+
+    spec: BackendSpec
+    label: str
+    url: str
+    version: str
+    namespace: str  # scratch schema, database or key prefix of this backend
+
+
+@dataclass
+class _Open:
+    """A backend being benchmarked: its target and its results so far."""
+
+    setup: Setup
+    target: Target
+    result: dict[str, Any]
+    seconds: float = 0.0
+
+
+def run(
+    specs: Sequence[BackendSpec], options: Options, observer: Observer | None = None
+) -> dict[str, Any]:
+    """Run the benchmark and return its results (the content of results.json)."""
+    observer = observer or Observer()
+    if options.scale not in SCALES:
+        raise ValueError(f"unknown scale {options.scale!r}; known: {', '.join(SCALES)}")
+    started = time.perf_counter()
+    dataset = Dataset(SCALES[options.scale], options.seed)
+    # ingest always runs: it loads the data every other workload reads or tags
+    wanted = {"ingest", *options.workloads} if options.workloads else {w.name for w in WORKLOADS}
+    chosen = [w for w in WORKLOADS if w.name in wanted]
+    plans = {w.name: w.plan(dataset) for w in chosen}
+    loaded = "redeliver" if "redeliver" in plans else "ingest"
+    run_id = uuid.uuid4().hex[:8]
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
+        probe = stack.enter_context(probing())
+        labels: set[str] = set()
+        backends: list[_Open] = []
+        for n, spec in enumerate(specs):
+            setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
+            result = _describe(setup)
+            results.append(result)
+            try:
+                target = _open(setup, stack, probe)
+            except Exception as error:  # any failure to open means: skip this backend, say why
+                result["reason"] = f"{type(error).__name__}: {error}"
+                observer.done(setup.label, "skipped", result["reason"])
+                continue
+            result.update(raw_arm=target.raw is not None, workloads={}, footprint={})
+            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or target.raw is not None)
+            observer.backend(setup.label, ops)
+            backends.append(_Open(setup, target, result))
+        for workload in chosen:
+            for backend in backends:
+                if workload.raw and backend.target.raw is None:
+                    continue
+                clock = time.perf_counter()
+                backend.result["workloads"][workload.name] = _run_workload(
+                    workload, plans[workload.name], backend, probe, observer
+                )
+                if workload.name == loaded:
+                    backend.result["footprint"]["after_ingest"] = footprint(backend.target.service)
+                backend.seconds += time.perf_counter() - clock
+        for backend in backends:
+            backend.result["footprint"]["end"] = footprint(backend.target.service)
+            backend.result.update(status="ok", duration_s=round(backend.seconds, 2))
+            observer.done(backend.setup.label, "ok", "")
+    return {
+        "schema": SCHEMA,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - started, 2),
+        "parameters": {
+            "scale": options.scale,
+            "seed": options.seed,
+            "scale_detail": asdict(dataset.scale),
+            "dataset": dataset.summary(),
+            "workloads": [
+                {"name": w.name, "title": w.title, "about": w.about, "ops": len(plans[w.name])}
+                for w in chosen
+            ],
+        },
+        "machine": machine(),
+        "git": git_info(),
+        "backends": results,
+    }
+
+
+def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -> Setup:
+    url = store_url(spec, workdir)
+    version = _version(spec, url)
+    spec = replace(spec, flavour="mariadb" if "mariadb" in version.lower() else "")
+    return Setup(spec, _unique(spec.label, labels), url, version, namespace)
+
+
+def _describe(setup: Setup) -> dict[str, Any]:
+    spec = setup.spec
+    return {
+        "label": setup.label,
+        "store": spec.store,
+        "layout": spec.layout,
+        "family": spec.family,
+        "engine": spec.engine,
+        "url": redact(setup.url),
+        "cache": spec.cache,
+        "status": "skipped",
+        "version": setup.version,
+    }
+
+
+def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Target:
+    """Open the backend in a scratch namespace released by stack; raises if it cannot."""
+    spec = setup.spec
+    config = spec.config()
+    config["store"]["url"] = stack.enter_context(scratch_store(setup.url, setup.namespace))
+    if spec.cache != "none":
+        config["cache"]["key_prefix"] = stack.enter_context(
+            scratch_redis(spec.cache_url, setup.namespace)
+        )
+    service = open_service(config)
+    stack.callback(service.close)
+    service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
+    probe.attach(service)
+    return Target(service, _raw_arm(spec, service))
+
+
+def _unique(label: str, taken: set[str]) -> str:
+    candidate, n = label, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{label}#{n}"
+    taken.add(candidate)
+    return candidate
+
+
+def store_url(spec: BackendSpec, workdir: Path) -> str:
+    """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
+    if spec.url or spec.family != "sql":
+        return spec.url
+    return f"sqlite:///{workdir / (spec.store + '.sqlite')}"
+
+
+def _version(spec: BackendSpec, url: str) -> str:
+    version = (
+        engine_version(url)
+        if url
+        else f"Python {platform.python_implementation()} {platform.python_version()}"
+    )
+    if spec.cache != "none":
+        version += f" + {engine_version(spec.cache_url)}"
+    return version
+
+
+def _run_workload(
+    workload: Workload, plan: list[Op], backend: _Open, probe: Probe, observer: Observer
+) -> dict[str, Any]:
+    label = backend.setup.label
+    observer.workload(label, workload.title, len(plan))
+    recorder = Recorder(probe.round_trips)
+    for op in plan:
+        recorder.time(op.prepare(backend.target), op.items)
+        observer.advance(label)
+    return recorder.result()
+
+
+def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
+    """The hand-written SQL arm for an uncached sql-row store."""
+    if spec.store != "sql-row" or spec.cache != "none":
+        return None
+    from adapters.raw_sql import RawRowLatest
+
+    return RawRowLatest(service.store)
+
+
+def footprint(service: MessageService) -> dict[str, Any]:
+    """Storage footprint from stats(), with bytes per stored message."""
+    try:
+        stats: StoreStats = service.stats()
+    except Exception as error:  # reported, not fatal: some engines cannot size themselves
+        return {"error": f"{type(error).__name__}: {error}"}
+    per = max(stats.messages, 1)
+    return {
+        "messages": stats.messages,
+        "documents": stats.documents,
+        "data_bytes": stats.data_bytes,
+        "index_bytes": stats.index_bytes,
+        "data_bytes_per_message": round(stats.data_bytes / per, 1),
+        "index_bytes_per_message": round(stats.index_bytes / per, 2),
+        "messages_per_document": round(stats.messages / max(stats.documents, 1), 2),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """Where the run happened."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024**2, 1)
+                break
+    except OSError:
+        pass
+    return info
+
+
+def git_info() -> dict[str, Any]:
+    """Commit of the code that ran (empty when not in a git checkout)."""
+    root = Path(__file__).resolve().parents[3]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
+    except (OSError, subprocess.SubprocessError):
+        return {}

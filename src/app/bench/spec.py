@@ -1,0 +1,142 @@
+"""Which backends a benchmark run covers: ``ID[+redis][@URL]`` strings or a config file.
+
+Examples: ``memory``, ``memory+redis``, ``sql-row@sqlite:///bench.db``,
+``sql-bucket+redis@postgresql+psycopg://postgres@127.0.0.1:5432/test``. The cache goes before
+the ``@`` because SQLAlchemy URLs contain ``+`` themselves; the Redis URL comes from
+``--redis-url`` (or the config file), the settings' ``cache.url`` by default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from domain.errors import ConfigError
+
+DEFAULT_BACKENDS = ("memory", "sql-row", "sql-bucket")
+"""The embedded default; the SQL ones run on an SQLite file in a temporary folder."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """One backend to benchmark: a store id, its URL, and an optional cache in front."""
+
+    store: str
+    url: str = ""
+    cache: str = "none"
+    cache_url: str = ""
+    flavour: str = ""  # the engine as the server names itself (mariadb behind a mysql:// URL)
+
+    @property
+    def engine(self) -> str:
+        """The engine under the store: memory, sqlite, postgresql, mysql, mongodb, …."""
+        if self.flavour:
+            return self.flavour
+        if not self.url:
+            return "memory" if self.store == "memory" else "sqlite"
+        scheme = self.url.split(":", 1)[0].split("+", 1)[0].lower()
+        return {"postgres": "postgresql", "mariadb": "mysql", "mongodb+srv": "mongodb"}.get(
+            scheme, scheme
+        )
+
+    @property
+    def layout(self) -> str:
+        """``bucket`` or ``row`` (memory is a bucket engine)."""
+        return "row" if self.store.endswith("-row") else "bucket"
+
+    @property
+    def family(self) -> str:
+        """Stores of one family differ only in layout: ``sql``, ``mongo`` or ``memory``."""
+        return self.store.split("-", 1)[0]
+
+    @property
+    def label(self) -> str:
+        """Short unique name shown in the report, e.g. ``sql-row/postgresql+redis``."""
+        engine = "" if self.store == "memory" else f"/{self.engine}"
+        cache = "" if self.cache == "none" else f"+{self.cache}"
+        return f"{self.store}{engine}{cache}"
+
+    def config(self) -> dict[str, Any]:
+        """The ``open_service`` config of this backend."""
+        cache: dict[str, Any] = {"backend": self.cache}
+        if self.cache_url:
+            cache["url"] = self.cache_url
+        return {"store": {"backend": self.store, "url": self.url}, "cache": cache}
+
+
+_SPEC = re.compile(r"^(?P<store>[a-z-]+)(?:\+(?P<cache>[a-z]+))?(?:@(?P<url>.+))?$")
+
+
+def parse_backend(text: str, cache_url: str = "") -> BackendSpec:
+    """Parse ``ID[+redis][@URL]``; raises ConfigError on unknown ids."""
+    match = _SPEC.match(text.strip())
+    if match is None:
+        raise ConfigError(f"backend {text!r} is not of the form ID[+redis][@URL]")
+    return _spec(match["store"], match["url"] or "", match["cache"] or "none", cache_url)
+
+
+def _spec(store: str, url: str, cache: str, cache_url: str) -> BackendSpec:
+    if store not in STORE_BACKENDS:
+        raise ConfigError(f"unknown store backend {store!r}; known: {', '.join(STORE_BACKENDS)}")
+    if cache not in CACHE_BACKENDS:
+        raise ConfigError(f"unknown cache backend {cache!r}; known: {', '.join(CACHE_BACKENDS)}")
+    if cache != "none" and not cache_url:
+        cache_url = load_settings().cache.url
+    return BackendSpec(store, url, cache, cache_url if cache != "none" else "")
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """What a config file may set: the backends, and optionally scale and seed."""
+
+    backends: tuple[BackendSpec, ...]
+    scale: str | None = None
+    seed: int | None = None
+
+
+def load_config(path: Path, cache_url: str = "") -> BenchConfig:
+    """Read a TOML or JSON file listing backends.
+
+    ``backends`` is a list of ``ID[+redis][@URL]`` strings or of tables with keys
+    ``store``, ``url``, ``cache`` and ``cache_url``; ``scale``, ``seed`` and ``redis_url``
+    are optional.
+    """
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read bench config {path}: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("backends"), list):
+        raise ConfigError(f"{path} must hold a list named 'backends'")
+    cache_url = str(data.get("redis_url", cache_url))
+    specs = []
+    for item in data["backends"]:
+        if isinstance(item, str):
+            specs.append(parse_backend(item, cache_url))
+        elif isinstance(item, dict) and isinstance(item.get("store"), str):
+            specs.append(
+                _spec(
+                    item["store"],
+                    str(item.get("url", "")),
+                    str(item.get("cache", "none")),
+                    str(item.get("cache_url", cache_url)),
+                )
+            )
+        else:
+            raise ConfigError(f"{path}: cannot read backend entry {item!r}")
+    scale, seed = data.get("scale"), data.get("seed")
+    return BenchConfig(
+        tuple(specs),
+        None if scale is None else str(scale),
+        None if seed is None else int(seed),
+    )
+
+
+def redact(url: str) -> str:
+    """The URL with any password masked, for reports."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)

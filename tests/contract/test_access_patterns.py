@@ -1,0 +1,79 @@
+"""Access patterns: round trips of the hot paths, counted at the drivers (never times).
+
+Server engines are counted at their drivers, the memory engine by repository calls. A Redis
+cache in front of a store may add its own round trip (an invalidation or a lookup); the store
+side must stay within the bound either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from app import MessageService
+from app.bench.probe import Probe, probing
+from tests.factories import CONV, messages
+
+CACHE = "redis"
+
+
+@pytest.fixture
+def probed(open_backend: Callable[..., MessageService]) -> Iterator[tuple[Probe, MessageService]]:
+    """A service opened while round trips are being counted (pymongo needs that order)."""
+    with probing() as probe:
+        service = open_backend()
+        probe.attach(service)
+        yield probe, service
+
+
+# Both pulls straddle two buckets (91..110 and 11..110 of 110 messages).
+HOT_READS = {
+    "pull_latest(20)": lambda service: service.pull_latest(CONV, "bob", 20),
+    "pull_range(100)": lambda service: service.pull_range(CONV, "bob", 11, 110),
+}
+
+
+@pytest.mark.parametrize("read", HOT_READS.values(), ids=HOT_READS.keys())
+def test_hot_reads_cost_the_watermarks_plus_one_read(
+    probed: tuple[Probe, MessageService], read: Callable[[MessageService], object]
+) -> None:
+    probe, service = probed
+    service.ingest(CONV, messages(1, 110))
+    read(service)  # warms a read-through cache and any lazy engine setup
+    count = probe.count(lambda: read(service))
+    assert 1 <= count.total <= 2, count
+    assert count.writes == 0, count
+
+
+def test_100_message_insert_into_an_existing_bucket_is_one_store_write(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.ingest(CONV, messages(1, 100))
+    service.seqs.raise_max_seq(CONV, 200)
+    service.delete_for_me(CONV, [150], "bob")  # a tag makes seqs 101..200's bucket exist
+    batch = messages(101, 200)
+    count = probe.count(lambda: service.ingest(CONV, batch))
+    # one write of the 100 messages and one raise of max_seq (an engine without RETURNING
+    # on upserts reads the raised value back)
+    store = count.without(CACHE)
+    assert store.writes == 2, count
+    assert store.total <= 3, count
+    assert count.drivers.get(CACHE, 0) <= 1, count
+    entries = service.pull_range(CONV, "alice", 101, 200)
+    assert [e.seq for e in entries] == list(range(101, 201))
+
+
+def test_clear_history_is_one_write_whatever_the_size(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.ingest("sg_small", messages(1, 3, "sg_small"))
+    for first in range(1, 1_000, 100):
+        service.ingest("sg_large", messages(first, first + 99, "sg_large"))
+    small = probe.count(lambda: service.clear_history("sg_small", "bob"))
+    large = probe.count(lambda: service.clear_history("sg_large", "bob"))
+    assert small.writes == large.writes == 1, (small, large)
+    assert small.total == large.total <= 3, (small, large)
+    assert service.pull_latest("sg_large", "bob") == []

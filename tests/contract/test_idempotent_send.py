@@ -1,0 +1,132 @@
+"""Idempotent send: one stored copy per (conversation_id, client_msg_id), retries included."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from app import MessageService
+from domain.errors import InvalidMessage, WriteConflict
+from domain.model import Actor, Role
+from domain.projection import MessageView, Tombstone, TombstoneReason
+from tests.concurrency import WRITERS, run_together
+from tests.dump import dump
+from tests.factories import CONV, draft
+
+
+def stored_seqs(service: MessageService) -> list[int]:
+    """Seqs of the conversation that hold a message."""
+    slots = service.store.get(CONV, list(range(1, service.max_seq(CONV) + 1)))
+    return sorted(seq for seq, slot in slots.items() if slot.message is not None)
+
+
+def test_sending_twice_returns_the_original(service: MessageService) -> None:
+    first = service.send(CONV, [draft(1), draft(2)])
+    again = service.send(CONV, [draft(1), draft(2)])
+    assert again == first  # same seqs, server_msg_ids and server times
+    assert service.max_seq(CONV) == 2
+    assert stored_seqs(service) == [1, 2]
+    assert service.stats().messages == 2
+
+
+def test_a_retry_returns_the_original_even_if_the_draft_changed(service: MessageService) -> None:
+    [original] = service.send(CONV, [draft(1)])
+    [again] = service.send(CONV, [replace(draft(1), content="edited on the retry")])
+    assert again == original and again.content == "draft 1"
+    assert service.max_seq(CONV) == 1
+
+
+def test_a_batch_mixing_new_and_sent_drafts(service: MessageService) -> None:
+    old = service.send(CONV, [draft(1), draft(2)])
+    mixed = service.send(CONV, [draft(3), draft(2), draft(4), draft(1)])
+    assert [m.seq for m in mixed] == [3, 2, 4, 1]
+    assert mixed[1] == old[1] and mixed[3] == old[0]
+    assert [m.content for m in mixed] == ["draft 3", "draft 2", "draft 4", "draft 1"]
+    assert service.max_seq(CONV) == 4
+    assert stored_seqs(service) == [1, 2, 3, 4]
+
+
+def test_client_msg_ids_are_per_conversation(service: MessageService) -> None:
+    [here] = service.send(CONV, [draft(1)])
+    [there] = service.send("sg_elsewhere", [draft(1)])
+    assert (here.seq, there.seq) == (1, 1)
+    assert here.server_msg_id != there.server_msg_id
+
+
+def test_one_client_msg_id_twice_in_a_batch_is_refused(service: MessageService) -> None:
+    service.send(CONV, [draft(1)])
+    before = dump(service)
+    with pytest.raises(InvalidMessage, match="same client_msg_id twice"):
+        service.send(CONV, [draft(2), replace(draft(2), content="again")])
+    assert dump(service) == before
+
+
+@pytest.fixture
+def _frequent_thread_switches() -> Iterator[None]:
+    """Switch threads often so that retries really overlap between round trips."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+@pytest.mark.usefixtures("_frequent_thread_switches")
+def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
+    service.send(CONV, [draft(0)])
+    batch = [draft(1), draft(2), draft(3)]
+    results = run_together(WRITERS, lambda _: service.send(CONV, batch))
+    assert all(result == results[0] for result in results)
+    assert [m.content for m in results[0]] == ["draft 1", "draft 2", "draft 3"]
+    sent = {m.seq for m in results[0]}
+    assert stored_seqs(service) == sorted({1} | sent)
+    assert service.stats().messages == 4
+    # Seqs allocated by retries that lost the race are purged: final, never a MISSING hole.
+    for entry in service.pull_range(CONV, "bob", 1, service.max_seq(CONV)):
+        assert isinstance(entry, MessageView) or entry.reason == TombstoneReason.PURGED
+
+
+def test_a_seq_lost_to_a_concurrent_retry_is_purged(service: MessageService) -> None:
+    # The winner allocated seq 1 and claimed draft-1 for it, then stopped before storing it.
+    first = service.seqs.allocate(CONV, 1)
+    service.seqs.claim_sends(CONV, {"draft-1": first})
+    # This retry looked before the claim landed: it allocates seq 2 and loses the claim.
+    real_lookup = service.seqs.sent_seqs
+    service.seqs.sent_seqs = lambda conversation_id, ids: {}  # type: ignore[method-assign]
+    try:
+        [message] = service.send(CONV, [draft(1)])
+    finally:
+        service.seqs.sent_seqs = real_lookup  # type: ignore[method-assign]
+    assert message.seq == 1  # the winner's seq, stored by this retry
+    stored, lost = service.pull(CONV, "bob", [1, 2])
+    assert isinstance(stored, MessageView) and stored.message == message
+    assert lost == Tombstone(2, TombstoneReason.PURGED)
+    assert service.send(CONV, [draft(1)]) == [message]
+
+
+def test_a_retry_stores_a_claimed_message_its_sender_never_stored(service: MessageService) -> None:
+    seq = service.seqs.allocate(CONV, 1)
+    service.seqs.claim_sends(CONV, {"draft-1": seq})  # the sender crashed right after this
+    [message] = service.send(CONV, [draft(1)])
+    assert message.seq == seq and message.content == "draft 1"
+    assert service.max_seq(CONV) == seq
+    assert service.send(CONV, [draft(1)]) == [message]
+
+
+def test_a_retry_of_a_purged_message_is_refused(service: MessageService) -> None:
+    service.send(CONV, [draft(1), draft(2)])
+    service.purge(CONV, [1], Actor("olivia", Role.OWNER))
+    before = dump(service)
+    with pytest.raises(WriteConflict, match="purged"):
+        service.send(CONV, [draft(3), draft(1)])
+    assert dump(service) == before
+
+
+def test_another_sender_reusing_a_client_msg_id_is_refused(service: MessageService) -> None:
+    service.send(CONV, [draft(1)])
+    before = dump(service)
+    with pytest.raises(WriteConflict, match="another message"):
+        service.send(CONV, [draft(1, send_id="mallory")])
+    assert dump(service) == before

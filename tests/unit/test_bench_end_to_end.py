@@ -1,0 +1,140 @@
+"""`imbucket bench --scale tiny` end to end: files, JSON schema, and what the HTML shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image, ImageStat
+from typer.testing import CliRunner
+
+from app.bench.spec import DEFAULT_BACKENDS
+from app.bench.workloads import WORKLOAD_NAMES
+from app.cli import cli
+
+CHROMIUM = Path("/usr/bin/chromium")
+LATENCY_KEYS = {"p50", "p95", "p99", "max", "mean"}
+TRIP_KEYS = {"per_op", "reads_per_op", "writes_per_op", "max", "typical", "distribution"}
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One tiny run of the embedded default backends, shared by the tests below."""
+    folder = tmp_path_factory.mktemp("bench") / "report"
+    result = CliRunner().invoke(cli, ["bench", "--scale", "tiny", "--out", str(folder)])
+    assert result.exit_code == 0, result.output
+    return folder, result.output
+
+
+def _check_run(run: dict[str, Any]) -> None:
+    assert isinstance(run["ops"], int) and run["ops"] > 0
+    assert run["errors"] == 0, run["error_samples"]
+    assert set(run["latency_us"]) == LATENCY_KEYS
+    assert 0 < run["latency_us"]["p50"] <= run["latency_us"]["p95"] <= run["latency_us"]["p99"]
+    assert set(run["round_trips"]) >= TRIP_KEYS
+    assert run["round_trips"]["per_op"] > 0  # every operation reaches the engine
+    assert run["ops_per_s"] > 0
+
+
+def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
+    folder, _ = tiny_report
+    results = json.loads((folder / "results.json").read_text())
+    assert results["schema"] == "imbucket-bench/1"
+    assert {"parameters", "machine", "git", "backends", "analysis", "duration_s"} <= set(results)
+    assert results["parameters"]["scale"] == "tiny"
+    assert results["parameters"]["dataset"]["messages"] > 1_000
+    assert {w["name"] for w in results["parameters"]["workloads"]} == set(WORKLOAD_NAMES)
+    assert results["machine"]["cpu_count"] >= 1
+    labels = [b["label"] for b in results["backends"]]
+    assert labels == ["memory", "sql-row/sqlite", "sql-bucket/sqlite"]
+    assert len(labels) == len(DEFAULT_BACKENDS)
+    for backend in results["backends"]:
+        assert backend["version"]
+        if backend["status"] != "ok":  # only a backend this build does not have may skip
+            assert "not available in this build" in backend["reason"], backend["reason"]
+            continue
+        expected = set(WORKLOAD_NAMES) - ({"raw_pull_latest"} if not backend["raw_arm"] else set())
+        assert set(backend["workloads"]) == expected
+        for run in backend["workloads"].values():
+            _check_run(run)
+        footprint = backend["footprint"]["after_ingest"]
+        assert footprint["messages"] == results["parameters"]["dataset"]["messages"]
+        assert footprint["data_bytes_per_message"] > 0
+    assert results["backends"][0]["status"] == "ok"
+    assert [b.get("raw_arm") for b in results["backends"] if b["status"] == "ok"] == [
+        b["store"] == "sql-row" for b in results["backends"] if b["status"] == "ok"
+    ]
+    for target in results["analysis"]["targets"]:
+        assert target["passed"] in (True, False, None)
+
+
+def test_every_workload_and_backend_is_in_both_reports(tiny_report: tuple[Path, str]) -> None:
+    folder, output = tiny_report
+    results = json.loads((folder / "results.json").read_text())
+    markdown = (folder / "report.md").read_text()
+    html = (folder / "report.html").read_text()
+    ran = {name for b in results["backends"] for name in b.get("workloads", {})}
+    for workload in results["parameters"]["workloads"]:
+        if workload["name"] in ran:
+            assert workload["title"] in markdown and workload["title"] in html
+    for backend in results["backends"]:
+        assert backend["label"] in markdown and backend["label"] in html
+    assert "data:image/png;base64," in html
+    assert f"report: {folder / 'report.html'}" in output.replace("\n        ", " ")
+
+
+def test_compare_with_an_earlier_run(tiny_report: tuple[Path, str], tmp_path: Path) -> None:
+    folder, _ = tiny_report
+    args = ["bench", "--scale", "tiny", "--backend", "memory", "-w", "pull_latest"]
+    args += ["--out", str(tmp_path / "again"), "--compare", str(folder / "results.json")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "change since" in result.output
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert set(again["backends"][0]["workloads"]) == {"ingest", "pull_latest"}  # ingest loads
+    for run in again["backends"][0]["workloads"].values():
+        _check_run(run)
+    changes = again["compare"]["changes"]
+    assert [(c["backend"], c["workload"]) for c in changes] == [
+        ("memory", "ingest"),
+        ("memory", "pull_latest"),
+    ]
+
+
+def test_report_html_renders_in_a_browser(tiny_report: tuple[Path, str], tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is absent: the headless rendering check needs Chromium")
+    folder, _ = tiny_report
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2000",
+            (folder / "report.html").resolve().as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert shot.exists(), "chromium wrote no screenshot"
+    with Image.open(shot) as image:
+        stats = ImageStat.Stat(image.convert("L"))
+    assert stats.stddev[0] > 10, "the rendered report looks blank"
+
+
+def test_unknown_backend_is_refused() -> None:
+    result = CliRunner().invoke(cli, ["bench", "--backend", "nosql-thing"])
+    assert result.exit_code == 2
+    assert "unknown store backend" in result.output

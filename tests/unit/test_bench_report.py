@@ -1,0 +1,93 @@
+"""Report rendering, targets, readings and --compare, on hand-made results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.bench import report
+from app.bench.analysis import analysis, pairs, targets
+from app.bench.compare import compare
+from app.bench.document import Table, to_markdown
+from app.cli import cli
+from tests.unit import bench_fakes
+
+
+def _verdicts(results: dict) -> dict[tuple[str, str], str]:
+    return {(t.target, t.scope): t.verdict for t in targets(results)}
+
+
+def test_pairs_match_bucket_and_row_of_one_engine_only() -> None:
+    found = pairs(bench_fakes.results())
+    assert [(p.name, p.bucket["store"], p.row["store"]) for p in found] == [
+        ("sql/sqlite", "sql-bucket", "sql-row")
+    ]
+
+
+def test_targets_are_measured_from_the_numbers() -> None:
+    verdicts = _verdicts(bench_fakes.results(row_latest=200))
+    assert verdicts[("pull_latest(20) ≤ 2 round trips", "sql-row/sqlite")] == "pass"
+    assert verdicts[("clear_history: one write, flat cost", "sql-bucket/sqlite")] == "pass"
+    # the service takes 200 µs where the raw query takes 100 µs: 2× > 1.5×
+    assert verdicts[("service overhead ≤ 1.5× raw driver", "sql-row/sqlite")] == "FAIL"
+    # 2 vs 50 index bytes per message = 1/25
+    assert verdicts[("sql-bucket index bytes/msg ≤ 1/20 of sql-row", "sqlite")] == "pass"
+    assert verdicts[("make bench < 3 min on 2 cores", "this run")] == "n/a"
+
+
+def test_a_pull_needing_three_round_trips_fails_its_target() -> None:
+    results = bench_fakes.results()
+    results["backends"][2]["workloads"]["pull_latest"] = bench_fakes.run(100, 3, max_trips=3)
+    assert _verdicts(results)[("pull_latest(20) ≤ 2 round trips", "sql-bucket/sqlite")] == "FAIL"
+
+
+def test_reading_states_the_ratio_and_who_wins() -> None:
+    ratios = analysis(bench_fakes.results(row_latest=200, bucket_latest=100))["ratios"]
+    latest = next(r for r in ratios if r["workload"] == "pull_latest")
+    assert latest["p50_ratio"] == 0.5
+    first, second = latest["reading"]
+    assert "0.50×" in first and "bucket layout is 2.0× faster" in first
+    assert second.startswith("Both need 2 round trips per op")
+
+
+def test_report_files_hold_every_backend_and_workload(tmp_path: Path) -> None:
+    results = bench_fakes.results()
+    files = report.write(results, tmp_path / "r")
+    markdown, html = files.markdown.read_text(), files.html.read_text()
+    for b in results["backends"]:
+        assert b["label"] in markdown and b["label"] in html
+    for w in results["parameters"]["workloads"]:
+        assert w["title"] in markdown and w["title"] in html
+    assert "StoreUnavailable: no server" in markdown  # why a backend was skipped
+    assert "data:image/png;base64," in html and "<img" in html
+    assert (tmp_path / "r" / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+    assert "](ratios.png)" in markdown
+    saved = json.loads(files.results.read_text())
+    assert saved["analysis"]["targets"] and saved["analysis"]["ratios"]
+
+
+def test_markdown_tables_escape_pipes_and_align_numbers() -> None:
+    text = to_markdown([Table(("name", "value"), (("a|b", "12"), ("c", "3.5")))])
+    assert "| a\\|b | 12 |" in text
+    assert "|---|---:|" in text
+
+
+def test_compare_shows_the_change_per_backend_and_workload(tmp_path: Path) -> None:
+    old, new = bench_fakes.results(row_latest=200), bench_fakes.results(row_latest=300)
+    changes = {(c.backend, c.workload): c for c in compare(old, new)}
+    assert changes[("sql-row/sqlite", "pull_latest")].p50_change == 0.5
+    assert changes[("sql-bucket/sqlite", "pull_latest")].p50_change == 0.0
+    assert ("mongo-row/mongodb", "pull_latest") not in changes  # skipped in both
+
+    files = report.write(new, tmp_path / "new", previous=old)
+    assert "Change since the previous run" in files.markdown.read_text()
+    summary = json.loads(files.results.read_text())["compare"]["summary"]
+    assert summary["slower"] == 2  # the service and the raw arm
+
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(old))
+    result = CliRunner().invoke(cli, ["compare", str(old_path), str(files.results)])
+    assert result.exit_code == 0, result.output
+    assert "+50%" in result.output

@@ -1,0 +1,88 @@
+"""MongoSeqStore's claim decisions, on a recording collection (a driver stub, not an engine).
+
+No MongoDB runs here: the stub only replays what the server would answer to the commands
+pinned in test_mongo_commands.py, so that the adapter's handling of those answers is tested.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo.errors import BulkWriteError
+
+from adapters.mongo import commands
+from adapters.mongo.seq import MongoSeqStore
+from domain.errors import StoreUnavailable
+
+CONV = "sg_g1"
+
+
+class RecordingSends:
+    """``seq_send`` as the adapter sees it: insert_many may fail, find returns ``stored``."""
+
+    def __init__(self, stored: list[dict[str, Any]], failure: dict[str, Any] | None) -> None:
+        self.stored = stored
+        self.failure = failure
+        self.calls: list[tuple[str, Any]] = []
+
+    def insert_many(self, documents: list[dict[str, Any]], ordered: bool) -> None:
+        self.calls.append(("insert_many", (documents, ordered)))
+        if self.failure is not None:
+            raise BulkWriteError(self.failure)
+
+    def find(self, filter: dict[str, Any], projection: dict[str, Any]) -> list[dict[str, Any]]:
+        self.calls.append(("find", (filter, projection)))
+        return self.stored
+
+
+class StubConnection:
+    def __init__(self, sends: RecordingSends) -> None:
+        self.sends = sends
+
+    def collection(self, name: str) -> Any:
+        return self.sends if name == commands.SENDS else None
+
+    def ensure_indexes(self, name: str) -> None:
+        pass
+
+
+def seq_store(stored: list[dict[str, Any]], failure: dict[str, Any] | None = None) -> Any:
+    sends = RecordingSends(stored, failure)
+    return MongoSeqStore(StubConnection(sends)), sends  # type: ignore[arg-type]
+
+
+def duplicate(index: int) -> dict[str, Any]:
+    return {"index": index, "code": 11000, "errmsg": "E11000 duplicate key"}
+
+
+def test_a_claim_is_one_insert_and_one_find() -> None:
+    store, sends = seq_store([{"client_msg_id": "m-a", "seq": 7}])
+    assert store.claim_sends(CONV, {"m-a": 7}) == {"m-a": 7}
+    claim = commands.claim_sends(CONV, {"m-a": 7})
+    assert sends.calls == [
+        ("insert_many", (claim.documents, False)),
+        ("find", (commands.sends_in(CONV, ["m-a"]), commands.SENT_SEQ_FIELDS)),
+    ]
+
+
+def test_a_claim_lost_to_an_earlier_one_returns_the_earlier_seq() -> None:
+    failure = {"writeErrors": [duplicate(0)], "writeConcernErrors": []}
+    stored = [{"client_msg_id": "m-a", "seq": 3}, {"client_msg_id": "m-b", "seq": 8}]
+    store, _ = seq_store(stored, failure)
+    assert store.claim_sends(CONV, {"m-a": 7, "m-b": 8}) == {"m-a": 3, "m-b": 8}
+
+
+def test_other_insert_failures_are_unavailable() -> None:
+    failure = {"writeErrors": [{"index": 0, "code": 2, "errmsg": "bad"}]}
+    store, sends = seq_store([], failure)
+    with pytest.raises(StoreUnavailable):
+        store.claim_sends(CONV, {"m-a": 7})
+    assert [name for name, _ in sends.calls] == ["insert_many"]
+
+
+def test_nothing_to_claim_or_find_sends_nothing() -> None:
+    store, sends = seq_store([])
+    assert store.claim_sends(CONV, {}) == {}
+    assert store.sent_seqs(CONV, []) == {}
+    assert sends.calls == []
