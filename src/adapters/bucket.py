@@ -3,11 +3,18 @@
 It holds OpenIM's insert state machine (research/openim-storage.md §3.2), improved so that
 one bucket's batch is written by one conditional update, and so that tags written to a
 bucket that does not exist yet create it instead of being dropped.
+
+It also keeps buckets bounded (docs/buckets.md): a slot keeps at most
+``budget.deleters_per_slot`` deleters inline and a bucket ``budget.deleters_per_bucket``;
+further deleters spill to the repository's side table and the slot is flagged ``spilled``,
+so that a read pays the extra round trip for the side table only when a slot it returns
+has spilled deleters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from adapters.slot_rules import (
     MAX_ROUNDS,
@@ -15,10 +22,13 @@ from adapters.slot_rules import (
     TagWrites,
     classify,
     insert_result,
+    purging,
 )
+from domain.budget import BucketBounds, TagBudget
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import (
+    DEFAULT_LIMITS,
     EMPTY_SLOT,
     InsertResult,
     Message,
@@ -27,15 +37,22 @@ from domain.model import (
     SlotPatch,
     StoreStats,
 )
-from ports.bucket_repository import BucketRepository
+from ports.bucket_repository import BucketRepository, Spilled
+
+# The slots of one bucket that an operation touches, by slot index; None: no such bucket.
+Slots = dict[int, Slot | None]
+# What to write to a bucket given its slots and whether deleters may still go inline:
+# the patches, and the slot indexes whose deleter goes to the side table.
+Plan = Callable[[Slots, bool], tuple[dict[int, SlotPatch], list[int]]]
 
 
 class BucketMessageStore(TagWrites):
     """MessageStore over any BucketRepository (memory, SQL JSON, MongoDB)."""
 
-    def __init__(self, repository: BucketRepository) -> None:
+    def __init__(self, repository: BucketRepository, budget: TagBudget | None = None) -> None:
         self.repository = repository
         self.layout: BucketLayout = repository.layout
+        self.budget = budget or BucketBounds.of(self.layout.size, DEFAULT_LIMITS).budget()
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
         """Store messages; see MessageStore.insert."""
@@ -69,9 +86,15 @@ class BucketMessageStore(TagWrites):
         raise StoreUnavailable(f"insert into {doc_id} did not settle under contention")
 
     def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Read slots holding anything; see MessageStore.get."""
-        found = self._read(conversation_id, seqs)
-        return {seq: slot for seq, slot in found.items() if slot is not None and not slot.is_empty}
+        """Read slots holding anything, spilled deleters merged in; see MessageStore.get."""
+        buckets = self._read(conversation_id, seqs)
+        self._merge_spilled(buckets)
+        found: dict[int, Slot] = {}
+        for seq in seqs:
+            slot = buckets[self.layout.doc_id(conversation_id, seq)][self.layout.slot_index(seq)]
+            if slot is not None and not slot.is_empty:
+                found[seq] = slot
+        return found
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Record a revoke; see MessageStore.revoke."""
@@ -85,50 +108,151 @@ class BucketMessageStore(TagWrites):
                 return True
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
 
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Set-add user_id to deleted_by, inline or spilled; see MessageStore.delete_for.
+
+        Each bucket costs its read (shared) and one patch; the side table one more write
+        for all buckets together, only when some slot is full or already spilled.
+        """
+        changed = 0
+        spilled: list[Spilled] = []
+        for doc_id, slots in self._read(conversation_id, seqs).items():
+            inline, spills = self._write(doc_id, slots, self._deleting(user_id))
+            changed += inline
+            spilled += [(doc_id, index, user_id) for index in spills]
+        # After the flags: a reader that sees a flag reads the side table, never the reverse.
+        return changed + (self.repository.add_spilled(spilled) if spilled else 0)
+
+    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+        """Physically delete, spilled deleters too; see MessageStore.purge.
+
+        A purged slot never shows spilled deleters again, so a deleter spilled by a
+        concurrent delete after the side table was cleaned stays invisible.
+        """
+        buckets = self._read(conversation_id, seqs)
+        changed = sum(
+            self._write(doc_id, slots, _planned(purging))[0] for doc_id, slots in buckets.items()
+        )
+        flagged = _flagged(buckets)
+        if flagged:
+            self.repository.drop_spilled(flagged)
+        return changed
+
     def stats(self) -> StoreStats:
-        """Footprint of the buckets."""
+        """Footprint of the buckets and the side table."""
         return self.repository.stats()
 
     def close(self) -> None:
         """Release the repository."""
         self.repository.close()
 
-    def _read(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot | None]:
-        """Slots of seqs in one round trip; None where the bucket does not exist."""
-        groups = self.layout.group(conversation_id, seqs)
+    def _read(self, conversation_id: str, seqs: Sequence[int]) -> dict[str, Slots]:
+        """The inline slots of seqs by bucket, in one round trip."""
         wanted = {
-            doc_id: [self.layout.slot_index(s) for s in group] for doc_id, group in groups.items()
+            doc_id: [self.layout.slot_index(seq) for seq in group]
+            for doc_id, group in self.layout.group(conversation_id, seqs).items()
         }
         buckets = self.repository.read(wanted) if wanted else {}
-        found: dict[int, Slot | None] = {}
-        for doc_id, group in groups.items():
-            bucket = buckets.get(doc_id)
-            for seq in group:
-                found[seq] = None if bucket is None else bucket[self.layout.slot_index(seq)]
-        return found
+        return {
+            doc_id: {index: _slot(buckets.get(doc_id), index) for index in indexes}
+            for doc_id, indexes in wanted.items()
+        }
 
-    def _patch(
-        self,
-        conversation_id: str,
-        seqs: Sequence[int],
-        decide: Decision,
-    ) -> int:
+    def _merge_spilled(self, buckets: dict[str, Slots]) -> None:
+        """Complete flagged slots with their side-table deleters (one more round trip)."""
+        for slots in buckets.values():
+            for index, slot in slots.items():
+                if slot is not None and slot.purged and slot.spilled:
+                    slots[index] = replace(slot, spilled=False)  # purged: nothing to show
+        flagged = _flagged(buckets)
+        found = self.repository.read_spilled(flagged) if flagged else {}
+        for doc_id, indexes in flagged.items():
+            for index in indexes:
+                slot = buckets[doc_id][index]
+                assert slot is not None
+                extra = found.get(doc_id, {}).get(index, set())
+                buckets[doc_id][index] = replace(
+                    slot, deleted_by=slot.deleted_by | extra, spilled=False
+                )
+
+    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
         """Read the slots once, then write each bucket's changes in one patch (or create it)."""
-        changes: dict[str, dict[int, SlotPatch]] = {}
-        for seq, slot in self._read(conversation_id, seqs).items():
-            patch = decide(EMPTY_SLOT if slot is None else slot)
-            if patch is not None:
-                doc_id = self.layout.doc_id(conversation_id, seq)
-                changes.setdefault(doc_id, {})[self.layout.slot_index(seq)] = patch
-        for doc_id, patches in changes.items():
-            self._patch_bucket(doc_id, patches)
-        return sum(len(patches) for patches in changes.values())
+        return sum(
+            self._write(doc_id, slots, _planned(decide))[0]
+            for doc_id, slots in self._read(conversation_id, seqs).items()
+        )
 
-    def _patch_bucket(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> None:
+    def _deleting(self, user_id: str) -> Plan:
+        """Delete-for-me: inline while the budget allows, else flag the slot and spill."""
+        budget = self.budget
+
+        def plan(slots: Slots, inline: bool) -> tuple[dict[int, SlotPatch], list[int]]:
+            patches: dict[int, SlotPatch] = {}
+            spills: list[int] = []
+            # A missing bucket is created with the patches: its budget is checked here.
+            room = budget.deleters_per_bucket if all(s is None for s in slots.values()) else None
+            for index, found in slots.items():
+                slot = EMPTY_SLOT if found is None else found
+                if slot.purged or user_id in slot.deleted_by:
+                    continue
+                fits = len(slot.deleted_by) < budget.deleters_per_slot and room != 0
+                if inline and fits and not slot.spilled:
+                    patches[index] = SlotPatch(add_deleted_by=user_id)
+                    room = None if room is None else room - 1
+                else:
+                    spills.append(index)
+                    if not slot.spilled:
+                        patches[index] = SlotPatch(mark_spilled=True)
+            return patches, spills
+
+        return plan
+
+    def _write(self, doc_id: str, slots: Slots, plan: Plan) -> tuple[int, list[int]]:
+        """Write one bucket's plan within the budget: (slots changed inline, slots to spill).
+
+        A patch refused by an existing bucket means a slot or the bucket is full: the slots
+        are read again and the plan redone with every deleter spilling.
+        """
+        inline = True
         for _ in range(MAX_ROUNDS):
-            if self.repository.patch(doc_id, patches):
-                return
-            fresh = {index: EMPTY_SLOT.patched(patch) for index, patch in patches.items()}
-            if self.repository.create_bucket(doc_id, fresh):
-                return
+            patches, spills = plan(slots, inline)
+            changed = sum(not patch.mark_spilled for patch in patches.values())
+            if not patches or self.repository.patch(doc_id, patches, self.budget):
+                return changed, spills
+            if all(slot is None for slot in slots.values()):
+                fresh = {index: EMPTY_SLOT.patched(patch) for index, patch in patches.items()}
+                if self.repository.create_bucket(doc_id, fresh):
+                    return changed, spills
+            else:
+                inline = False
+            current = self.repository.read({doc_id: list(slots)}).get(doc_id)
+            slots = {index: _slot(current, index) for index in slots}
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
+
+
+def _slot(bucket: dict[int, Slot] | None, index: int) -> Slot | None:
+    return None if bucket is None else bucket[index]
+
+
+def _planned(decide: Decision) -> Plan:
+    """A plan writing what decide returns for each slot, spilling nothing."""
+
+    def plan(slots: Slots, inline: bool) -> tuple[dict[int, SlotPatch], list[int]]:
+        patches = {
+            index: patch
+            for index, slot in slots.items()
+            if (patch := decide(EMPTY_SLOT if slot is None else slot)) is not None
+        }
+        return patches, []
+
+    return plan
+
+
+def _flagged(buckets: dict[str, Slots]) -> dict[str, list[int]]:
+    """Slots flagged as having spilled deleters (purged ones never show them)."""
+    flagged: dict[str, list[int]] = {}
+    for doc_id, slots in buckets.items():
+        for index, slot in slots.items():
+            if slot is not None and slot.spilled and not slot.purged:
+                flagged.setdefault(doc_id, []).append(index)
+    return flagged

@@ -1,8 +1,9 @@
 """Plain-dict form of slots and messages, shared by every engine that stores documents.
 
 Field names follow OpenIM's BSON (``msg``, ``revoke``, ``del_list``, ``is_read``); imbucket
-adds ``purged`` and ``read_by``. ``conversation_id`` is not stored inside a message: it is
-implied by the bucket or row that holds it.
+adds ``purged`` and ``read_by``, and ``spilled`` only on a slot whose deleters overflowed.
+``conversation_id`` is not stored inside a message: it is implied by the bucket or row that
+holds it.
 """
 
 from __future__ import annotations
@@ -63,8 +64,12 @@ def revoke_from_doc(doc: Doc) -> Revoke:
 
 
 def slot_to_doc(slot: Slot) -> Doc:
-    """A slot as a plain dict; every key is present, as in OpenIM's empty-slot shape."""
-    return {
+    """A slot as a plain dict; every key is present, as in OpenIM's empty-slot shape.
+
+    ``spilled`` is written only when set, so that slots without spilled deleters keep
+    OpenIM's shape and size.
+    """
+    doc = {
         "msg": None if slot.message is None else message_to_doc(slot.message),
         "revoke": None if slot.revoke is None else revoke_to_doc(slot.revoke),
         "del_list": sorted(slot.deleted_by),
@@ -72,6 +77,9 @@ def slot_to_doc(slot: Slot) -> Doc:
         "purged": slot.purged,
         "read_by": sorted(slot.read_by),
     }
+    if slot.spilled:
+        doc["spilled"] = True
+    return doc
 
 
 def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
@@ -86,6 +94,7 @@ def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
         is_read=bool(doc.get("is_read")),
         purged=bool(doc.get("purged")),
         read_by=frozenset(doc.get("read_by") or ()),
+        spilled=bool(doc.get("spilled")),
     )
 
 

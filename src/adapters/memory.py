@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from adapters.codec import slot_to_doc
+from domain.budget import TagBudget
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats, Watermarks
+from ports.bucket_repository import Spilled
 
 _K = TypeVar("_K", bound=Hashable)
 
@@ -24,6 +27,7 @@ class MemoryBucketRepository:
     def __init__(self, layout: BucketLayout | None = None) -> None:
         self.layout = layout or BucketLayout()
         self._buckets: dict[str, list[Slot]] = {}
+        self._spilled: dict[tuple[str, int], set[str]] = {}
         self._lock = threading.Lock()
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -35,10 +39,7 @@ class MemoryBucketRepository:
             if any(bucket[i].message is not None or bucket[i].purged for i in messages):
                 return False
             for index, message in messages.items():
-                old = bucket[index]
-                bucket[index] = Slot(
-                    message, old.revoke, old.deleted_by, old.is_read, False, old.read_by
-                )
+                bucket[index] = replace(bucket[index], message=message)
             return True
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
@@ -67,36 +68,89 @@ class MemoryBucketRepository:
             bucket = self._buckets.get(doc_id)
             if bucket is None or bucket[slot].revoke is not None or bucket[slot].purged:
                 return False
-            old = bucket[slot]
-            bucket[slot] = Slot(
-                old.message, revoke, old.deleted_by, old.is_read, False, old.read_by
-            )
+            bucket[slot] = replace(bucket[slot], revoke=revoke)
             return True
 
-    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
-        """Apply tag changes to an existing bucket."""
+    def patch(
+        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+    ) -> bool:
+        """Apply tag changes to an existing bucket, within budget when one is given."""
         with self._lock:
             bucket = self._buckets.get(doc_id)
-            if bucket is None:
+            if bucket is None or (budget is not None and not _within(bucket, patches, budget)):
                 return False
             for index, patch in patches.items():
                 bucket[index] = bucket[index].patched(patch)
             return True
 
+    def add_spilled(self, entries: Sequence[Spilled]) -> int:
+        """Add deleters to the side sets; how many were new."""
+        added = 0
+        with self._lock:
+            for doc_id, index, user_id in entries:
+                users = self._spilled.setdefault((doc_id, index), set())
+                added += user_id not in users
+                users.add(user_id)
+        return added
+
+    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+        """Side-table deleters of the given slots."""
+        found: dict[str, dict[int, set[str]]] = {}
+        with self._lock:
+            for doc_id, indexes in wanted.items():
+                for index in indexes:
+                    users = self._spilled.get((doc_id, index))
+                    if users:
+                        found.setdefault(doc_id, {})[index] = set(users)
+        return found
+
+    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
+        """Forget the side-table deleters of the given slots."""
+        with self._lock:
+            for doc_id, indexes in wanted.items():
+                for index in indexes:
+                    self._spilled.pop((doc_id, index), None)
+
+    def bucket_bytes(self, doc_id: str) -> int | None:
+        """Size of the bucket as compact UTF-8 JSON (what the SQL engines store)."""
+        with self._lock:
+            slots = self._buckets.get(doc_id)
+            slots = None if slots is None else list(slots)
+        return None if slots is None else _json_bytes(doc_id, slots)
+
     def stats(self) -> StoreStats:
-        """Sizes as the JSON a document engine would store; index = one doc_id key per bucket."""
+        """Sizes as compact JSON, spilled deleters included; index = one key per bucket/entry."""
         with self._lock:
             buckets = {doc_id: list(slots) for doc_id, slots in self._buckets.items()}
+            spilled = [
+                (doc_id, user) for (doc_id, _), users in self._spilled.items() for user in users
+            ]
         messages = sum(slot.message is not None for slots in buckets.values() for slot in slots)
-        data = sum(
-            len(json.dumps({"doc_id": doc_id, "msgs": [slot_to_doc(s) for s in slots]}))
-            for doc_id, slots in buckets.items()
-        )
+        data = sum(_json_bytes(doc_id, slots) for doc_id, slots in buckets.items())
+        # A side-table entry as a row: doc_id, slot index, user_id.
+        data += sum(len(doc_id.encode()) + len(user.encode()) + 8 for doc_id, user in spilled)
         index = sum(len(doc_id.encode()) + 8 for doc_id in buckets)
         return StoreStats(messages, len(buckets), data, index)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _within(bucket: list[Slot], patches: Mapping[int, SlotPatch], budget: TagBudget) -> bool:
+    """Whether patches keep the bucket's inline tags within budget (see BucketRepository)."""
+    deleting = [i for i, p in patches.items() if p.add_deleted_by is not None and not p.purge]
+    reading = [i for i, p in patches.items() if p.add_read_by is not None and not p.purge]
+    if any(len(bucket[i].deleted_by) >= budget.deleters_per_slot for i in deleting):
+        return False
+    if any(len(bucket[i].read_by) >= budget.readers_per_slot for i in reading):
+        return False
+    inline = sum(len(slot.deleted_by) for slot in bucket) if deleting else 0
+    return inline + len(deleting) <= budget.deleters_per_bucket
+
+
+def _json_bytes(doc_id: str, slots: Sequence[Slot]) -> int:
+    document = {"doc_id": doc_id, "msgs": [slot_to_doc(slot) for slot in slots]}
+    return len(json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 class MemorySeqStore:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
+from domain.budget import EARLY_READERS_KEPT
 from domain.model import InsertResult, Message, Slot, SlotPatch
 from domain.policy import may_mark_read
 
@@ -50,13 +51,19 @@ def deleting_for(user_id: str) -> Decision:
 
 
 def marking_read(reader_id: str) -> Decision:
-    """Mark-read: never the reader's own message; remembered in read_by until it lands."""
+    """Mark-read: never the reader's own message; remembered in read_by until it lands.
+
+    read_by stops at EARLY_READERS_KEPT readers: by then the slot counts as read whoever
+    the sender turns out to be, so more readers would change nothing but its size.
+    """
 
     def decide(slot: Slot) -> SlotPatch | None:
         if slot.purged:
             return None
         if slot.message is None:
-            return None if reader_id in slot.read_by else SlotPatch(add_read_by=reader_id)
+            if reader_id in slot.read_by or len(slot.read_by) >= EARLY_READERS_KEPT:
+                return None
+            return SlotPatch(add_read_by=reader_id)
         if slot.is_read or not may_mark_read(reader_id, slot.message):
             return None
         return SlotPatch(set_read=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
+from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
 from ports.message_store import MessageStore
@@ -26,36 +27,39 @@ class Backend:
     version: Callable[[], str] | None = None
 
 
-def memory(url: str, layout: BucketLayout) -> Backend:
+def memory(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
     """Buckets and counters in this process's memory."""
-    return Backend(BucketMessageStore(MemoryBucketRepository(layout)), MemorySeqStore())
+    return Backend(BucketMessageStore(MemoryBucketRepository(layout), budget), MemorySeqStore())
 
 
-def sql_row(url: str, layout: BucketLayout) -> Backend:
-    """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
+def sql_row(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+    """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
+
+    Rows have no buckets to bound: budget is not used.
+    """
     from adapters.sql import open_row
 
     store, seqs = open_row(url, layout)
     return Backend(store, seqs, seqs.db.describe)
 
 
-def sql_bucket(url: str, layout: BucketLayout) -> Backend:
+def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
     from adapters.sql import open_bucket
 
-    store, seqs = open_bucket(url, layout)
+    store, seqs = open_bucket(url, layout, budget)
     return Backend(store, seqs, seqs.db.describe)
 
 
-def mongo_bucket(url: str, layout: BucketLayout) -> Backend:
+def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
     from adapters.mongo.bucket import MongoBucketRepository
 
-    return _mongo(url, lambda db: BucketMessageStore(MongoBucketRepository(db, layout)))
+    return _mongo(url, lambda db: BucketMessageStore(MongoBucketRepository(db, layout), budget))
 
 
-def mongo_row(url: str, layout: BucketLayout) -> Backend:
-    """One MongoDB document per message (collection ``msg_row``)."""
+def mongo_row(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+    """One MongoDB document per message (collection ``msg_row``); budget is not used."""
     from adapters.mongo.row import MongoRowMessageStore
 
     return _mongo(url, lambda db: MongoRowMessageStore(db, layout))
@@ -74,7 +78,7 @@ def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> B
         raise
 
 
-STORE_FACTORIES: dict[str, Callable[[str, BucketLayout], Backend]] = {
+STORE_FACTORIES: dict[str, Callable[[str, BucketLayout, TagBudget], Backend]] = {
     "memory": memory,
     "sql-row": sql_row,
     "sql-bucket": sql_bucket,

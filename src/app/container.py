@@ -10,18 +10,27 @@ from dependency_injector import containers, providers
 
 from app import backends
 from app.service import MessageService
+from domain.budget import BucketBounds, TagBudget
 from domain.layout import BucketLayout
 from domain.model import Limits
 
 
 def _backend_selector(
-    config: providers.Configuration, layout: providers.Provider[BucketLayout]
+    config: providers.Configuration,
+    layout: providers.Provider[BucketLayout],
+    budget: providers.Provider[TagBudget],
 ) -> providers.Selector[backends.Backend]:
     choices = {
-        name: providers.Singleton(factory, url=config.store.url, layout=layout)
+        name: providers.Singleton(factory, url=config.store.url, layout=layout, budget=budget)
         for name, factory in backends.STORE_FACTORIES.items()
     }
     return providers.Selector(config.store.backend, **choices)
+
+
+def _budget(
+    layout: BucketLayout, limits: Limits, deleters_per_slot: int, max_bucket_bytes: int
+) -> TagBudget:
+    return BucketBounds.of(layout.size, limits, deleters_per_slot, max_bucket_bytes).budget()
 
 
 class Container(containers.DeclarativeContainer):
@@ -35,9 +44,17 @@ class Container(containers.DeclarativeContainer):
         max_id_length=config.limits.max_id_length,
         max_content_bytes=config.limits.max_content_bytes,
         max_seqs_per_call=config.limits.max_seqs_per_call,
+        max_message_bytes=config.limits.max_message_bytes,
+    )
+    budget = providers.Singleton(
+        _budget,
+        layout=layout,
+        limits=limits,
+        deleters_per_slot=config.store.max_deleters_per_slot,
+        max_bucket_bytes=config.store.max_bucket_bytes,
     )
 
-    backend = _backend_selector(config, layout)
+    backend = _backend_selector(config, layout, budget)
     store = providers.Selector(
         config.cache.backend,
         none=providers.Callable(backends.store_of, backend),

@@ -16,20 +16,34 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from domain.budget import (
+    DEFAULT_MAX_BUCKET_BYTES,
+    DEFAULT_MAX_DELETERS_PER_SLOT,
+    MAX_DELETERS_PER_SLOT,
+    BucketBounds,
+)
 from domain.errors import ConfigError
+from domain.model import Limits
 
 StoreBackend = Literal["memory", "sql-row", "sql-bucket", "mongo-bucket", "mongo-row"]
 CacheBackend = Literal["none", "redis"]
 STORE_BACKENDS: tuple[str, ...] = get_args(StoreBackend)
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
+BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
 
 
 class StoreSettings(BaseModel):
-    """Which MessageStore to open, where, and with which bucket size."""
+    """Which MessageStore to open, where, and how its buckets are laid out and bounded."""
 
     backend: StoreBackend = "memory"
     url: str = ""
     bucket_size: int = Field(default=100, ge=1, le=10_000)
+    # Deleters a slot keeps inline; further ones spill to a side table (docs/buckets.md).
+    max_deleters_per_slot: int = Field(
+        default=DEFAULT_MAX_DELETERS_PER_SLOT, ge=1, le=MAX_DELETERS_PER_SLOT
+    )
+    # No bucket grows beyond this many bytes as stored; checked against the limits at load.
+    max_bucket_bytes: int = Field(default=DEFAULT_MAX_BUCKET_BYTES, ge=1)
 
 
 class CacheSettings(BaseModel):
@@ -47,6 +61,7 @@ class LimitsSettings(BaseModel):
     max_id_length: int = Field(default=200, ge=1, le=1000)
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
     max_seqs_per_call: int = Field(default=1000, ge=1)
+    max_message_bytes: int = Field(default=70 * 1024, ge=1)
 
 
 class Settings(BaseSettings):
@@ -91,9 +106,23 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
     """Settings from file and environment, with overrides merged on top (nested keys merge)."""
     try:
         base = Settings().model_dump()
-        return Settings(**_merge(base, dict(overrides or {})))
+        settings = Settings(**_merge(base, dict(overrides or {})))
     except ValidationError as error:
         raise ConfigError(f"invalid configuration: {error}") from None
+    if settings.store.backend in BUCKET_BACKENDS:
+        bucket_bounds(settings).check()
+    return settings
+
+
+def bucket_bounds(settings: Settings) -> BucketBounds:
+    """The worst-case bucket arithmetic of these settings (docs/buckets.md)."""
+    store, limits = settings.store, settings.limits
+    return BucketBounds.of(
+        store.bucket_size,
+        Limits(**limits.model_dump()),
+        store.max_deleters_per_slot,
+        store.max_bucket_bytes,
+    )
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from enum import IntEnum
 
 from domain.errors import ContentTooLarge, ConversationMismatch, InvalidArgument, InvalidMessage
 from domain.layout import check_seq
+from domain.sizes import message_bytes
 
 MAX_INT64 = 2**63 - 1
 # The highest seq a message may be ingested with. The 2**62 seqs above it are headroom:
@@ -52,6 +53,9 @@ class Limits:
     max_id_length: int = 200
     max_content_bytes: int = 64 * 1024
     max_seqs_per_call: int = 1000
+    # The whole message as stored (content, ex, ids, options, keys), an upper bound over
+    # every encoding (domain.sizes): what lets a bucket of messages stay under its limit.
+    max_message_bytes: int = 70 * 1024
 
 
 DEFAULT_LIMITS = Limits()
@@ -121,6 +125,10 @@ class Slot:
 
     ``read_by`` keeps readers who marked the seq read before its message was stored; once
     the message is known they count as a read when they are not its sender.
+
+    ``spilled`` says that more deleters are kept outside the bucket (a bucket engine's side
+    table), so ``deleted_by`` lists only the ones stored inline. Only a bucket repository
+    returns it set; the bucket engine merges the others in before anyone else sees the slot.
     """
 
     message: Message | None = None
@@ -129,6 +137,7 @@ class Slot:
     is_read: bool = False
     purged: bool = False
     read_by: frozenset[str] = frozenset()
+    spilled: bool = False
 
     @property
     def is_empty(self) -> bool:
@@ -161,6 +170,7 @@ class Slot:
             is_read=self.is_read or patch.set_read,
             purged=False,
             read_by=read_by,
+            spilled=self.spilled or patch.mark_spilled,
         )
 
 
@@ -169,12 +179,14 @@ class SlotPatch:
     """Tag changes for one slot, applied together.
 
     ``purge`` replaces the whole slot by a purged one and wins over every other field.
+    ``mark_spilled`` sets the slot's ``spilled`` flag (see Slot).
     """
 
     add_deleted_by: str | None = None
     add_read_by: str | None = None
     set_read: bool = False
     purge: bool = False
+    mark_spilled: bool = False
 
 
 EMPTY_SLOT = Slot()
@@ -321,6 +333,7 @@ def _check_fields(item: Message | Draft, limits: Limits) -> None:
         if len(item.ex.encode()) > limits.max_content_bytes:
             raise ContentTooLarge(f"ex is larger than {limits.max_content_bytes} bytes")
         _check_options(item.options, limits)
+        _check_size(item, limits)
     except InvalidMessage:
         raise
     except InvalidArgument as error:
@@ -333,6 +346,14 @@ def _check_content(content: object, limits: Limits) -> None:
     size = len(content.encode())
     if size > limits.max_content_bytes:
         raise ContentTooLarge(f"content is {size} bytes, the limit is {limits.max_content_bytes}")
+
+
+def _check_size(item: Message | Draft, limits: Limits) -> None:
+    size = message_bytes(item, limits.max_id_length)
+    if size > limits.max_message_bytes:
+        raise ContentTooLarge(
+            f"the message takes up to {size} bytes stored, the limit is {limits.max_message_bytes}"
+        )
 
 
 def check_short_text(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:

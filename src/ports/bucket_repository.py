@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from domain.budget import TagBudget
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+
+# One deleter kept outside its bucket: (doc_id, slot index, user_id).
+Spilled = tuple[str, int, str]
 
 
 @runtime_checkable
@@ -48,11 +52,33 @@ class BucketRepository(Protocol):
         """Set a slot's revoke iff the bucket exists, the slot is not revoked and not purged."""
         ...
 
-    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
+    def patch(
+        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+    ) -> bool:
         """Apply tag changes to slots of one bucket (set-adds are idempotent).
 
-        Returns False, writing nothing, when the bucket does not exist.
+        Returns False, writing nothing, when the bucket does not exist, or when budget is
+        given and the patch would overrun it: every slot getting a deleter must hold fewer
+        than ``deleters_per_slot`` inline, every slot getting an early reader fewer than
+        ``readers_per_slot``, and the bucket, counting one more deleter per such slot, at
+        most ``deleters_per_bucket``. The check and the write are one atomic step.
         """
+        ...
+
+    def add_spilled(self, entries: Sequence[Spilled]) -> int:
+        """Store deleters in the side table (a set-add); returns how many were not there yet."""
+        ...
+
+    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+        """The side-table deleters of the given slots in one round trip; empty slots absent."""
+        ...
+
+    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
+        """Delete the side-table deleters of the given slots."""
+        ...
+
+    def bucket_bytes(self, doc_id: str) -> int | None:
+        """Stored size of a bucket in the engine's own encoding; None if it does not exist."""
         ...
 
     def stats(self) -> StoreStats:

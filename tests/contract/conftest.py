@@ -53,6 +53,9 @@ ROWS = [
     Row("memory+redis", "memory_redis_config"),
     Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", frozenset({PERSISTENT})),
     Row("sql-bucket-sqlite+redis", "sql_bucket_sqlite_redis_config"),
+    # One deleter per slot inline: every further deleter goes through the side table.
+    Row("memory-spill", "memory_spill_config", frozenset({BUCKETS})),
+    Row("sql-bucket-sqlite-spill", "sql_bucket_sqlite_spill_config", frozenset({SQL, BUCKETS})),
 ]
 
 
@@ -106,6 +109,21 @@ sql_row_mariadb_config = _sql_config("sql_row_mariadb_config", "sql-row", "maria
 sql_bucket_sqlite_config = _sql_config("sql_bucket_sqlite_config", "sql-bucket", None)
 sql_bucket_postgres_config = _sql_config("sql_bucket_postgres_config", "sql-bucket", "postgres_url")
 sql_bucket_mariadb_config = _sql_config("sql_bucket_mariadb_config", "sql-bucket", "mariadb_url")
+
+
+def spilling(config: Config) -> Config:
+    """config with a single deleter kept inline per slot."""
+    return {**config, "store": {**config["store"], "max_deleters_per_slot": 1}}
+
+
+@pytest.fixture
+def memory_spill_config(memory_config: Config) -> Config:
+    return spilling(memory_config)
+
+
+@pytest.fixture
+def sql_bucket_sqlite_spill_config(sql_bucket_sqlite_config: Config) -> Config:
+    return spilling(sql_bucket_sqlite_config)
 
 
 @pytest.fixture

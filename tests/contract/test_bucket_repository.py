@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from domain.budget import TagBudget
 from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
 from ports.bucket_repository import BucketRepository
 from ports.message_store import MessageStore
@@ -109,3 +110,74 @@ def test_many_slots_change_in_one_write(repository: BucketRepository) -> None:
     assert slots[0] == slots[indexes[-1]] == PURGED_SLOT
     assert all(slots[i].deleted_by == {"bob"} for i in free[1:])
     assert [slots[i].message for i in free[1:]] == [message(i + 1, CONV) for i in free[1:]]
+
+
+def test_a_budget_refuses_a_deleter_or_reader_beyond_a_full_slot(
+    repository: BucketRepository,
+) -> None:
+    budget = TagBudget(deleters_per_slot=2, deleters_per_bucket=10, readers_per_slot=2)
+    assert not repository.patch(DOC, {0: SlotPatch(add_deleted_by="bob")}, budget)  # no bucket
+    full = Slot(deleted_by=frozenset({"bob", "carol"}), read_by=frozenset({"dave", "erin"}))
+    assert repository.create_bucket(DOC, {0: full, 1: Slot(message=message(2, CONV))})
+    for refused in (SlotPatch(add_deleted_by="frank"), SlotPatch(add_read_by="frank")):
+        # All or nothing: the free slot 1 is not written either.
+        assert not repository.patch(DOC, {0: refused, 1: SlotPatch(set_read=True)}, budget)
+    assert repository.read({DOC: [0, 1]})[DOC] == {0: full, 1: Slot(message=message(2, CONV))}
+    unbounded = [SlotPatch(set_read=True), SlotPatch(mark_spilled=True), SlotPatch(purge=True)]
+    for patch in unbounded:
+        assert repository.patch(DOC, {0: patch}, budget)
+    assert repository.patch(DOC, {1: SlotPatch(add_deleted_by="bob")}, budget)
+    assert repository.patch(DOC, {0: SlotPatch(add_deleted_by="bob")})  # no budget: no check
+
+
+def test_a_budget_counts_the_deleters_of_the_whole_bucket(repository: BucketRepository) -> None:
+    budget = TagBudget(deleters_per_slot=5, deleters_per_bucket=4)
+    two = Slot(message=message(1, CONV), deleted_by=frozenset({"bob", "carol"}))
+    assert repository.create_bucket(DOC, {0: two, 7: PURGED_SLOT})
+    adds = {i: SlotPatch(add_deleted_by="dave") for i in (3, 5, 9)}
+    assert not repository.patch(DOC, adds, budget)  # 2 + 3 > 4
+    assert repository.patch(DOC, {3: adds[3], 5: adds[5]}, budget)  # 2 + 2 <= 4
+    assert not repository.patch(DOC, {9: adds[9]}, budget)
+    slots = repository.read({DOC: [3, 5, 9]})[DOC]
+    assert [slots[i].deleted_by for i in (3, 5, 9)] == [{"dave"}, {"dave"}, frozenset()]
+
+
+def test_the_spilled_flag_is_set_by_a_patch_and_spares_purged_slots(
+    repository: BucketRepository,
+) -> None:
+    assert repository.create_bucket(DOC, {0: Slot(message=message(1, CONV)), 1: PURGED_SLOT})
+    marks = {i: SlotPatch(mark_spilled=True) for i in (0, 1, 2)}
+    assert repository.patch(DOC, marks)
+    slots = repository.read({DOC: [0, 1, 2]})[DOC]
+    assert slots[0] == Slot(message=message(1, CONV), spilled=True)
+    assert slots[1] == PURGED_SLOT
+    assert slots[2] == Slot(spilled=True)
+    assert repository.create_bucket(f"{CONV}:1", {4: Slot(deleted_by=frozenset("a"), spilled=True)})
+    assert repository.read({f"{CONV}:1": [4]})[f"{CONV}:1"][4].spilled
+
+
+def test_spilled_deleters_are_a_set_per_slot(repository: BucketRepository) -> None:
+    other = f"{CONV}:1"
+    entries = [(DOC, 3, "bob"), (DOC, 3, "carol"), (DOC, 4, "bob"), (other, 0, "bob")]
+    assert repository.add_spilled(entries) == 4
+    assert repository.add_spilled(entries) == 0
+    assert repository.add_spilled([(DOC, 3, "bob"), (DOC, 3, "dave")]) == 1
+    found = repository.read_spilled({DOC: [3, 4, 5], other: [0], f"{CONV}:2": [3]})
+    assert found == {DOC: {3: {"bob", "carol", "dave"}, 4: {"bob"}}, other: {0: {"bob"}}}
+    repository.drop_spilled({DOC: [3], other: [1]})
+    assert repository.read_spilled({DOC: [3, 4], other: [0]}) == {
+        DOC: {4: {"bob"}},
+        other: {0: {"bob"}},
+    }
+
+
+def test_bucket_bytes_measure_the_stored_bucket(repository: BucketRepository) -> None:
+    assert repository.bucket_bytes(DOC) is None
+    assert repository.create_bucket(DOC, {0: Slot(message=message(1, CONV))})
+    # MariaDB's JSON functions write a space after each colon and comma: measure after one.
+    assert repository.patch(DOC, {0: SlotPatch(add_deleted_by="bob")})
+    before = repository.bucket_bytes(DOC)
+    assert before is not None and before > repository.layout.size * len('"del_list":[]')
+    assert repository.patch(DOC, {0: SlotPatch(add_deleted_by="x" * 1000)})
+    after = repository.bucket_bytes(DOC)
+    assert after is not None and 1000 <= after - before <= 1000 + 16

@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
+from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from ports.bucket_repository import Spilled
 from tests.factories import CONV, message, messages
 
 
@@ -18,6 +20,7 @@ class RecordingRepository(MemoryBucketRepository):
         super().__init__()
         self.calls: list[str] = []
         self.rival: dict[str, dict[int, Slot]] = {}
+        self.rival_patch: tuple[str, dict[int, SlotPatch]] | None = None
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         self.calls.append("write")
@@ -38,14 +41,31 @@ class RecordingRepository(MemoryBucketRepository):
         self.calls.append("revoke")
         return super().set_revoke(doc_id, slot, revoke)
 
-    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
+    def patch(
+        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+    ) -> bool:
         self.calls.append("patch")
-        return super().patch(doc_id, patches)
+        if self.rival_patch is not None:  # another writer's patch lands just before ours
+            rival, self.rival_patch = self.rival_patch, None
+            super().patch(*rival)
+        return super().patch(doc_id, patches, budget)
+
+    def add_spilled(self, entries: Sequence[Spilled]) -> int:
+        self.calls.append("spill")
+        return super().add_spilled(entries)
+
+    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+        self.calls.append("read spilled")
+        return super().read_spilled(wanted)
+
+    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
+        self.calls.append("drop spilled")
+        super().drop_spilled(wanted)
 
 
-def make() -> tuple[BucketMessageStore, RecordingRepository]:
+def make(budget: TagBudget | None = None) -> tuple[BucketMessageStore, RecordingRepository]:
     repository = RecordingRepository()
-    return BucketMessageStore(repository), repository
+    return BucketMessageStore(repository, budget), repository
 
 
 def test_first_insert_builds_the_whole_bucket() -> None:
@@ -143,3 +163,110 @@ def test_stats_of_memory_buckets() -> None:
     stats = store.stats()
     assert (stats.messages, stats.documents) == (101, 2)
     assert stats.data_bytes > stats.index_bytes > 0
+
+
+# ---- bounded buckets -----------------------------------------------------------------------
+
+DOC = f"{CONV}:0"
+
+
+def deleters(store: BucketMessageStore, seq: int, *users: str) -> list[int]:
+    return [store.delete_for(CONV, [seq], user) for user in users]
+
+
+def test_deleters_beyond_the_slot_cap_spill_and_flag_the_slot_once() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=2, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    assert deleters(store, 2, "a", "b") == [1, 1]
+    repository.calls.clear()
+    assert deleters(store, 2, "c") == [1]
+    assert repository.calls == ["read", "patch", "spill"]  # the flag, then the side table
+    repository.calls.clear()
+    assert deleters(store, 2, "d", "c", "a") == [1, 0, 0]
+    assert repository.calls == ["read", "spill"] * 2 + ["read"]
+    inline = repository.read({DOC: [1]})[DOC][1]
+    assert (inline.deleted_by, inline.spilled) == ({"a", "b"}, True)
+    assert repository.read_spilled({DOC: [1]}) == {DOC: {1: {"c", "d"}}}
+
+
+def test_a_read_costs_one_more_round_trip_only_with_a_spilled_slot() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=1, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 150))
+    deleters(store, 2, "a", "b")
+    deleters(store, 120, "a")
+    repository.calls.clear()
+    assert store.get(CONV, [1, 120, 3])[120].deleted_by == {"a"}
+    assert repository.calls == ["read"]
+    repository.calls.clear()
+    slots = store.get(CONV, [1, 2, 120])
+    assert repository.calls == ["read", "read spilled"]
+    assert slots[2] == Slot(message=message(2), deleted_by=frozenset({"a", "b"}))
+
+
+def test_the_bucket_budget_spills_deleters_of_slots_that_are_not_full() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=5, deleters_per_bucket=3))
+    store.insert(CONV, messages(1, 10))
+    assert [store.delete_for(CONV, [seq], "a") for seq in (1, 2, 3, 4, 5)] == [1] * 5
+    inline = repository.read({DOC: [0, 1, 2, 3, 4]})[DOC]
+    assert sum(len(slot.deleted_by) for slot in inline.values()) == 3
+    assert [slot.spilled for slot in inline.values()] == [False] * 3 + [True] * 2
+    assert all(entry.deleted_by == {"a"} for entry in store.get(CONV, [1, 2, 3, 4, 5]).values())
+
+
+def test_a_refused_patch_is_read_again_and_spills() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=2, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    deleters(store, 2, "a")
+    repository.calls.clear()
+    repository.rival_patch = (DOC, {1: SlotPatch(add_deleted_by="rival")})
+    assert deleters(store, 2, "b") == [1]
+    assert repository.calls == ["read", "patch", "read", "patch", "spill"]
+    assert store.get(CONV, [2])[2].deleted_by == {"a", "rival", "b"}
+    assert len(repository.read({DOC: [1]})[DOC][1].deleted_by) == 2
+
+
+def test_a_new_bucket_is_created_within_the_budget() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=5, deleters_per_bucket=2))
+    assert store.delete_for(CONV, [1, 2, 3], "a") == 3
+    assert repository.calls == ["read", "patch", "create", "spill"]
+    inline = repository.read({DOC: [0, 1, 2]})[DOC]
+    assert [len(slot.deleted_by) for slot in inline.values()] == [1, 1, 0]
+    assert inline[2].spilled
+    assert all(slot.deleted_by == {"a"} for slot in store.get(CONV, [1, 2, 3]).values())
+
+
+def test_purge_drops_spilled_deleters_and_stays_final() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=1, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    deleters(store, 2, "a", "b", "c")
+    repository.calls.clear()
+    assert store.purge(CONV, [1]) == 1
+    assert repository.calls == ["read", "patch"]  # nothing spilled: no side-table call
+    repository.calls.clear()
+    assert store.purge(CONV, [2]) == 1
+    assert repository.calls == ["read", "patch", "drop spilled"]
+    assert repository.read_spilled({DOC: [1]}) == {}
+    assert store.get(CONV, [2])[2] == Slot(purged=True)
+    assert deleters(store, 2, "d") == [0]
+    assert store.insert(CONV, [message(2)]).purged == (2,)
+
+
+def test_a_purged_slot_never_shows_deleters_spilled_after_its_purge() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=1, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 1))
+    store.purge(CONV, [1])
+    repository.add_spilled([(DOC, 0, "late")])  # a concurrent delete that read before
+    repository.patch(DOC, {0: SlotPatch(mark_spilled=True)})
+    assert store.get(CONV, [1])[1] == Slot(purged=True)
+
+
+def test_early_readers_stop_at_two() -> None:
+    store, repository = make()
+    assert [store.mark_read(CONV, [1], reader) for reader in ("a", "b", "c")] == [1, 1, 0]
+    assert store.get(CONV, [1])[1].read_by == {"a", "b"}
+    store.mark_read(CONV, [3], "r1")
+    repository.rival_patch = (DOC, {2: SlotPatch(add_read_by="r2")})
+    calls = len(repository.calls)
+    assert store.mark_read(CONV, [3], "r3") == 0  # refused, read again: two are enough
+    assert repository.calls[calls:] == ["read", "patch", "read"]
+    assert store.get(CONV, [3])[3].read_by == {"r1", "r2"}

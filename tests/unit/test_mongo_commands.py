@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.mongo import commands as c
+from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
 from tests.factories import message
 
@@ -51,8 +52,9 @@ def msg_doc(m: Message) -> dict[str, Any]:
 
 
 def test_collection_names() -> None:
-    assert (c.BUCKETS, c.ROWS, c.SEQS, c.USER_SEQS, c.SENDS, c.META) == (
+    assert (c.BUCKETS, c.SPILL, c.ROWS, c.SEQS, c.USER_SEQS, c.SENDS, c.META) == (
         "msg",
+        "msg_spill",
         "msg_row",
         "seq",
         "seq_user",
@@ -64,6 +66,7 @@ def test_collection_names() -> None:
 def test_index_specs_are_unique_keys_only_and_nothing_inside_msgs() -> None:
     assert {
         "msg": (c.IndexSpec((("doc_id", 1),), unique=True),),
+        "msg_spill": (c.IndexSpec((("doc_id", 1), ("slot", 1), ("user_id", 1)), unique=True),),
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
         "seq_user": (c.IndexSpec((("conversation_id", 1), ("user_id", 1)), unique=True),),
@@ -157,6 +160,107 @@ def test_patch_bucket_sends_no_empty_operator() -> None:
         "$addToSet": {"msgs.7.del_list": "bob"}
     }
     assert c.patch_bucket("x:0", {7: SlotPatch(purge=True)}).update == {"$set": {"msgs.7": PURGED}}
+
+
+def test_patch_bucket_marks_spilled_slots() -> None:
+    assert c.patch_bucket("x:0", {7: SlotPatch(mark_spilled=True)}) == c.Update(
+        {"doc_id": "x:0"}, {"$set": {"msgs.7.spilled": True}}
+    )
+
+
+def slot_entries(index: int, name: str) -> dict[str, Any]:
+    return {
+        "$let": {
+            "vars": {"slot": {"$arrayElemAt": ["$msgs", index]}},
+            "in": {"$size": {"$ifNull": [f"$$slot.{name}", []]}},
+        }
+    }
+
+
+BUCKET_DELETERS = {
+    "$sum": {
+        "$map": {
+            "input": "$msgs",
+            "as": "slot",
+            "in": {"$size": {"$ifNull": ["$$slot.del_list", []]}},
+        }
+    }
+}
+
+
+def test_patch_within_a_budget_matches_only_while_the_bucket_has_room() -> None:
+    budget = TagBudget(deleters_per_slot=3, deleters_per_bucket=5, readers_per_slot=2)
+    patches = {
+        9: SlotPatch(add_deleted_by="bob"),
+        2: SlotPatch(add_deleted_by="bob"),
+        4: SlotPatch(add_read_by="carol"),
+        5: SlotPatch(mark_spilled=True),
+        6: SlotPatch(purge=True),
+    }
+    assert c.patch_bucket("x:0", patches, budget) == c.Update(
+        {
+            "doc_id": "x:0",
+            "$expr": {
+                "$and": [
+                    {"$lt": [slot_entries(2, "del_list"), 3]},
+                    {"$lt": [slot_entries(9, "del_list"), 3]},
+                    {"$lt": [slot_entries(4, "read_by"), 2]},
+                    {"$lte": [{"$add": [BUCKET_DELETERS, 2]}, 5]},
+                ]
+            },
+        },
+        {
+            "$set": {"msgs.5.spilled": True, "msgs.6": PURGED},
+            "$addToSet": {
+                "msgs.9.del_list": "bob",
+                "msgs.2.del_list": "bob",
+                "msgs.4.read_by": "carol",
+            },
+        },
+    )
+
+
+def test_patch_within_a_budget_adds_no_condition_for_flags_and_purges() -> None:
+    budget = TagBudget(3, 5)
+    patches = {
+        1: SlotPatch(set_read=True),
+        2: SlotPatch(mark_spilled=True),
+        3: SlotPatch(purge=True),
+    }
+    assert c.patch_bucket("x:0", patches, budget).filter == {"doc_id": "x:0"}
+
+
+def test_spilled_deleters_are_one_unordered_insert() -> None:
+    assert c.spill_documents([("x:0", 3, "bob"), ("x:1", 0, "bob")]) == c.InsertMany(
+        [
+            {"doc_id": "x:0", "slot": 3, "user_id": "bob"},
+            {"doc_id": "x:1", "slot": 0, "user_id": "bob"},
+        ],
+        ordered=False,
+    )
+
+
+def test_spilled_deleters_are_found_by_bucket_and_slot() -> None:
+    assert c.spilled_in({"x:0": [3, 1]}) == {"doc_id": "x:0", "slot": {"$in": [3, 1]}}
+    assert c.spilled_in({"x:0": [3], "x:2": [0]}) == {
+        "$or": [
+            {"doc_id": "x:0", "slot": {"$in": [3]}},
+            {"doc_id": "x:2", "slot": {"$in": [0]}},
+        ]
+    }
+    assert c.SPILLED_FIELDS == {"_id": 0, "doc_id": 1, "slot": 1, "user_id": 1}
+
+
+def test_bucket_size_is_the_bson_size_of_the_document() -> None:
+    assert c.bucket_size("x:0") == [
+        {"$match": {"doc_id": "x:0"}},
+        {"$project": {"_id": 0, "bytes": {"$bsonSize": "$$ROOT"}}},
+    ]
+
+
+def test_new_bucket_writes_the_spilled_flag_only_when_set() -> None:
+    bucket = c.new_bucket("x:0", {1: Slot(deleted_by=frozenset({"bob"}), spilled=True)}, 2)
+    assert bucket["msgs"] == [EMPTY, {**EMPTY, "del_list": ["bob"], "spilled": True}]
 
 
 def test_read_of_one_bucket_projects_only_the_wanted_slots() -> None:

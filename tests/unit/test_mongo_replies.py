@@ -115,6 +115,23 @@ def test_stats_sum_shards_and_count_clustered_keys_as_index() -> None:
     assert replies.store_stats(shards, counted) == StoreStats(240, 5, 1500, 150)
     assert replies.store_stats(shards, counted, clustered=True) == StoreStats(240, 5, 1500, 850)
     assert replies.store_stats([], []) == StoreStats(0, 0, 0, 0)
+    side = [{"storageStats": {"count": 9, "size": 300, "totalIndexSize": 40}}]
+    assert replies.store_stats(shards, counted, side=side) == StoreStats(240, 5, 1800, 190)
+
+
+def test_spilled_users_group_by_bucket_and_slot() -> None:
+    found = [
+        {"doc_id": "x:0", "slot": 3, "user_id": "bob"},
+        {"doc_id": "x:0", "slot": 3, "user_id": "carol"},
+        {"doc_id": "x:1", "slot": 0, "user_id": "bob"},
+    ]
+    assert replies.spilled_users(found) == {"x:0": {3: {"bob", "carol"}}, "x:1": {0: {"bob"}}}
+    assert replies.spilled_users([]) == {}
+
+
+def test_bucket_bytes_of_a_missing_bucket_is_none() -> None:
+    assert replies.bucket_bytes([{"bytes": 1234}]) == 1234
+    assert replies.bucket_bytes([]) is None
 
 
 def test_version_tuple() -> None:

@@ -9,23 +9,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
-from adapters.mongo.replies import bucket_slots, store_stats
+from adapters.mongo.replies import (
+    bucket_bytes,
+    bucket_slots,
+    duplicate_positions,
+    spilled_users,
+    store_stats,
+)
+from domain.budget import TagBudget
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from ports.bucket_repository import Spilled
 
 
 class MongoBucketRepository:
-    """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array."""
+    """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array.
+
+    Spilled deleters live in ``msg_spill``, unique per (doc_id, slot, user_id).
+    """
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
         self.layout = layout
         self._connection = connection
         self._buckets = connection.collection(commands.BUCKETS)
+        self._spill = connection.collection(commands.SPILL)
         connection.ensure_indexes(commands.BUCKETS)
+        connection.ensure_indexes(commands.SPILL)
         connection.ensure_layout(commands.BUCKETS, layout)
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -56,18 +69,47 @@ class MongoBucketRepository:
         """``$set msgs.<i>.revoke`` iff the slot is neither revoked nor purged."""
         return self._update(commands.set_revoke(doc_id, slot, revoke), "revoke")
 
-    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
-        """One update_one with ``$addToSet`` / ``$set`` for all slots of the bucket."""
+    def patch(
+        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+    ) -> bool:
+        """One update_one with ``$addToSet`` / ``$set`` for all slots, filtered by the budget."""
         if not patches:
             return self._exists(doc_id)
-        return self._update(commands.patch_bucket(doc_id, patches), "write tags")
+        return self._update(commands.patch_bucket(doc_id, patches, budget), "write tags")
+
+    def add_spilled(self, entries: Sequence[Spilled]) -> int:
+        """insert_many(ordered=False); the duplicates the unique index reports were there."""
+        command = commands.spill_documents(entries)
+        with translated("spill deleters"):
+            try:
+                self._spill.insert_many(command.documents, ordered=command.ordered)
+            except BulkWriteError as error:
+                return len(entries) - len(duplicate_positions(error.details))
+        return len(entries)
+
+    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+        """One find over the side collection."""
+        with translated("read spilled deleters"):
+            found = list(self._spill.find(commands.spilled_in(wanted), commands.SPILLED_FIELDS))
+        return spilled_users(found)
+
+    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
+        """One delete_many over the side collection."""
+        with translated("drop spilled deleters"):
+            self._spill.delete_many(commands.spilled_in(wanted))
+
+    def bucket_bytes(self, doc_id: str) -> int | None:
+        """``$bsonSize`` of the bucket document."""
+        with translated("measure a bucket"):
+            return bucket_bytes(self._buckets.aggregate(commands.bucket_size(doc_id)))
 
     def stats(self) -> StoreStats:
-        """``$collStats`` storage stats plus a count of stored messages (a full scan)."""
+        """``$collStats`` of both collections plus a count of stored messages (a full scan)."""
         with translated("read collection stats"):
             storage = list(self._buckets.aggregate(commands.STORAGE_STATS))
+            side = list(self._spill.aggregate(commands.STORAGE_STATS))
             counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
-        return store_stats(storage, counted)
+        return store_stats(storage, counted, side=side)
 
     def close(self) -> None:
         """Close the client."""

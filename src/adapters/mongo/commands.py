@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
+from domain.budget import TagBudget
 from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch
 
 Doc = dict[str, Any]
@@ -32,6 +33,7 @@ CLIENT_DEFAULTS: Mapping[str, Any] = {
 }
 
 BUCKETS = "msg"
+SPILL = "msg_spill"  # deleters beyond a bucket's inline budget, one document each
 ROWS = "msg_row"
 SEQS = "seq"
 USER_SEQS = "seq_user"
@@ -79,9 +81,11 @@ class InsertMany:
 
 
 # Unique keys only: nothing inside the msgs array is indexed (as in OpenIM), and rows are
-# addressed by _id alone.
+# addressed by _id alone. A spilled deleter is unique per slot: the index makes the insert a
+# set-add, and its doc_id prefix serves the reads (and a sharded cluster's shard key).
 INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     BUCKETS: (IndexSpec((("doc_id", 1),)),),
+    SPILL: (IndexSpec((("doc_id", 1), ("slot", 1), ("user_id", 1))),),
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
     USER_SEQS: (IndexSpec((("conversation_id", 1), ("user_id", 1))),),
@@ -142,8 +146,14 @@ def set_revoke(doc_id: str, index: int, revoke: Revoke) -> Update:
     return Update(condition, {"$set": {slot_path(index, "revoke"): revoke_to_doc(revoke)}})
 
 
-def patch_bucket(doc_id: str, patches: Mapping[int, SlotPatch]) -> Update:
-    """All tag changes of one bucket in one update; a purge replaces the whole slot."""
+def patch_bucket(
+    doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+) -> Update:
+    """All tag changes of one bucket in one update; a purge replaces the whole slot.
+
+    With a budget the filter matches only while the patch keeps the bucket within it
+    (``$expr`` over the slots' array sizes, evaluated on the document being updated).
+    """
     sets: Doc = {}
     adds: Doc = {}
     for index, patch in patches.items():
@@ -153,7 +163,64 @@ def patch_bucket(doc_id: str, patches: Mapping[int, SlotPatch]) -> Update:
             tag_sets, tag_adds = _tag_ops(patch, slot_path(index) + ".")
             sets.update(tag_sets)
             adds.update(tag_adds)
-    return Update({"doc_id": doc_id}, _operators(sets, adds))
+    condition: Doc = {"doc_id": doc_id}
+    within = [] if budget is None else _within(patches, budget)
+    if within:
+        condition["$expr"] = {"$and": within}
+    return Update(condition, _operators(sets, adds))
+
+
+def _within(patches: Mapping[int, SlotPatch], budget: TagBudget) -> list[Doc]:
+    """The conditions of patch_bucket's budget, in slot order."""
+    kept = sorted(index for index, patch in patches.items() if not patch.purge)
+    deleting = [index for index in kept if patches[index].add_deleted_by is not None]
+    reading = [index for index in kept if patches[index].add_read_by is not None]
+    conditions = [{"$lt": [_entries(i, "del_list"), budget.deleters_per_slot]} for i in deleting]
+    conditions += [{"$lt": [_entries(i, "read_by"), budget.readers_per_slot]} for i in reading]
+    if deleting:
+        every_slot = {
+            "$map": {
+                "input": "$msgs",
+                "as": "slot",
+                "in": {"$size": {"$ifNull": ["$$slot.del_list", []]}},
+            }
+        }
+        total = {"$add": [{"$sum": every_slot}, len(deleting)]}
+        conditions.append({"$lte": [total, budget.deleters_per_bucket]})
+    return conditions
+
+
+def _entries(index: int, name: str) -> Doc:
+    """Expression: the length of array field name of slot index (0 when missing)."""
+    return {
+        "$let": {
+            "vars": {"slot": {"$arrayElemAt": ["$msgs", index]}},
+            "in": {"$size": {"$ifNull": [f"$$slot.{name}", []]}},
+        }
+    }
+
+
+def spill_documents(entries: Sequence[tuple[str, int, str]]) -> InsertMany:
+    """Spilled deleters as documents; the unique index turns repeats into reported duplicates."""
+    documents = [{"doc_id": d, "slot": i, "user_id": u} for d, i, u in entries]
+    return InsertMany(documents, ordered=False)
+
+
+def spilled_in(wanted: Mapping[str, Sequence[int]]) -> Doc:
+    """Filter of the spilled deleters of the given slots (find or delete_many)."""
+    branches = [{"doc_id": doc_id, "slot": {"$in": list(idx)}} for doc_id, idx in wanted.items()]
+    return branches[0] if len(branches) == 1 else {"$or": branches}
+
+
+SPILLED_FIELDS: Doc = {"_id": 0, "doc_id": 1, "slot": 1, "user_id": 1}
+
+
+def bucket_size(doc_id: str) -> list[Doc]:
+    """Aggregate returning the BSON size of one bucket as ``bytes``."""
+    return [
+        {"$match": {"doc_id": doc_id}},
+        {"$project": {"_id": 0, "bytes": {"$bsonSize": "$$ROOT"}}},
+    ]
 
 
 def read_buckets(wanted: Mapping[str, Sequence[int]]) -> list[Doc]:
@@ -288,6 +355,8 @@ COUNT_ROW_MESSAGES: list[Doc] = [
 def _tag_ops(patch: SlotPatch, prefix: str) -> tuple[Doc, Doc]:
     """($set, $addToSet) of a non-purge patch on the slot fields under prefix."""
     sets: Doc = {f"{prefix}is_read": True} if patch.set_read else {}
+    if patch.mark_spilled:
+        sets[f"{prefix}spilled"] = True
     adds: Doc = {}
     if patch.add_deleted_by is not None:
         adds[f"{prefix}del_list"] = patch.add_deleted_by

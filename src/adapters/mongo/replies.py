@@ -29,6 +29,20 @@ def bucket_slots(
     return buckets
 
 
+def spilled_users(found: Iterable[Doc]) -> dict[str, dict[int, set[str]]]:
+    """Spilled deleters by doc_id and slot, from the side collection's documents."""
+    users: dict[str, dict[int, set[str]]] = {}
+    for doc in found:
+        users.setdefault(doc["doc_id"], {}).setdefault(doc["slot"], set()).add(doc["user_id"])
+    return users
+
+
+def bucket_bytes(found: Iterable[Doc]) -> int | None:
+    """The size the bucket_size aggregate returned, None when the bucket does not exist."""
+    sizes = [doc["bytes"] for doc in found]
+    return sizes[0] if sizes else None
+
+
 def row_slots(found: Iterable[Doc]) -> dict[int, Slot]:
     """Slots by seq from row documents."""
     return {doc["_id"]["s"]: slot_from_doc(doc["_id"]["c"], doc) for doc in found}
@@ -74,12 +88,18 @@ def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collect
 
 
 def store_stats(
-    storage: Iterable[Doc], counted: Iterable[Doc], *, clustered: bool = False
+    storage: Iterable[Doc],
+    counted: Iterable[Doc],
+    *,
+    clustered: bool = False,
+    side: Iterable[Doc] = (),
 ) -> StoreStats:
     """StoreStats from ``$collStats`` (one document per shard) and a message count.
 
     A clustered collection has no separate _id index: its key bytes live in the records,
-    so they are reported as the index part (``key_bytes`` of the count).
+    so they are reported as the index part (``key_bytes`` of the count). ``side`` is the
+    ``$collStats`` of a side collection (spilled deleters): its bytes count, its documents
+    do not.
     """
     documents = data = index = 0
     for doc in storage:
@@ -87,6 +107,9 @@ def store_stats(
         documents += stats.get("count", 0)
         data += stats.get("size", 0)
         index += stats.get("totalIndexSize", 0)
+    for doc in side:
+        data += doc["storageStats"].get("size", 0)
+        index += doc["storageStats"].get("totalIndexSize", 0)
     totals = next(iter(counted), {})
     if clustered:
         index += totals.get("key_bytes", 0)

@@ -15,6 +15,7 @@ from adapters.sql.instrument import RoundTrips
 from adapters.sql.row import SqlRowStore
 from adapters.sql.schema import Schema, bucket_schema, row_schema
 from adapters.sql.seq import SqlSeqStore
+from domain.budget import TagBudget
 from domain.layout import BucketLayout
 
 __all__ = [
@@ -36,10 +37,14 @@ def open_row(url: str, layout: BucketLayout) -> tuple[SqlRowStore, SqlSeqStore]:
     return _open(url, schema, lambda db: SqlRowStore(db, layout, schema))
 
 
-def open_bucket(url: str, layout: BucketLayout) -> tuple[SqlBucketStore, SqlSeqStore]:
+def open_bucket(
+    url: str, layout: BucketLayout, budget: TagBudget | None = None
+) -> tuple[SqlBucketStore, SqlSeqStore]:
     """sql-bucket at url (``sqlite://`` when empty): tables created on first use."""
     schema = bucket_schema()
-    return _open(url, schema, lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema)))
+    return _open(
+        url, schema, lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema), budget)
+    )
 
 
 def _open(url: str, schema: Schema, build: Callable[[Database], S]) -> tuple[S, SqlSeqStore]:

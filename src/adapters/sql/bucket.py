@@ -4,7 +4,8 @@ Each primitive of the BucketRepository port is one statement. Writes are conditi
 through the engine's JSON functions (``jsonb_set``, ``JSON_SET``, ``json_set``) whose WHERE
 clause checks the named slots, so a slot write lands only where the slot is still free and
 a concurrent writer shows up as "0 rows updated". Reads extract only the requested slots of
-all the requested buckets in one SELECT.
+all the requested buckets in one SELECT. Deleters beyond the bucket's inline budget live in
+a side table keyed (doc_id, slot, user_id).
 """
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Text,
+    and_,
+    cast,
+    delete,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql
 
 from adapters.bucket import BucketMessageStore
 from adapters.codec import (
@@ -27,8 +41,10 @@ from adapters.sql.engine import Database, Kind
 from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from adapters.sql.stats import footprint
+from domain.budget import TagBudget
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats
+from ports.bucket_repository import Spilled
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
 
@@ -43,6 +59,7 @@ class SqlBucketRepository:
         self.schema = schema
         self._json = _JSON[db.kind]
         self._table = schema.docs.name
+        self._spill = schema.spill
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """Fill the named slots iff the bucket exists and all of them are free."""
@@ -59,7 +76,12 @@ class SqlBucketRepository:
         """Insert the whole bucket; False when doc_id exists (the primary key says so)."""
         check_key(conversation_of(doc_id), "conversation_id")
         msgs = [slot_to_doc(slots.get(index, EMPTY_SLOT)) for index in range(self.layout.size)]
-        insert = self.db.insert_ignore(self.schema.docs).values(doc_id=doc_id, msgs=msgs)
+        # Bound as text in the compact form the JSON functions write, so that a bucket's
+        # stored size does not depend on which write created it.
+        document: ColumnElement[Any] = literal(_dumps(msgs), Text)
+        if self.db.kind == "postgresql":
+            document = cast(document, postgresql.JSONB)
+        insert = self.db.insert_ignore(self.schema.docs).values(doc_id=doc_id, msgs=document)
         return self.db.execute(insert).rowcount == 1
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
@@ -93,8 +115,14 @@ class SqlBucketRepository:
         unset = [self._json.is_null(slot, "revoke"), self._json.is_false(slot, "purged")]
         return self._update(doc_id, [change], unset, {"revoke": _dumps(revoke_to_doc(revoke))})
 
-    def patch(self, doc_id: str, patches: Mapping[int, SlotPatch]) -> bool:
-        """Apply tag changes in one UPDATE; a purged slot ignores every change but a purge."""
+    def patch(
+        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+    ) -> bool:
+        """Apply tag changes in one UPDATE; a purged slot ignores every change but a purge.
+
+        The budget is part of the UPDATE's WHERE clause, so it is checked against the row
+        the UPDATE writes (a concurrent writer's change is seen, never overrun).
+        """
         params: dict[str, Any] = {}
         changes: list[tuple[Path, str]] = []
         for n, (index, patch) in enumerate(sorted(patches.items())):
@@ -112,7 +140,36 @@ class SqlBucketRepository:
                 changes.append(
                     ((index, "is_read"), self._json.true_unless(index, "is_read", purged))
                 )
-        return self._update(doc_id, changes, [], params)
+            if patch.mark_spilled:
+                changes.append(((index, "spilled"), self._json.flag_unless(purged)))
+        conditions = [] if budget is None else self._within(patches, budget, params)
+        return self._update(doc_id, changes, conditions, params)
+
+    def add_spilled(self, entries: Sequence[Spilled]) -> int:
+        """INSERT the deleters, skipping the ones already there; how many were new."""
+        for _, _, user_id in entries:
+            check_key(user_id, "user_id")
+        rows = [{"doc_id": d, "slot": i, "user_id": u} for d, i, u in entries]
+        return self.db.execute(self.db.insert_ignore(self._spill).values(rows)).rowcount
+
+    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+        """One SELECT over the side table for all the given slots."""
+        spill = self._spill.c
+        query = select(spill.doc_id, spill.slot, spill.user_id).where(self._spilled_in(wanted))
+        found: dict[str, dict[int, set[str]]] = {}
+        for doc_id, index, user_id in self.db.execute(query).rows:
+            found.setdefault(doc_id, {}).setdefault(index, set()).add(user_id)
+        return found
+
+    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
+        """One DELETE over the side table for all the given slots."""
+        self.db.execute(delete(self._spill).where(self._spilled_in(wanted)))
+
+    def bucket_bytes(self, doc_id: str) -> int | None:
+        """The length of the stored JSON document in bytes."""
+        query = f"SELECT {self._json.bytes_sql} FROM {self._table} WHERE doc_id = :doc_id"
+        rows = self.db.execute(text(query).bindparams(doc_id=doc_id)).rows
+        return int(rows[0][0]) if rows else None
 
     def stats(self) -> StoreStats:
         """Exact message and bucket counts, bytes from the engine's catalog."""
@@ -124,6 +181,33 @@ class SqlBucketRepository:
     def close(self) -> None:
         """Dispose of the engine's connections."""
         self.db.close()
+
+    def _within(
+        self, patches: Mapping[int, SlotPatch], budget: TagBudget, params: dict[str, Any]
+    ) -> list[str]:
+        """WHERE conditions keeping the bucket's inline tags within budget."""
+        conditions: list[str] = []
+        deleting = [i for i, p in patches.items() if p.add_deleted_by is not None and not p.purge]
+        reading = [i for i, p in patches.items() if p.add_read_by is not None and not p.purge]
+        for index in deleting:
+            conditions.append(f"{self._json.length(index, 'del_list')} < :per_slot")
+            params["per_slot"] = budget.deleters_per_slot
+        for index in reading:
+            conditions.append(f"{self._json.length(index, 'read_by')} < :readers")
+            params["readers"] = budget.readers_per_slot
+        if deleting:
+            conditions.append(f"{self._json.deleters_sql} + {len(deleting)} <= :per_bucket")
+            params["per_bucket"] = budget.deleters_per_bucket
+        return conditions
+
+    def _spilled_in(self, wanted: Mapping[str, Sequence[int]]) -> ColumnElement[bool]:
+        spill = self._spill.c
+        return or_(
+            *(
+                and_(spill.doc_id == doc_id, spill.slot.in_(list(indexes)))
+                for doc_id, indexes in wanted.items()
+            )
+        )
 
     def _update(
         self,
@@ -145,8 +229,8 @@ class SqlBucketStore(BucketMessageStore):
 
     repository: SqlBucketRepository
 
-    def __init__(self, repository: SqlBucketRepository) -> None:
-        super().__init__(repository)
+    def __init__(self, repository: SqlBucketRepository, budget: TagBudget | None = None) -> None:
+        super().__init__(repository, budget)
 
     @property
     def engine(self) -> Engine:

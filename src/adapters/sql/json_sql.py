@@ -35,6 +35,10 @@ class JsonSql:
     has_sql: str  # condition: the array field contains the string parameter
     appended_sql: str  # the array field with the string parameter appended
     true_sql: str
+    false_value_sql: str
+    length_sql: str  # the length of array field ``{name}`` of slot ``{index}``
+    deleters_sql: str  # how many deleters the bucket's slots hold in all
+    bytes_sql: str  # the stored size of ``msgs`` in bytes
     slot_path_sql: str  # a path literal to slot ``{index}``
     field_path_sql: str  # a path literal to field ``{name}`` of slot ``{index}``
     set_function: str  # f(doc, path, value[, path, value…])
@@ -75,6 +79,14 @@ class JsonSql:
     def true_unless(self, index: int, name: str, unless: str) -> str:
         """JSON true, or the field's current value when the condition holds."""
         return f"(CASE WHEN {unless} THEN {self.field(index, name)} ELSE {self.true_sql} END)"
+
+    def flag_unless(self, unless: str) -> str:
+        """JSON true, or false when the condition holds (for a field that may be missing)."""
+        return f"(CASE WHEN {unless} THEN {self.false_value_sql} ELSE {self.true_sql} END)"
+
+    def length(self, index: int, name: str) -> str:
+        """The number of entries of an array field of a slot (0 when it is missing)."""
+        return f"COALESCE({self.length_sql.format(index=index, name=name)}, 0)"
 
     def set(self, changes: Sequence[tuple[Path, str]]) -> str:
         """``msgs`` with each path replaced by its value expression."""
@@ -126,6 +138,13 @@ POSTGRES = JsonSql(
     has_sql="{field} @> jsonb_build_array(CAST(:{param} AS text))",
     appended_sql="({field} || jsonb_build_array(CAST(:{param} AS text)))",
     true_sql="CAST('true' AS jsonb)",
+    false_value_sql="CAST('false' AS jsonb)",
+    length_sql="jsonb_array_length(msgs -> {index} -> '{name}')",
+    deleters_sql=(
+        "(SELECT COALESCE(SUM(jsonb_array_length(s -> 'del_list')), 0)"
+        " FROM jsonb_array_elements(msgs) AS s)"
+    ),
+    bytes_sql="octet_length(CAST(msgs AS text))",
     slot_path_sql="'{{{index}}}'",
     field_path_sql="'{{{index},{name}}}'",
     set_function="jsonb_set",
@@ -158,6 +177,11 @@ MARIADB = JsonSql(
     has_sql="JSON_CONTAINS({field}, JSON_QUOTE(:{param}))",
     appended_sql="JSON_ARRAY_APPEND({field}, '$', :{param})",
     true_sql="JSON_EXTRACT('true', '$')",
+    false_value_sql="JSON_EXTRACT('false', '$')",
+    length_sql="JSON_LENGTH(msgs, '$[{index}].{name}')",
+    # Every deleter of every slot, gathered into one array by the wildcard path.
+    deleters_sql="COALESCE(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].del_list[*]')), 0)",
+    bytes_sql="LENGTH(msgs)",
     **_DOLLAR_PATHS,
     set_function="JSON_SET",
     array_function="JSON_ARRAY",
@@ -178,6 +202,12 @@ SQLITE = JsonSql(
     ),
     appended_sql="json_insert({field}, '$[#]', :{param})",
     true_sql="json('true')",
+    false_value_sql="json('false')",
+    length_sql="json_array_length(msgs, '$[{index}].{name}')",
+    deleters_sql=(
+        "(SELECT COUNT(*) FROM json_each(msgs) AS s, json_each(s.value, '$.del_list') AS d)"
+    ),
+    bytes_sql="length(CAST(msgs AS BLOB))",
     **_DOLLAR_PATHS,
     set_function="json_set",
     array_function="json_array",

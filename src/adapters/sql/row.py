@@ -155,6 +155,18 @@ class SqlRowStore(TagWrites):
         """Dispose of the engine's connections."""
         self.db.close()
 
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Set-add user_id to the deletions of seqs that are not purged; see MessageStore.
+
+        Reads only the message rows, not every deleter: the primary key of the deletions
+        makes the insert a set-add, and its row count says how many were new. So a message
+        deleted by thousands costs each deleter two statements, not a read of all the others.
+        """
+        check_keys(conversation_id, user_id)
+        purged = {seq for seq, row in self._state(conversation_id, seqs).items() if row.purged}
+        deleters = {seq: user_id for seq in seqs if seq not in purged}
+        return self._add_marks(self.schema.deletions, conversation_id, deleters)
+
     def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
         """Read the slots in one statement, then write each kind of change in one more."""
         check_keys(conversation_id)

@@ -75,13 +75,14 @@ class RowSchema(Schema):
 
 @dataclass(frozen=True)
 class BucketSchema(Schema):
-    """sql-bucket: one row per bucket, its slots in one JSON array."""
+    """sql-bucket: one row per bucket, its slots in one JSON array, plus spilled deleters."""
 
     docs: Table
+    spill: Table  # deleters beyond a bucket's inline budget, one row each
 
     def data_tables(self) -> tuple[Table, ...]:
-        """The buckets."""
-        return (self.docs,)
+        """The buckets and the spilled deleters."""
+        return (self.docs, self.spill)
 
 
 def row_schema(prefix: str = "imb_row") -> RowSchema:
@@ -128,11 +129,20 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
     docs = Table(
         f"{prefix}_docs",
         metadata,
-        Column("doc_id", String(KEY_LENGTH + 21), primary_key=True),
+        _doc_id(primary_key=True),
         Column("msgs", _json(), nullable=False),
         **_TABLE_OPTIONS,
     )
-    return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs)
+    spill = Table(
+        f"{prefix}_spill",
+        metadata,
+        _doc_id(),
+        Column("slot", Integer, nullable=False),
+        _key("user_id"),
+        PrimaryKeyConstraint("doc_id", "slot", "user_id"),
+        **_TABLE_OPTIONS,
+    )
+    return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs, spill)
 
 
 def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
@@ -252,6 +262,11 @@ def _marks(metadata: MetaData, prefix: str, name: str) -> Table:
         PrimaryKeyConstraint("conversation_id", "seq", "user_id"),
         **_TABLE_OPTIONS,
     )
+
+
+def _doc_id(**options: Any) -> Column[str]:
+    # A conversation id, a colon and a bucket index of up to 20 digits.
+    return Column("doc_id", String(KEY_LENGTH + 21), nullable=False, **options)
 
 
 def _key(name: str, **options: Any) -> Column[str]:

@@ -1,0 +1,86 @@
+"""Upper bounds of what a message, a revoke or an id costs once stored in a bucket.
+
+Each bound holds in every encoding imbucket writes: compact JSON (SQLite, MariaDB, memory),
+PostgreSQL's jsonb text (a space after every ``:`` and ``,``) and BSON (MongoDB).
+docs/buckets.md derives the constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+# A key/value pair of a document beyond the key and the value themselves: JSON's quotes,
+# colon, comma and spaces (at most 8), BSON's type byte, key NUL, length and value NUL (7).
+FIELD_OVERHEAD = 16
+# An int64 value: at most 19 digits in JSON (the values are never negative), 8 bytes in BSON.
+INT_BYTES = 20
+# One character of an id or short text: at most 4 bytes of UTF-8, or 2 for the one-byte
+# characters JSON escapes (``"``, ``\\``, tab, CR, LF; other control characters are refused).
+CHAR_BYTES = 4
+# One string in an array beyond its own bytes: JSON's quotes, comma and space (4); BSON's
+# type byte, index key of at most 5 digits, its NUL, the length and the value NUL (12).
+ENTRY_OVERHEAD = 12
+# A document's or an array's own framing: brackets, or BSON's length and terminating NUL.
+DOC_OVERHEAD = 8
+# A boolean or null value: "false" in JSON, one byte in BSON.
+BOOL_BYTES = 5
+
+_ESCAPED = ('"', "\\", "\n", "\r", "\t")
+
+# What ``send`` stamps on a Draft to make it a Message.
+_STAMPED_TEXT = ("server_msg_id",)
+_STAMPED_INTS = ("seq", "send_time", "create_time", "status")
+
+
+def text_bytes(value: str) -> int:
+    """Bytes of value inside a stored string: its UTF-8 plus one per escaped character."""
+    return len(value.encode()) + sum(value.count(char) for char in _ESCAPED)
+
+
+def id_bytes(max_id_length: int) -> int:
+    """Bytes of the longest id or short text the limits allow."""
+    return CHAR_BYTES * max_id_length
+
+
+def text_field_bytes(name: str, value_bytes: int) -> int:
+    """A string field of a document."""
+    return len(name) + FIELD_OVERHEAD + value_bytes
+
+
+def int_field_bytes(name: str) -> int:
+    """An int64 field of a document."""
+    return len(name) + FIELD_OVERHEAD + INT_BYTES
+
+
+def message_bytes(item: Any, max_id_length: int) -> int:
+    """Upper bound of a stored message; item is a Message or a Draft (a validated dataclass).
+
+    A Draft lacks the fields ``send`` stamps (seq, server_msg_id, times, status): they are
+    counted at their largest, so a draft that passes gives a message that passes.
+    """
+    values = {f.name: getattr(item, f.name) for f in fields(item) if f.name != "conversation_id"}
+    stamped = {**dict.fromkeys(_STAMPED_TEXT, None), **dict.fromkeys(_STAMPED_INTS, 0)}
+    total = DOC_OVERHEAD
+    for name, value in {**stamped, **values}.items():
+        if isinstance(value, str):
+            total += text_field_bytes(name, text_bytes(value))
+        elif value is None:
+            total += text_field_bytes(name, id_bytes(max_id_length))
+        elif isinstance(value, int):
+            total += int_field_bytes(name)
+        else:  # options: keys of the sender's choosing, each with a boolean
+            entries = sum(text_bytes(key) + FIELD_OVERHEAD + BOOL_BYTES for key in value)
+            total += text_field_bytes(name, DOC_OVERHEAD + entries)
+    return total
+
+
+def revoke_bytes(max_id_length: int) -> int:
+    """Upper bound of a stored revoke: user_id and nickname are ids, role and time ints."""
+    texts = sum(text_field_bytes(name, id_bytes(max_id_length)) for name in ("user_id", "nickname"))
+    return DOC_OVERHEAD + texts + int_field_bytes("role") + int_field_bytes("time")
+
+
+def entry_bytes(max_id_length: int) -> int:
+    """Upper bound of one user id inside a tag array (del_list, read_by)."""
+    return id_bytes(max_id_length) + ENTRY_OVERHEAD
