@@ -102,8 +102,13 @@ class BucketMessageStore(TagWrites):
         for _ in range(MAX_ROUNDS):
             if self.repository.set_revoke(doc_id, index, revoke):
                 return True
-            if doc_id in self.repository.read({doc_id: [index]}):
-                return False  # already revoked, or purged
+            bucket = self.repository.read({doc_id: [index]}).get(doc_id)
+            if bucket is not None:
+                if bucket[index].revoke is not None or bucket[index].purged:
+                    return False
+                # A concurrent writer created the bucket after set_revoke missed it: the
+                # slot is still free, so the conditional write is tried again.
+                continue
             if self.repository.create_bucket(doc_id, {index: Slot(revoke=revoke)}):
                 return True
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
