@@ -47,6 +47,14 @@ class StoreUnavailable(ImbucketError):
     """The storage engine could not be reached or failed mid-operation."""
 
 
+class WriteRefused(ImbucketError):
+    """The store refuses a write as it stands; asking again fails the same way.
+
+    E.g. a value too large for the engine. A ``send`` refused so gives its seqs up
+    (docs/sending.md).
+    """
+
+
 class OutcomeUnknown(StoreUnavailable):
     """The connection was lost during a write that is unsafe to repeat; it may have been applied.
 

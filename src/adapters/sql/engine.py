@@ -38,7 +38,14 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 from tenacity import RetryCallState, Retrying, wait_random_exponential
 
-from domain.errors import ConfigError, InvalidArgument, OutcomeUnknown, StoreUnavailable
+from adapters.sql.sizing import StatementLimits, ask_limits
+from domain.errors import (
+    ConfigError,
+    InvalidArgument,
+    OutcomeUnknown,
+    StoreUnavailable,
+    WriteRefused,
+)
 
 Kind = Literal["sqlite", "postgresql", "mariadb"]
 T = TypeVar("T")
@@ -82,6 +89,9 @@ _WAIT = wait_random_exponential(multiplier=0.002, max=0.25)
 # Deadlocks and lock timeouts are the engine asking us to try again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
 _RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (MariaDB)
+# A statement over MariaDB's max_allowed_packet; the same from SQLite and psycopg by message.
+_TOO_LARGE_MYSQL_CODES = frozenset({1153, 1301})
+_TOO_LARGE_SIGNS = ("too many SQL variables", "string or blob too big", "number of parameters")
 _MARIADB_SESSION = (
     "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
     "SESSION tx_isolation = 'READ-COMMITTED'"
@@ -108,6 +118,7 @@ class Database:
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
+        self._limits: StatementLimits | None = None
 
     @property
     def server(self) -> str:
@@ -182,6 +193,12 @@ class Database:
                     yield connection
                 finally:
                     connection.exec_driver_sql(f"SELECT RELEASE_LOCK({name})")
+
+    def limits(self) -> StatementLimits:
+        """What one statement may carry on this server: asked once, then kept."""
+        if self._limits is None:
+            self._limits = self.run(lambda connection: ask_limits(self.kind, connection))
+        return self._limits
 
     def describe(self) -> str:
         """The engine and its version, e.g. "PostgreSQL 15.20"."""
@@ -305,6 +322,8 @@ def translate(error: SQLAlchemyError) -> Exception:
     """The domain error for a driver error: bad values are InvalidArgument, the rest unavailable."""
     if isinstance(error, DataError):
         return InvalidArgument(f"the database refused a value: {_reason(error)}")
+    if _too_large(error):
+        return WriteRefused(f"the statement is too large for the database: {_reason(error)}")
     return StoreUnavailable(f"database error: {_reason(error)}")
 
 
@@ -399,6 +418,14 @@ def _contention(error: DBAPIError) -> bool:
     if code in _RETRY_MYSQL_CODES:
         return True
     return "database is locked" in str(original)
+
+
+def _too_large(error: SQLAlchemyError) -> bool:
+    """A statement over the engine's size limits: sending it again fails the same way."""
+    original = getattr(error, "orig", None)
+    code = original.args[0] if original is not None and original.args else None
+    text = str(original if original is not None else error)
+    return code in _TOO_LARGE_MYSQL_CODES or any(sign in text for sign in _TOO_LARGE_SIGNS)
 
 
 def _reason(error: SQLAlchemyError) -> str:

@@ -35,6 +35,7 @@ from adapters.codec import MESSAGE_FIELDS, message_from_doc, message_to_doc
 from adapters.slot_rules import MAX_ROUNDS, Decision, TagWrites, classify, insert_result
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
+from adapters.sql.sizing import batches, row_bytes
 from adapters.sql.stats import footprint
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
@@ -49,8 +50,6 @@ from domain.model import (
     StoreStats,
 )
 
-# Bytes of message text per INSERT statement, well below MariaDB's default max_allowed_packet.
-_MAX_STATEMENT_BYTES = 4 * 1024 * 1024
 _MESSAGE = 0
 _DELETION = 1
 _READER = 2
@@ -77,8 +76,8 @@ class SqlRowStore(TagWrites):
         pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq)}
         outcome: dict[int, str] = {}
         for _ in range(MAX_ROUNDS):
-            for chunk in _chunks(list(pending.values())):
-                for seq in self._insert_new(conversation_id, chunk):
+            for chunk in self._statements(conversation_id, list(pending.values())):
+                for seq in self._insert_new(chunk):
                     outcome[seq] = "inserted"
                     del pending[seq]
             if pending:
@@ -217,14 +216,18 @@ class SqlRowStore(TagWrites):
             self.db.execute(delete(marks).where(_at(marks, conversation_id, seqs)))
         return purged
 
-    def _insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
-        """INSERT rows for seqs that have none yet; returns the seqs this call inserted."""
+    def _statements(
+        self, conversation_id: str, messages: Sequence[Message]
+    ) -> Iterator[Sequence[dict[str, Any]]]:
+        """The rows of messages in INSERTs that fit the server's limits (docs/sql.md)."""
+        rows = [_message_row(conversation_id, m) for m in messages]
+        sizes = [row_bytes(row) for row in rows]
+        return batches(rows, sizes, len(_MESSAGE_COLUMNS) + 2, self.db.limits())
+
+    def _insert_new(self, rows: Sequence[dict[str, Any]]) -> set[int]:
+        """INSERT message rows for seqs that have none yet; returns the seqs inserted."""
         table = self._messages
-        statement = (
-            self.db.insert_ignore(table)
-            .values([_message_row(conversation_id, m) for m in messages])
-            .returning(table.c.seq)
-        )
+        statement = self.db.insert_ignore(table).values(list(rows)).returning(table.c.seq)
         return {row.seq for row in self.db.execute(statement).rows}
 
     def _settle(
@@ -345,16 +348,3 @@ def _slots(conversation_id: str, rows: Sequence[Row[Any]]) -> dict[int, Slot]:
         if not slot.is_empty:
             slots[seq] = slot
     return slots
-
-
-def _chunks(messages: Sequence[Message]) -> Iterator[Sequence[Message]]:
-    """Split a batch so that no INSERT statement carries more than a few MiB of text."""
-    start, size = 0, 0
-    for end, message in enumerate(messages):
-        weight = len(message.content) + len(message.ex) + 512
-        if size and size + weight > _MAX_STATEMENT_BYTES:
-            yield messages[start:end]
-            start, size = end, 0
-        size += weight
-    if start < len(messages):
-        yield messages[start:]

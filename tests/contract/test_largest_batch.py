@@ -1,0 +1,57 @@
+"""The largest send the limits allow stores on every backend row.
+
+1,000 drafts (``limits.max_seqs_per_call``), each with content at ``max_content_bytes`` and
+every id and short text at ``max_id_length``, all in 4-byte characters, topped up with ``ex``
+to ``max_message_bytes``: about 71 MB in one call. Before statements were sized by their
+encoded bytes, sql-row on MariaDB sent it as one ~70 MB INSERT, over ``max_allowed_packet``,
+and the batch could never be stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app import MessageService
+from domain.model import DEFAULT_LIMITS, Draft, SessionType
+from domain.projection import MessageView
+from domain.sizes import message_bytes
+
+pytestmark = pytest.mark.slow
+
+WIDE = "\U0001f600"  # 4 bytes of UTF-8
+LIMITS = DEFAULT_LIMITS
+LONGEST_ID = WIDE * LIMITS.max_id_length
+CONVERSATION = "sg_" + WIDE * (LIMITS.max_id_length - 3)
+
+
+def largest_draft(n: int) -> Draft:
+    """A draft at every limit; client_msg_id is unique per n and as long as an id may be."""
+    number = f"{n:04d}"
+    draft = Draft(
+        send_id=LONGEST_ID,
+        content=WIDE * (LIMITS.max_content_bytes // 4),
+        client_msg_id=number + WIDE * (LIMITS.max_id_length - len(number)),
+        session_type=SessionType.GROUP,
+        recv_id=LONGEST_ID,
+        group_id=LONGEST_ID,
+        sender_nickname=LONGEST_ID,
+    )
+    room = LIMITS.max_message_bytes - message_bytes(draft, LIMITS.max_id_length)
+    return replace(draft, ex=WIDE * (room // 4))
+
+
+def test_the_largest_batch_the_limits_allow_is_stored(service: MessageService) -> None:
+    drafts = [largest_draft(n) for n in range(LIMITS.max_seqs_per_call)]
+    assert message_bytes(drafts[0], LIMITS.max_id_length) > LIMITS.max_message_bytes - 4
+    sent = service.send(CONVERSATION, drafts)
+    assert [m.seq for m in sent] == list(range(1, len(drafts) + 1))
+    seqs = [m.seq for m in sent]
+    views = service.pull(CONVERSATION, "bob", seqs)
+    stored = [
+        (v.message.client_msg_id, v.message.content, v.message.ex)
+        for v in views
+        if isinstance(v, MessageView)
+    ]
+    assert stored == [(d.client_msg_id, d.content, d.ex) for d in drafts]
