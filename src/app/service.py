@@ -8,7 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from domain import policy
-from domain.errors import InvalidArgument, InvalidMessage, SeqNotAllocated, WriteConflict
+from domain.errors import (
+    InvalidArgument,
+    InvalidMessage,
+    SeqNotAllocated,
+    StoreUnavailable,
+    WriteConflict,
+    WriteRefused,
+)
 from domain.layout import BucketLayout
 from domain.model import (
     DEFAULT_LIMITS,
@@ -92,6 +99,11 @@ class MessageService:
 
         Raises WriteConflict, before anything is written where it can tell, when a repeated
         client_msg_id's message has been purged or its seq holds another sender's message.
+
+        When the store refuses the batch for good (WriteRefused, InvalidArgument), the error
+        is raised after the batch's seqs that hold no message are purged: they never stay
+        MISSING, and their client_msg_ids are used up (a retry gets WriteConflict). Other
+        store errors leave the seqs claimed for a retry to fill (docs/sending.md).
         """
         self._conversation(conversation_id)
         checked = self._drafts(drafts)
@@ -111,7 +123,7 @@ class MessageService:
             if draft.client_msg_id not in sent
         ]
         if pending:
-            result = self.store.insert(conversation_id, pending)
+            result = self._insert(conversation_id, pending)
             # A duplicate is this very message (its server_msg_id is new): a write that was
             # applied, then tried again after its connection was lost.
             stored = {*result.inserted, *result.duplicates}
@@ -286,6 +298,26 @@ class MessageService:
         if lost:
             self.store.purge(conversation_id, lost)
         return recorded
+
+    def _insert(self, conversation_id: str, pending: list[Message]) -> InsertResult:
+        """store.insert; a permanent refusal first gives up the batch's empty seqs.
+
+        Once refused, the same messages are refused on every retry, so their seqs could
+        never be filled: they are purged (a final PURGED tombstone, never reused). Seqs
+        already holding a message (part of the batch, or a concurrent sender's) are kept.
+        """
+        try:
+            return self.store.insert(conversation_id, pending)
+        except (WriteRefused, InvalidArgument) as refused:
+            seqs = [message.seq for message in pending]
+            try:
+                slots = self.store.get(conversation_id, seqs)
+                empty = [s for s in seqs if s not in slots or slots[s].message is None]
+                if empty:
+                    self.store.purge(conversation_id, empty)
+            except StoreUnavailable as error:  # the seqs stay claimed: a retry purges them
+                refused.add_note(f"the batch's seqs were not given up: {error}")
+            raise
 
     def _sent(
         self, conversation_id: str, drafts: list[Draft], claimed: dict[str, int]
