@@ -16,7 +16,9 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Engine,
+    Executable,
     Text,
     and_,
     cast,
@@ -28,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import TextClause
 
 from adapters.bucket import BucketMessageStore
 from adapters.codec import (
@@ -40,6 +43,7 @@ from adapters.codec import (
 from adapters.sql.engine import Database, Kind
 from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
+from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
@@ -47,6 +51,8 @@ from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPat
 from ports.bucket_repository import Spilled
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
+# The SQL text one slot adds to a bucket write: its path, value expression and conditions.
+_SLOT_SQL_BYTES = 512
 
 
 class SqlBucketRepository:
@@ -60,29 +66,36 @@ class SqlBucketRepository:
         self._json = _JSON[db.kind]
         self._table = schema.docs.name
         self._spill = schema.spill
+        db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
-        """Fill the named slots iff the bucket exists and all of them are free."""
-        params: dict[str, Any] = {}
-        changes: list[tuple[Path, str]] = []
-        free: list[str] = []
-        for n, (index, message) in enumerate(sorted(messages.items())):
-            params[f"m{n}"] = _dumps(message_to_doc(message))
-            changes.append(((index, "msg"), self._json.value(f"m{n}")))
-            free += [self._json.is_null(index, "msg"), self._json.is_false(index, "purged")]
-        return self._update(doc_id, changes, free, params)
+        """Fill the named slots iff the bucket exists and all of them are free.
+
+        Messages too large for one statement go in several UPDATEs in one transaction, all
+        or nothing (docs/sql.md, "Statement limits").
+        """
+        docs = {index: _dumps(message_to_doc(m)) for index, m in sorted(messages.items())}
+        parts = [self._filling(doc_id, part) for part in self._parts(docs)]
+        if len(parts) == 1:
+            return self.db.execute(parts[0]).rowcount == 1
+        return self._all_or_nothing(parts)
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
-        """Insert the whole bucket; False when doc_id exists (the primary key says so)."""
+        """Insert the whole bucket; False when doc_id exists (the primary key says so).
+
+        A bucket too large for one statement is inserted empty and filled by UPDATEs, in
+        one transaction.
+        """
         check_key(conversation_of(doc_id), "conversation_id")
         msgs = [slot_to_doc(slots.get(index, EMPTY_SLOT)) for index in range(self.layout.size)]
-        # Bound as text in the compact form the JSON functions write, so that a bucket's
-        # stored size does not depend on which write created it.
-        document: ColumnElement[Any] = literal(_dumps(msgs), Text)
-        if self.db.kind == "postgresql":
-            document = cast(document, postgresql.JSONB)
-        insert = self.db.insert_ignore(self.schema.docs).values(doc_id=doc_id, msgs=document)
-        return self.db.execute(insert).rowcount == 1
+        whole = _dumps(msgs)
+        if value_bytes(whole) + STATEMENT_OVERHEAD <= self.db.limits().max_bytes:
+            return self.db.execute(self._new_bucket(doc_id, whole)).rowcount == 1
+        empty = _dumps([slot_to_doc(EMPTY_SLOT)] * self.layout.size)
+        docs = {index: _dumps(slot_to_doc(slot)) for index, slot in sorted(slots.items())}
+        statements = [self._new_bucket(doc_id, empty)]
+        statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
+        return self._all_or_nothing(statements)
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Requested slots of existing buckets, all buckets in one SELECT."""
@@ -217,11 +230,74 @@ class SqlBucketRepository:
         params: dict[str, Any],
     ) -> bool:
         """UPDATE the bucket's msgs where all conditions hold; True if the row was updated."""
+        statement = self._updating(doc_id, changes, conditions, params)
+        return self.db.execute(statement).rowcount == 1
+
+    def _updating(
+        self,
+        doc_id: str,
+        changes: Sequence[tuple[Path, str]],
+        conditions: Sequence[str],
+        params: dict[str, Any],
+    ) -> TextClause:
+        """The UPDATE of the bucket's msgs where all conditions hold."""
         check_key(conversation_of(doc_id), "conversation_id")
         document = self._json.set(changes) if changes else "msgs"
         where = _all(["doc_id = :doc_id", *conditions])
         statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
-        return self.db.execute(statement.bindparams(doc_id=doc_id, **params)).rowcount == 1
+        return statement.bindparams(doc_id=doc_id, **params)
+
+    def _new_bucket(self, doc_id: str, msgs: str) -> Executable:
+        """INSERT of a bucket whose msgs is the JSON text msgs, unless doc_id exists."""
+        # Bound as text in the compact form the JSON functions write, so that a bucket's
+        # stored size does not depend on which write created it.
+        document: ColumnElement[Any] = literal(msgs, Text)
+        if self.db.kind == "postgresql":
+            document = cast(document, postgresql.JSONB)
+        return self.db.insert_ignore(self.schema.docs).values(doc_id=doc_id, msgs=document)
+
+    def _filling(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
+        """UPDATE storing message JSON docs by slot index iff every one of those slots is free."""
+        params: dict[str, Any] = {}
+        changes: list[tuple[Path, str]] = []
+        free: list[str] = []
+        for n, (index, doc) in enumerate(docs.items()):
+            params[f"m{n}"] = doc
+            changes.append(((index, "msg"), self._json.value(f"m{n}")))
+            free += [self._json.is_null(index, "msg"), self._json.is_false(index, "purged")]
+        return self._updating(doc_id, changes, free, params)
+
+    def _replacing(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
+        """UPDATE replacing whole slots by the slot JSON docs (in a bucket just created)."""
+        params = {f"s{n}": doc for n, doc in enumerate(docs.values())}
+        changes: list[tuple[Path, str]] = [
+            ((index,), self._json.value(f"s{n}")) for n, index in enumerate(docs)
+        ]
+        return self._updating(doc_id, changes, [], params)
+
+    def _parts(self, docs: Mapping[int, str]) -> list[dict[int, str]]:
+        """Docs (JSON by slot index) in parts each small enough for one statement."""
+        items = list(docs.items())
+        sizes = [value_bytes(doc) + _SLOT_SQL_BYTES for _, doc in items]
+        return [dict(part) for part in batches(items, sizes, 1, self.db.limits())] or [{}]
+
+    def _all_or_nothing(self, statements: Sequence[Executable]) -> bool:
+        """Run statements in one transaction; unless each changes its one row, none is kept."""
+
+        def work(connection: Connection) -> bool:
+            for statement in statements:
+                if connection.execute(statement).rowcount != 1:
+                    raise _Missed
+            return True
+
+        try:
+            return self.db.run(work, atomic=True)
+        except _Missed:
+            return False
+
+
+class _Missed(Exception):
+    """A statement of an all-or-nothing write changed no row: the transaction is undone."""
 
 
 class SqlBucketStore(BucketMessageStore):

@@ -64,6 +64,7 @@ class SqlRowStore(TagWrites):
         self.layout = layout
         self.schema = schema
         self._messages = schema.messages
+        db.limits()  # asked at open, so that no insert pays the round trip
 
     @property
     def engine(self) -> Engine:
