@@ -30,6 +30,9 @@ CacheBackend = Literal["none", "redis"]
 STORE_BACKENDS: tuple[str, ...] = get_args(StoreBackend)
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
 BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
+# MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
+# messages, must fit it.
+MONGO_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
 class StoreSettings(BaseModel):
@@ -111,6 +114,12 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
         raise ConfigError(f"invalid configuration: {error}") from None
     if settings.store.backend in BUCKET_BACKENDS:
         bucket_bounds(settings).check()
+    store = settings.store
+    if store.backend == "mongo-bucket" and store.max_bucket_bytes > MONGO_MAX_DOCUMENT_BYTES:
+        raise ConfigError(
+            f"store.max_bucket_bytes = {store.max_bucket_bytes} is above MongoDB's document "
+            f"limit of {MONGO_MAX_DOCUMENT_BYTES} bytes"
+        )
     return settings
 
 

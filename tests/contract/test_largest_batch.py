@@ -9,37 +9,17 @@ and the batch could never be stored.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from app import MessageService
-from domain.model import DEFAULT_LIMITS, Draft, SessionType
+from domain.model import DEFAULT_LIMITS as LIMITS
 from domain.projection import MessageView
 from domain.sizes import message_bytes
+from tests.factories import WIDE, largest_draft
 
 pytestmark = pytest.mark.slow
 
-WIDE = "\U0001f600"  # 4 bytes of UTF-8
-LIMITS = DEFAULT_LIMITS
-LONGEST_ID = WIDE * LIMITS.max_id_length
 CONVERSATION = "sg_" + WIDE * (LIMITS.max_id_length - 3)
-
-
-def largest_draft(n: int) -> Draft:
-    """A draft at every limit; client_msg_id is unique per n and as long as an id may be."""
-    number = f"{n:04d}"
-    draft = Draft(
-        send_id=LONGEST_ID,
-        content=WIDE * (LIMITS.max_content_bytes // 4),
-        client_msg_id=number + WIDE * (LIMITS.max_id_length - len(number)),
-        session_type=SessionType.GROUP,
-        recv_id=LONGEST_ID,
-        group_id=LONGEST_ID,
-        sender_nickname=LONGEST_ID,
-    )
-    room = LIMITS.max_message_bytes - message_bytes(draft, LIMITS.max_id_length)
-    return replace(draft, ex=WIDE * (room // 4))
 
 
 def test_the_largest_batch_the_limits_allow_is_stored(service: MessageService) -> None:
