@@ -43,10 +43,7 @@ class ReferenceConversation:
     def check_send(self, drafts: Sequence[Draft]) -> None:
         """Refuse a send as MessageService.send does, before anything is written."""
         sending.check_unique(drafts)
-        for draft in drafts:
-            if draft.client_msg_id in self.sends:
-                seq = self.sends[draft.client_msg_id]
-                sending.answer(draft, seq, self.slots.get(seq))
+        sending.answers(drafts, self.sends, self.slots)
 
     def sent(self, drafts: Sequence[Draft], messages: Sequence[Message]) -> None:
         """Check what MessageService.send returned for drafts, and record it.

@@ -282,18 +282,9 @@ class MessageService:
         self, conversation_id: str, drafts: list[Draft], claimed: dict[str, int]
     ) -> dict[str, Message]:
         """The stored messages answering the drafts whose client_msg_id has a seq: one read."""
-        seqs = {
-            d.client_msg_id: claimed[d.client_msg_id] for d in drafts if d.client_msg_id in claimed
-        }
-        slots = self.store.get(conversation_id, list(seqs.values())) if seqs else {}
-        found: dict[str, Message] = {}
-        for draft in drafts:
-            if draft.client_msg_id in seqs:
-                seq = seqs[draft.client_msg_id]
-                message = sending.answer(draft, seq, slots.get(seq))
-                if message is not None:
-                    found[draft.client_msg_id] = message
-        return found
+        seqs = [claimed[d.client_msg_id] for d in drafts if d.client_msg_id in claimed]
+        slots = self.store.get(conversation_id, seqs) if seqs else {}
+        return sending.answers(drafts, claimed, slots)
 
     def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
         marks = self.seqs.watermarks(conversation_id, viewer_id)

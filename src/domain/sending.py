@@ -77,6 +77,22 @@ def answer(draft: Draft, seq: int, slot: Slot | None) -> Message | None:
     return stored
 
 
+def answers(
+    drafts: Sequence[Draft], claimed: Mapping[str, int], slots: Mapping[int, Slot]
+) -> dict[str, Message]:
+    """By client_msg_id, the stored messages answering the drafts that have a claimed seq.
+
+    slots holds the slots of those seqs (an absent one is empty); see answer.
+    """
+    found: dict[str, Message] = {}
+    for draft in drafts:
+        seq = claimed.get(draft.client_msg_id)
+        message = None if seq is None else answer(draft, seq, slots.get(seq))
+        if message is not None:
+            found[draft.client_msg_id] = message
+    return found
+
+
 def stored(pending: Sequence[Message], result: InsertResult) -> list[Message]:
     """The messages of pending that the insert stored.
 
