@@ -116,6 +116,8 @@ MESSAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Message))[1:]
 STAMPED_FIELDS: tuple[str, ...] = tuple(
     name for name in MESSAGE_FIELDS if name not in {f.name for f in fields(Draft)}
 )
+# The stored fields a Draft carries: all but the stamped ones.
+DRAFT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if name not in STAMPED_FIELDS)
 _TYPES = get_type_hints(Message)
 # Free text, bounded by limits.max_content_bytes; every other str field is an id or a short
 # text, bounded by limits.max_id_length.
@@ -372,12 +374,11 @@ def check_draft(draft: object, limits: Limits = DEFAULT_LIMITS) -> Draft:
 
 # The ids every message needs (non-empty); the other short texts may be empty.
 _IDS = ("send_id", "client_msg_id")
-_DRAFT_FIELDS = tuple(name for name in MESSAGE_FIELDS if name not in STAMPED_FIELDS)
 
 
 def _stored(item: Message | Draft) -> tuple[str, ...]:
     """The stored fields item carries: a Draft lacks the ones send stamps."""
-    return MESSAGE_FIELDS if isinstance(item, Message) else _DRAFT_FIELDS
+    return MESSAGE_FIELDS if isinstance(item, Message) else DRAFT_FIELDS
 
 
 def _check_fields(item: Message | Draft, limits: Limits) -> None:

@@ -8,12 +8,9 @@ which seqs a lost claim leaves behind, and which drafts an insert settled.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import fields
 
 from domain.errors import InvalidMessage, WriteConflict
-from domain.model import Draft, InsertResult, Message, Slot
-
-_DRAFT_FIELDS = tuple(f.name for f in fields(Draft))
+from domain.model import DRAFT_FIELDS, Draft, InsertResult, Message, Slot
 
 
 def check_unique(drafts: Sequence[Draft]) -> None:
@@ -28,7 +25,7 @@ def check_unique(drafts: Sequence[Draft]) -> None:
 
 def stamp(conversation_id: str, draft: Draft, seq: int, server_msg_id: str, now: int) -> Message:
     """The message draft becomes at seq: the draft's fields, a server id and the server time."""
-    given = {name: getattr(draft, name) for name in _DRAFT_FIELDS}
+    given = {name: getattr(draft, name) for name in DRAFT_FIELDS}
     given["options"] = dict(draft.options)
     return Message(
         conversation_id=conversation_id,
