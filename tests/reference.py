@@ -26,7 +26,7 @@ from domain.model import (
     Watermarks,
 )
 from domain.projection import Entry, project
-from domain.tags import Decision, classify, deleting_for, marking_read, purging
+from domain.tags import Decision, classify, deleting_for, marking_read, purging, takes_revoke
 
 
 @dataclass
@@ -80,7 +80,7 @@ class ReferenceConversation:
     def revoke(self, seq: int, actor: Actor, sender_role: Role) -> bool:
         self._allocated([seq])
         slot = self.slots.get(seq, EMPTY_SLOT)
-        if slot.purged or slot.revoke is not None:
+        if not takes_revoke(slot):
             return False
         policy.check_revoke(actor, slot.message, sender_role)
         self.slots[seq] = replace(slot, revoke=Revoke(actor.user_id, actor.role))

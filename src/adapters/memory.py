@@ -12,6 +12,7 @@ from adapters.codec import slot_to_doc
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats, Watermarks
+from domain.tags import takes_revoke
 from ports.bucket_repository import Spilled
 
 _K = TypeVar("_K", bound=Hashable)
@@ -66,7 +67,7 @@ class MemoryBucketRepository:
         """Set revoke on an unrevoked, unpurged slot of an existing bucket."""
         with self._lock:
             bucket = self._buckets.get(doc_id)
-            if bucket is None or bucket[slot].revoke is not None or bucket[slot].purged:
+            if bucket is None or not takes_revoke(bucket[slot]):
                 return False
             bucket[slot] = replace(bucket[slot], revoke=revoke)
             return True

@@ -32,6 +32,7 @@ from domain.model import (
     check_short_text,
 )
 from domain.projection import Entry, project
+from domain.tags import takes_revoke
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
@@ -183,7 +184,7 @@ class MessageService:
         check_short_text(nickname, "nickname", self.limits)
         seq = self._allocated(conversation_id, [seq])[0]
         slot = self.store.get(conversation_id, [seq]).get(seq)
-        if slot is not None and (slot.purged or slot.revoke is not None):
+        if slot is not None and not takes_revoke(slot):
             return False
         policy.check_revoke(actor, None if slot is None else slot.message, sender_role)
         revoke = policy.make_revoke(actor, nickname, self._clock())

@@ -29,6 +29,11 @@ def classify(slot: Slot, message: Message) -> InsertOutcome | None:
     return InsertOutcome.DUPLICATE if slot.message == message else InsertOutcome.CONFLICT
 
 
+def takes_revoke(slot: Slot) -> bool:
+    """Whether a revoke may be written here: once per slot, and never on a purged one."""
+    return slot.revoke is None and not slot.purged
+
+
 def deleting_for(user_id: str) -> Decision:
     """Delete-for-me: a set-add of user_id, skipped on purged slots and repeats."""
 

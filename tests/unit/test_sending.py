@@ -17,10 +17,13 @@ from domain.model import (
     InsertOutcome,
     InsertResult,
     Message,
+    Revoke,
+    Role,
     Slot,
     SlotPatch,
     Watermarks,
 )
+from domain.tags import takes_revoke
 from tests.factories import CONV, draft, message
 
 
@@ -119,3 +122,10 @@ def test_the_budget_rule_of_a_patch() -> None:
     assert budget.conditions({0: SlotPatch(add_deleted_by="c", purge=True)}).holds(bucket)
     full = [Slot(deleted_by=frozenset({"a", "b"})), Slot(deleted_by=frozenset({"c"})), EMPTY_SLOT]
     assert not budget.conditions({2: SlotPatch(add_deleted_by="d")}).holds(full)
+
+
+def test_a_revoke_is_written_once_and_never_on_a_purged_slot() -> None:
+    assert takes_revoke(EMPTY_SLOT)
+    assert takes_revoke(Slot(message=message(1)))
+    assert not takes_revoke(Slot(revoke=Revoke("alice", Role.MEMBER)))
+    assert not takes_revoke(PURGED_SLOT)
