@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from domain.model import DEFAULT_LIMITS, Draft, Limits, Message, SessionType
-from domain.sizes import message_bytes
+from domain.model import DEFAULT_LIMITS, Draft, Limits, Message, SessionType, message_bytes
 
 CONV = "sg_contract"
 

@@ -16,20 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from adapters.slot_rules import (
-    MAX_ROUNDS,
-    Decision,
-    TagWrites,
-    classify,
-    insert_result,
-    purging,
-)
-from domain.budget import BucketBounds, TagBudget
+from domain.budget import TagBudget
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import (
-    DEFAULT_LIMITS,
     EMPTY_SLOT,
+    InsertOutcome,
     InsertResult,
     Message,
     Revoke,
@@ -37,6 +29,7 @@ from domain.model import (
     SlotPatch,
     StoreStats,
 )
+from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for, purging
 from ports.bucket_repository import BucketRepository, Spilled
 
 # The slots of one bucket that an operation touches, by slot index; None: no such bucket.
@@ -52,29 +45,29 @@ class BucketMessageStore(TagWrites):
     def __init__(self, repository: BucketRepository, budget: TagBudget | None = None) -> None:
         self.repository = repository
         self.layout: BucketLayout = repository.layout
-        self.budget = budget or BucketBounds.of(self.layout.size, DEFAULT_LIMITS).budget()
+        self.budget = budget or TagBudget.default(self.layout.size)
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
         """Store messages; see MessageStore.insert."""
-        outcome: dict[int, str] = {}
+        outcome: dict[int, InsertOutcome] = {}
         by_seq = {message.seq: message for message in messages}
         for doc_id, seqs in self.layout.group(conversation_id, by_seq).items():
             pending = {self.layout.slot_index(seq): by_seq[seq] for seq in seqs}
             self._insert_bucket(doc_id, pending, outcome)
-        return insert_result(messages, outcome)
+        return InsertResult.of(messages, outcome)
 
     def _insert_bucket(
-        self, doc_id: str, pending: dict[int, Message], outcome: dict[int, str]
+        self, doc_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
     ) -> None:
         for _ in range(MAX_ROUNDS):
             if self.repository.write_messages(doc_id, pending):
-                outcome.update((m.seq, "inserted") for m in pending.values())
+                outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
                 return
             current = self.repository.read({doc_id: sorted(pending)}).get(doc_id)
             if current is None:
                 fresh = {index: Slot(message=m) for index, m in pending.items()}
                 if self.repository.create_bucket(doc_id, fresh):
-                    outcome.update((m.seq, "inserted") for m in pending.values())
+                    outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
                     return
                 continue  # another writer created the bucket: step back, retry as an update
             for index, slot in current.items():
@@ -188,8 +181,11 @@ class BucketMessageStore(TagWrites):
         )
 
     def _deleting(self, user_id: str) -> Plan:
-        """Delete-for-me: inline while the budget allows, else flag the slot and spill."""
-        budget = self.budget
+        """Delete-for-me by domain.tags.deleting_for: inline while the budget allows.
+
+        Beyond it the slot is flagged and the deleter spills to the side table.
+        """
+        budget, decide = self.budget, deleting_for(user_id)
 
         def plan(slots: Slots, inline: bool) -> tuple[dict[int, SlotPatch], list[int]]:
             patches: dict[int, SlotPatch] = {}
@@ -198,11 +194,12 @@ class BucketMessageStore(TagWrites):
             room = budget.deleters_per_bucket if all(s is None for s in slots.values()) else None
             for index, found in slots.items():
                 slot = EMPTY_SLOT if found is None else found
-                if slot.purged or user_id in slot.deleted_by:
+                patch = decide(slot)
+                if patch is None:
                     continue
                 fits = len(slot.deleted_by) < budget.deleters_per_slot and room != 0
                 if inline and fits and not slot.spilled:
-                    patches[index] = SlotPatch(add_deleted_by=user_id)
+                    patches[index] = patch
                     room = None if room is None else room - 1
                 else:
                     spills.append(index)

@@ -10,26 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.model import Message, Revoke, Role, Slot
-
-MESSAGE_FIELDS = (
-    "seq",
-    "send_id",
-    "recv_id",
-    "group_id",
-    "client_msg_id",
-    "server_msg_id",
-    "session_type",
-    "content_type",
-    "content",
-    "send_time",
-    "create_time",
-    "status",
-    "sender_nickname",
-    "sender_platform_id",
-    "options",
-    "ex",
-)
+from domain.model import MESSAGE_FIELDS, Message, Revoke, Role, Slot
 
 Doc = dict[str, Any]
 

@@ -12,6 +12,7 @@ from adapters.codec import slot_to_doc
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats, Watermarks
+from domain.tags import takes_revoke
 from ports.bucket_repository import Spilled
 
 _K = TypeVar("_K", bound=Hashable)
@@ -66,7 +67,7 @@ class MemoryBucketRepository:
         """Set revoke on an unrevoked, unpurged slot of an existing bucket."""
         with self._lock:
             bucket = self._buckets.get(doc_id)
-            if bucket is None or bucket[slot].revoke is not None or bucket[slot].purged:
+            if bucket is None or not takes_revoke(bucket[slot]):
                 return False
             bucket[slot] = replace(bucket[slot], revoke=revoke)
             return True
@@ -77,7 +78,9 @@ class MemoryBucketRepository:
         """Apply tag changes to an existing bucket, within budget when one is given."""
         with self._lock:
             bucket = self._buckets.get(doc_id)
-            if bucket is None or (budget is not None and not _within(bucket, patches, budget)):
+            if bucket is None or (
+                budget is not None and not budget.conditions(patches).holds(bucket)
+            ):
                 return False
             for index, patch in patches.items():
                 bucket[index] = bucket[index].patched(patch)
@@ -134,18 +137,6 @@ class MemoryBucketRepository:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def _within(bucket: list[Slot], patches: Mapping[int, SlotPatch], budget: TagBudget) -> bool:
-    """Whether patches keep the bucket's inline tags within budget (see BucketRepository)."""
-    deleting = [i for i, p in patches.items() if p.add_deleted_by is not None and not p.purge]
-    reading = [i for i, p in patches.items() if p.add_read_by is not None and not p.purge]
-    if any(len(bucket[i].deleted_by) >= budget.deleters_per_slot for i in deleting):
-        return False
-    if any(len(bucket[i].read_by) >= budget.readers_per_slot for i in reading):
-        return False
-    inline = sum(len(slot.deleted_by) for slot in bucket) if deleting else 0
-    return inline + len(deleting) <= budget.deleters_per_bucket
 
 
 def _json_bytes(doc_id: str, slots: Sequence[Slot]) -> int:

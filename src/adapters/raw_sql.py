@@ -11,6 +11,8 @@ from typing import Any
 
 from sqlalchemy import Engine, TextClause, text
 
+from domain.model import MESSAGE_FIELDS
+
 
 class RawRowLatest:
     """The newest messages of a conversation a viewer may see, in one SELECT."""
@@ -35,11 +37,10 @@ class RawRowLatest:
 def _latest_query(schema: Any) -> TextClause:
     messages, deletions = schema.messages.name, schema.deletions.name
     seqs, users = schema.seqs.name, schema.user_seqs.name
+    columns = ", ".join(f"m.{name}" for name in MESSAGE_FIELDS)
     return text(
         f"""
-        SELECT m.seq, m.send_id, m.recv_id, m.group_id, m.client_msg_id, m.server_msg_id,
-               m.session_type, m.content_type, m.content, m.send_time, m.create_time,
-               m.status, m.sender_nickname, m.sender_platform_id, m.options, m.ex,
+        SELECT {columns},
                m.revoked_by, m.revoke_role, m.revoke_nickname, m.revoke_time, m.is_read,
                m.purged,
                (SELECT COUNT(*) FROM {deletions} d

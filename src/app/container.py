@@ -10,9 +10,9 @@ from dependency_injector import containers, providers
 
 from app import backends
 from app.service import MessageService
-from domain.budget import BucketBounds, TagBudget
+from app.settings import limits_of, tag_budget
+from domain.budget import TagBudget
 from domain.layout import BucketLayout
-from domain.model import Limits
 
 
 def _backend_selector(
@@ -27,32 +27,14 @@ def _backend_selector(
     return providers.Selector(config.store.backend, **choices)
 
 
-def _budget(
-    layout: BucketLayout, limits: Limits, deleters_per_slot: int, max_bucket_bytes: int
-) -> TagBudget:
-    return BucketBounds.of(layout.size, limits, deleters_per_slot, max_bucket_bytes).budget()
-
-
 class Container(containers.DeclarativeContainer):
     """Wires MessageService from a config dict shaped like ``app.settings.Settings``."""
 
     config = providers.Configuration(strict=True)
 
     layout = providers.Singleton(BucketLayout, size=config.store.bucket_size)
-    limits = providers.Singleton(
-        Limits,
-        max_id_length=config.limits.max_id_length,
-        max_content_bytes=config.limits.max_content_bytes,
-        max_seqs_per_call=config.limits.max_seqs_per_call,
-        max_message_bytes=config.limits.max_message_bytes,
-    )
-    budget = providers.Singleton(
-        _budget,
-        layout=layout,
-        limits=limits,
-        deleters_per_slot=config.store.max_deleters_per_slot,
-        max_bucket_bytes=config.store.max_bucket_bytes,
-    )
+    limits = providers.Singleton(limits_of, config)
+    budget = providers.Singleton(tag_budget, config)
 
     backend = _backend_selector(config, layout, budget)
     store = providers.Selector(

@@ -7,13 +7,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from domain import policy
+from domain import policy, sending
 from domain.errors import (
     InvalidArgument,
     InvalidMessage,
     SeqNotAllocated,
     StoreUnavailable,
-    WriteConflict,
     WriteRefused,
 )
 from domain.layout import BucketLayout
@@ -29,6 +28,7 @@ from domain.model import (
     StoreStats,
     Watermarks,
     check_actor,
+    check_batch,
     check_bounded_seq,
     check_draft,
     check_id,
@@ -38,6 +38,7 @@ from domain.model import (
     check_short_text,
 )
 from domain.projection import Entry, project
+from domain.tags import takes_revoke
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
@@ -116,23 +117,18 @@ class MessageService:
             claimed.update(self._claim(conversation_id, fresh))
         # New drafts, and claimed ones whose sender stopped before storing them (or is
         # storing them right now: the insert stores one version and reports the other).
-        stamp = self._clock()
+        now = self._clock()
         pending = [
-            self._message(conversation_id, draft, claimed[draft.client_msg_id], stamp)
-            for draft in checked
-            if draft.client_msg_id not in sent
+            sending.stamp(conversation_id, d, claimed[d.client_msg_id], self._new_id(), now)
+            for d in checked
+            if d.client_msg_id not in sent
         ]
         if pending:
             result = self._insert(conversation_id, pending)
-            # A duplicate is this very message (its server_msg_id is new): a write that was
-            # applied, then tried again after its connection was lost.
-            stored = {*result.inserted, *result.duplicates}
-            sent.update((m.client_msg_id, m) for m in pending if m.seq in stored)
+            sent.update((m.client_msg_id, m) for m in sending.stored(pending, result))
             late = [draft for draft in checked if draft.client_msg_id not in sent]
             sent.update(self._sent(conversation_id, late, claimed))
-        unsettled = [d.client_msg_id for d in checked if d.client_msg_id not in sent]
-        if unsettled:
-            raise WriteConflict(f"could not store client_msg_ids {unsettled[:5]}")
+        sending.check_settled(checked, sent)
         return [sent[draft.client_msg_id] for draft in checked]
 
     def ingest(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
@@ -180,8 +176,7 @@ class MessageService:
         if type(count) is not int or not 1 <= count <= self.limits.max_seqs_per_call:
             raise InvalidArgument(f"count must be an int in 1..{self.limits.max_seqs_per_call}")
         marks = self.seqs.watermarks(conversation_id, viewer_id)
-        first = max(marks.max_seq - count + 1, marks.floor, 1)
-        seqs = list(range(first, marks.max_seq + 1))
+        seqs = marks.latest(count)
         return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
 
     def revoke(
@@ -200,7 +195,7 @@ class MessageService:
         check_short_text(nickname, "nickname", self.limits)
         seq = self._allocated(conversation_id, [seq])[0]
         slot = self.store.get(conversation_id, [seq]).get(seq)
-        if slot is not None and (slot.purged or slot.revoke is not None):
+        if slot is not None and not takes_revoke(slot):
             return False
         policy.check_revoke(actor, None if slot is None else slot.message, sender_role)
         revoke = policy.make_revoke(actor, nickname, self._clock())
@@ -218,14 +213,15 @@ class MessageService:
         """Clear the whole history for user_id (one watermark write). Returns the new floor."""
         self._conversation(conversation_id)
         self._user(user_id, "user_id")
-        floor = self.seqs.max_seq(conversation_id) + 1
+        floor = Watermarks.clearing(self.seqs.max_seq(conversation_id))
         return self.seqs.raise_user_min_seq(conversation_id, user_id, floor)
 
     def clear_for_everyone(self, conversation_id: str, actor: Actor) -> int:
         """Clear the history for every member (owner or app admin). Returns the new floor."""
         self._conversation(conversation_id)
         policy.check_moderator(check_actor(actor, self.limits), "clear for everyone")
-        return self.seqs.raise_min_seq(conversation_id, self.seqs.max_seq(conversation_id) + 1)
+        floor = Watermarks.clearing(self.seqs.max_seq(conversation_id))
+        return self.seqs.raise_min_seq(conversation_id, floor)
 
     def purge(self, conversation_id: str, seqs: Sequence[int], actor: Actor) -> int:
         """Physically delete seqs (owner or app admin); final. Returns how many were purged."""
@@ -278,23 +274,18 @@ class MessageService:
 
     def _drafts(self, drafts: object) -> list[Draft]:
         checked = [check_draft(draft, self.limits) for draft in self._batch(drafts, "drafts")]
-        ids = [draft.client_msg_id for draft in checked]
-        if len(set(ids)) != len(ids):
-            raise InvalidMessage("a batch must not hold the same client_msg_id twice")
+        sending.check_unique(checked)
         return checked
 
     def _claim(self, conversation_id: str, fresh: list[Draft]) -> dict[str, int]:
         """Allocate seqs for drafts never sent and claim them; the recorded seq of each.
 
-        A concurrent retry may claim a client_msg_id first. The seq allocated here for it
-        then belongs to nobody and will never hold a message; it cannot be given back
-        (max_seq only moves up, and tags may already be written there), so it is purged:
-        readers get a final PURGED tombstone instead of a MISSING hole that never fills.
+        A concurrent retry may claim a client_msg_id first: the seq allocated here for it
+        is then purged (sending.lost_seqs says why).
         """
-        first = self.seqs.allocate(conversation_id, len(fresh))
-        ours = {draft.client_msg_id: first + offset for offset, draft in enumerate(fresh)}
+        ours = sending.first_claims(self.seqs.allocate(conversation_id, len(fresh)), fresh)
         recorded = self.seqs.claim_sends(conversation_id, ours)
-        lost = [seq for cid, seq in ours.items() if recorded[cid] != seq]
+        lost = sending.lost_seqs(ours, recorded)
         if lost:
             self.store.purge(conversation_id, lost)
         return recorded
@@ -322,60 +313,17 @@ class MessageService:
     def _sent(
         self, conversation_id: str, drafts: list[Draft], claimed: dict[str, int]
     ) -> dict[str, Message]:
-        """The stored messages of the drafts whose client_msg_id has a seq: one read.
-
-        A claimed seq without a message yet is left out (its sender has not stored it).
-        """
-        seqs = {
-            d.client_msg_id: claimed[d.client_msg_id] for d in drafts if d.client_msg_id in claimed
-        }
-        slots = self.store.get(conversation_id, list(seqs.values())) if seqs else {}
-        found: dict[str, Message] = {}
-        for draft in drafts:
-            seq = seqs.get(draft.client_msg_id)
-            slot = None if seq is None else slots.get(seq)
-            if slot is None or (slot.message is None and not slot.purged):
-                continue
-            if slot.message is None:
-                raise WriteConflict(
-                    f"client_msg_id {draft.client_msg_id!r} was sent as seq {seq}, since purged"
-                )
-            if (slot.message.client_msg_id, slot.message.send_id) != (
-                draft.client_msg_id,
-                draft.send_id,
-            ):
-                raise WriteConflict(
-                    f"seq {seq} of client_msg_id {draft.client_msg_id!r} holds another message"
-                )
-            found[draft.client_msg_id] = slot.message
-        return found
-
-    def _message(self, conversation_id: str, draft: Draft, seq: int, stamp: int) -> Message:
-        return Message(
-            conversation_id=conversation_id,
-            seq=seq,
-            send_id=draft.send_id,
-            client_msg_id=draft.client_msg_id,
-            content=draft.content,
-            recv_id=draft.recv_id,
-            group_id=draft.group_id,
-            server_msg_id=self._new_id(),
-            session_type=draft.session_type,
-            content_type=draft.content_type,
-            send_time=stamp,
-            create_time=stamp,
-            sender_nickname=draft.sender_nickname,
-            sender_platform_id=draft.sender_platform_id,
-            options=dict(draft.options),
-            ex=draft.ex,
-        )
+        """The stored messages answering the drafts whose client_msg_id has a seq: one read."""
+        seqs = [claimed[d.client_msg_id] for d in drafts if d.client_msg_id in claimed]
+        slots = self.store.get(conversation_id, seqs) if seqs else {}
+        return sending.answers(drafts, claimed, slots)
 
     def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
         marks = self.seqs.watermarks(conversation_id, viewer_id)
         return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
 
     def _load(self, conversation_id: str, seqs: list[int], marks: Watermarks) -> dict[int, Slot]:
-        visible = [seq for seq in seqs if marks.floor <= seq <= marks.max_seq]
+        visible = marks.visible(seqs)
         return self.store.get(conversation_id, visible) if visible else {}
 
     def _allocated(self, conversation_id: str, seqs: Sequence[int]) -> list[int]:
@@ -393,8 +341,4 @@ class MessageService:
         return check_id(user_id, what, self.limits)
 
     def _batch(self, items: object, what: str) -> list[object]:
-        if isinstance(items, str | bytes) or not isinstance(items, list | tuple):
-            raise InvalidArgument(f"{what} must be a list")
-        if len(items) > self.limits.max_seqs_per_call:
-            raise InvalidArgument(f"at most {self.limits.max_seqs_per_call} {what} per call")
-        return list(items)
+        return check_batch(items, what, self.limits)

@@ -21,6 +21,7 @@ from domain.budget import (
     DEFAULT_MAX_DELETERS_PER_SLOT,
     MAX_DELETERS_PER_SLOT,
     BucketBounds,
+    TagBudget,
 )
 from domain.errors import ConfigError
 from domain.model import Limits
@@ -113,7 +114,7 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
     except ValidationError as error:
         raise ConfigError(f"invalid configuration: {error}") from None
     if settings.store.backend in BUCKET_BACKENDS:
-        bucket_bounds(settings).check()
+        bucket_bounds(settings.model_dump()).check()
     store = settings.store
     if store.backend == "mongo-bucket" and store.max_bucket_bytes > MONGO_MAX_DOCUMENT_BYTES:
         raise ConfigError(
@@ -123,15 +124,29 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
     return settings
 
 
-def bucket_bounds(settings: Settings) -> BucketBounds:
-    """The worst-case bucket arithmetic of these settings (docs/buckets.md)."""
-    store, limits = settings.store, settings.limits
+def limits_of(config: Mapping[str, Any]) -> Limits:
+    """The input limits of a configuration shaped like Settings (its model_dump())."""
+    return Limits(**config["limits"])
+
+
+def bucket_bounds(config: Mapping[str, Any]) -> BucketBounds:
+    """The worst-case bucket arithmetic of a configuration shaped like Settings.
+
+    The one place the bucket budget is computed: load_settings checks it, the container
+    hands ``bucket_bounds(config).budget()`` to the bucket stores (docs/buckets.md).
+    """
+    store = config["store"]
     return BucketBounds.of(
-        store.bucket_size,
-        Limits(**limits.model_dump()),
-        store.max_deleters_per_slot,
-        store.max_bucket_bytes,
+        store["bucket_size"],
+        limits_of(config),
+        store["max_deleters_per_slot"],
+        store["max_bucket_bytes"],
     )
+
+
+def tag_budget(config: Mapping[str, Any]) -> TagBudget:
+    """The inline limits the bucket stores enforce under a configuration."""
+    return bucket_bounds(config).budget()
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,11 @@ docs/buckets.md walks through the numbers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from domain.errors import ConfigError
-from domain.model import Limits
+from domain.model import DEFAULT_LIMITS, Limits, Slot, SlotPatch
 from domain.sizes import (
     BOOL_BYTES,
     DOC_OVERHEAD,
@@ -42,6 +43,48 @@ class TagBudget:
     deleters_per_slot: int = DEFAULT_MAX_DELETERS_PER_SLOT
     deleters_per_bucket: int = DEFAULT_MAX_DELETERS_PER_SLOT
     readers_per_slot: int = EARLY_READERS_KEPT
+
+    @staticmethod
+    def default(size: int) -> TagBudget:
+        """The budget of buckets of size slots under the default limits and settings."""
+        return BucketBounds.of(size, DEFAULT_LIMITS).budget()
+
+    def conditions(self, patches: Mapping[int, SlotPatch]) -> BudgetConditions:
+        """What a bucket must satisfy for patches to keep its inline tags within budget."""
+        kept = sorted(index for index, patch in patches.items() if not patch.purge)
+        return BudgetConditions(
+            self,
+            deleting=tuple(i for i in kept if patches[i].add_deleted_by is not None),
+            reading=tuple(i for i in kept if patches[i].add_read_by is not None),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetConditions:
+    """The budget rule of one patch (BucketRepository.patch), checked atomically with it.
+
+    Every slot in ``deleting`` must hold fewer than ``budget.deleters_per_slot`` deleters and
+    every slot in ``reading`` fewer than ``budget.readers_per_slot`` early readers; when
+    something is deleting, the bucket's deleters plus ``len(deleting)`` must not exceed
+    ``budget.deleters_per_bucket``. Memory evaluates ``holds``; SQL and MongoDB render the
+    same conditions into the filter of their update.
+    """
+
+    budget: TagBudget
+    deleting: tuple[int, ...]  # slots gaining a deleter, ascending
+    reading: tuple[int, ...]  # slots gaining an early reader, ascending
+
+    def holds(self, bucket: Sequence[Slot]) -> bool:
+        """Whether the bucket's slots (by index) satisfy the conditions."""
+        budget = self.budget
+        if any(len(bucket[i].deleted_by) >= budget.deleters_per_slot for i in self.deleting):
+            return False
+        if any(len(bucket[i].read_by) >= budget.readers_per_slot for i in self.reading):
+            return False
+        if not self.deleting:
+            return True
+        inline = sum(len(slot.deleted_by) for slot in bucket)
+        return inline + len(self.deleting) <= budget.deleters_per_bucket
 
 
 @dataclass(frozen=True, slots=True)

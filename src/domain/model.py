@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import IntEnum
+from collections.abc import Mapping, Sequence, Sized
+from dataclasses import dataclass, field, fields
+from enum import IntEnum, StrEnum
+from typing import get_type_hints
 
 from domain.errors import ContentTooLarge, ConversationMismatch, InvalidArgument, InvalidMessage
 from domain.layout import check_seq
-from domain.sizes import message_bytes
+from domain.sizes import fields_bytes
 
 MAX_INT64 = 2**63 - 1
 # The highest seq a message may be ingested with. The 2**62 seqs above it are headroom:
@@ -33,7 +34,6 @@ class ContentType(IntEnum):
     """The OpenIM content types imbucket itself needs to know."""
 
     TEXT = 101
-    QUOTE = 114
     REVOKE_NOTIFICATION = 2101
 
 
@@ -107,6 +107,25 @@ class Draft:
     sender_platform_id: int = 0
     options: Mapping[str, bool] = field(default_factory=dict)
     ex: str = ""
+
+
+# The fields a store keeps for a message, in declaration order. conversation_id is left
+# out: the bucket or row holding the message implies it.
+MESSAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Message))[1:]
+# What ``send`` stamps on a Draft to make it a Message (seq, server id, times, status).
+STAMPED_FIELDS: tuple[str, ...] = tuple(
+    name for name in MESSAGE_FIELDS if name not in {f.name for f in fields(Draft)}
+)
+# The stored fields a Draft carries: all but the stamped ones.
+DRAFT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if name not in STAMPED_FIELDS)
+_TYPES = get_type_hints(Message)
+# Free text, bounded by limits.max_content_bytes; every other str field is an id or a short
+# text, bounded by limits.max_id_length.
+LONG_TEXT_FIELDS = ("content", "ex")
+SHORT_TEXT_FIELDS: tuple[str, ...] = tuple(
+    name for name in MESSAGE_FIELDS if _TYPES[name] is str and name not in LONG_TEXT_FIELDS
+)
+INT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +212,15 @@ EMPTY_SLOT = Slot()
 PURGED_SLOT = Slot(purged=True)
 
 
+class InsertOutcome(StrEnum):
+    """What an insert did with one message; each value names a field of InsertResult."""
+
+    INSERTED = "inserted"
+    DUPLICATE = "duplicates"  # the very same message was stored there already
+    CONFLICT = "conflicts"  # another message holds the seq
+    PURGED = "purged"  # the seq was physically deleted: final
+
+
 @dataclass(frozen=True, slots=True)
 class InsertResult:
     """Outcome of an insert, seqs in input order per category."""
@@ -201,6 +229,14 @@ class InsertResult:
     duplicates: tuple[int, ...] = ()
     conflicts: tuple[int, ...] = ()
     purged: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], outcome: Mapping[int, InsertOutcome]) -> InsertResult:
+        """The result from each message's outcome by seq, seqs in the messages' order."""
+        seqs: dict[InsertOutcome, list[int]] = {kind: [] for kind in InsertOutcome}
+        for message in messages:
+            seqs[outcome[message.seq]].append(message.seq)
+        return cls(**{kind.value: tuple(found) for kind, found in seqs.items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +262,19 @@ class Watermarks:
         """Seqs below this are cleared for the viewer."""
         return max(self.min_seq, self.user_min_seq)
 
+    def visible(self, seqs: Sequence[int]) -> list[int]:
+        """The seqs of seqs that are allocated and not cleared: the only ones worth reading."""
+        return [seq for seq in seqs if self.floor <= seq <= self.max_seq]
+
+    def latest(self, count: int) -> list[int]:
+        """The newest count allocated seqs the viewer has not cleared, ascending."""
+        return list(range(max(self.max_seq - count + 1, self.floor, 1), self.max_seq + 1))
+
+    @staticmethod
+    def clearing(max_seq: int) -> int:
+        """The floor that clears every seq up to max_seq (history cleared at max_seq)."""
+        return max_seq + 1
+
 
 def check_id(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
     """Return value if it is a usable id: a non-empty printable str within the length limit."""
@@ -239,23 +288,32 @@ def check_id(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> str:
     return value
 
 
-def check_ids(values: object, what: str, limits: Limits = DEFAULT_LIMITS) -> list[str]:
-    """Validate a list of ids."""
-    if isinstance(values, str | bytes) or not isinstance(values, list | tuple):
-        raise InvalidArgument(f"{what} must be a list")
-    return [check_id(value, what, limits) for value in values]
+def check_batch(
+    items: object, what: str, limits: Limits = DEFAULT_LIMITS, *, ranges: bool = False
+) -> list[object]:
+    """Return items as a list, or raise InvalidArgument.
+
+    items must be a list or a tuple (or a range, when ranges) of at most
+    limits.max_seqs_per_call items.
+    """
+    if (
+        isinstance(items, str | bytes)
+        or not isinstance(items, list | tuple | range)
+        or (isinstance(items, range) and not ranges)
+    ):
+        raise InvalidArgument(f"{what} must be a list, got {type(items).__name__}")
+    if _length(items) > limits.max_seqs_per_call:
+        raise InvalidArgument(f"at most {limits.max_seqs_per_call} {what} per call")
+    return list(items)
 
 
 def check_seqs(seqs: object, limits: Limits = DEFAULT_LIMITS) -> list[int]:
     """Validate a list of seqs (each an int in 1..2**63-1), keeping order, dropping repeats."""
-    if isinstance(seqs, str | bytes) or not isinstance(seqs, list | tuple | range):
-        raise InvalidArgument(f"seqs must be a list of ints, got {type(seqs).__name__}")
-    if _length(seqs) > limits.max_seqs_per_call:
-        raise InvalidArgument(f"at most {limits.max_seqs_per_call} seqs per call")
-    return list(dict.fromkeys(check_bounded_seq(seq) for seq in seqs))
+    checked = check_batch(seqs, "seqs", limits, ranges=True)
+    return list(dict.fromkeys(check_bounded_seq(seq) for seq in checked))
 
 
-def _length(items: list[object] | tuple[object, ...] | range) -> int:
+def _length(items: Sized) -> int:
     """len(items); a range too long for a C integer (len raises OverflowError) counts as huge."""
     try:
         return len(items)
@@ -314,18 +372,26 @@ def check_draft(draft: object, limits: Limits = DEFAULT_LIMITS) -> Draft:
     return draft
 
 
+# The ids every message needs (non-empty); the other short texts may be empty.
+_IDS = ("send_id", "client_msg_id")
+
+
+def _stored(item: Message | Draft) -> tuple[str, ...]:
+    """The stored fields item carries: a Draft lacks the ones send stamps."""
+    return MESSAGE_FIELDS if isinstance(item, Message) else DRAFT_FIELDS
+
+
 def _check_fields(item: Message | Draft, limits: Limits) -> None:
+    stored = _stored(item)
     try:
-        check_id(item.send_id, "send_id", limits)
-        check_id(item.client_msg_id, "client_msg_id", limits)
-        for name in ("recv_id", "group_id", "sender_nickname"):
-            check_short_text(getattr(item, name), name, limits)
-        if isinstance(item, Message):
-            check_short_text(item.server_msg_id, "server_msg_id", limits)
-            for name in ("send_time", "create_time", "status"):
+        for name in _IDS:
+            check_id(getattr(item, name), name, limits)
+        for name in SHORT_TEXT_FIELDS:
+            if name in stored and name not in _IDS:
+                check_short_text(getattr(item, name), name, limits)
+        for name in INT_FIELDS:
+            if name in stored:
                 _check_int(getattr(item, name), name)
-        for name in ("session_type", "content_type", "sender_platform_id"):
-            _check_int(getattr(item, name), name)
         if item.session_type not in SessionType._value2member_map_:
             raise InvalidMessage(f"unknown session_type {item.session_type}")
         _check_content(item.content, limits)
@@ -346,6 +412,19 @@ def _check_content(content: object, limits: Limits) -> None:
     size = len(content.encode())
     if size > limits.max_content_bytes:
         raise ContentTooLarge(f"content is {size} bytes, the limit is {limits.max_content_bytes}")
+
+
+def message_bytes(item: Message | Draft, max_id_length: int) -> int:
+    """Upper bound of item once stored, in every encoding (domain.sizes).
+
+    A Draft's stamped fields count at their largest (None: the longest id; every int counts
+    at its largest), so that a draft that passes gives a message that passes.
+    """
+    values: dict[str, object] = {
+        name: None if _TYPES[name] is str else 0 for name in STAMPED_FIELDS
+    }
+    values.update((name, getattr(item, name)) for name in _stored(item))
+    return fields_bytes(values, max_id_length)
 
 
 def _check_size(item: Message | Draft, limits: Limits) -> None:

@@ -7,8 +7,7 @@ docs/buckets.md derives the constants.
 
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Any
+from collections.abc import Mapping
 
 # A key/value pair of a document beyond the key and the value themselves: JSON's quotes,
 # colon, comma and spaces (at most 8), BSON's type byte, key NUL, length and value NUL (7).
@@ -27,10 +26,6 @@ DOC_OVERHEAD = 8
 BOOL_BYTES = 5
 
 _ESCAPED = ('"', "\\", "\n", "\r", "\t")
-
-# What ``send`` stamps on a Draft to make it a Message.
-_STAMPED_TEXT = ("server_msg_id",)
-_STAMPED_INTS = ("seq", "send_time", "create_time", "status")
 
 
 def text_bytes(value: str) -> int:
@@ -53,16 +48,14 @@ def int_field_bytes(name: str) -> int:
     return len(name) + FIELD_OVERHEAD + INT_BYTES
 
 
-def message_bytes(item: Any, max_id_length: int) -> int:
-    """Upper bound of a stored message; item is a Message or a Draft (a validated dataclass).
+def fields_bytes(values: Mapping[str, object], max_id_length: int) -> int:
+    """Upper bound of a stored message given its validated stored fields by name.
 
-    A Draft lacks the fields ``send`` stamps (seq, server_msg_id, times, status): they are
-    counted at their largest, so a draft that passes gives a message that passes.
+    A value of None stands for a text not known yet (a field ``send`` will stamp): it
+    counts as the longest id. Every int counts at its largest.
     """
-    values = {f.name: getattr(item, f.name) for f in fields(item) if f.name != "conversation_id"}
-    stamped = {**dict.fromkeys(_STAMPED_TEXT, None), **dict.fromkeys(_STAMPED_INTS, 0)}
     total = DOC_OVERHEAD
-    for name, value in {**stamped, **values}.items():
+    for name, value in values.items():
         if isinstance(value, str):
             total += text_field_bytes(name, text_bytes(value))
         elif value is None:
@@ -70,6 +63,7 @@ def message_bytes(item: Any, max_id_length: int) -> int:
         elif isinstance(value, int):
             total += int_field_bytes(name)
         else:  # options: keys of the sender's choosing, each with a boolean
+            assert isinstance(value, Mapping)
             entries = sum(text_bytes(key) + FIELD_OVERHEAD + BOOL_BYTES for key in value)
             total += text_field_bytes(name, DOC_OVERHEAD + entries)
     return total

@@ -6,31 +6,32 @@ way (a bucket patch, a row upsert), so bucket and row stores on every engine dec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 
 from domain.budget import EARLY_READERS_KEPT
-from domain.model import InsertResult, Message, Slot, SlotPatch
+from domain.model import InsertOutcome, Message, Slot, SlotPatch
 from domain.policy import may_mark_read
 
 Decision = Callable[[Slot], SlotPatch | None]
 
-OUTCOMES = ("inserted", "duplicates", "conflicts", "purged")
+# Each retry means another writer changed a slot between two of a store's round trips; a
+# slot can change only a few times, so this bound is never reached honestly.
+MAX_ROUNDS = 1000
 
 
-def classify(slot: Slot, message: Message) -> str | None:
-    """Why message cannot go into slot ("purged", "duplicates", "conflicts"), or None if free."""
+def classify(slot: Slot, message: Message) -> InsertOutcome | None:
+    """Why message cannot go into slot (purged, duplicate, conflict), or None if it is free."""
     if slot.purged:
-        return "purged"
+        return InsertOutcome.PURGED
     if slot.message is None:
         return None
-    return "duplicates" if slot.message == message else "conflicts"
+    return InsertOutcome.DUPLICATE if slot.message == message else InsertOutcome.CONFLICT
 
 
-def insert_result(messages: Sequence[Message], outcome: Mapping[int, str]) -> InsertResult:
-    """InsertResult from each seq's outcome (one of OUTCOMES), seqs in input order."""
-    return InsertResult(
-        *(tuple(m.seq for m in messages if outcome[m.seq] == kind) for kind in OUTCOMES)
-    )
+def takes_revoke(slot: Slot) -> bool:
+    """Whether a revoke may be written here: once per slot, and never on a purged one."""
+    return slot.revoke is None and not slot.purged
 
 
 def deleting_for(user_id: str) -> Decision:
@@ -68,3 +69,26 @@ def marking_read(reader_id: str) -> Decision:
 def purging(slot: Slot) -> SlotPatch | None:
     """Physical delete: once per slot."""
     return None if slot.purged else SlotPatch(purge=True)
+
+
+class TagWrites(ABC):
+    """delete_for, mark_read and purge of a MessageStore, through the store's one _patch.
+
+    Each operation applies its rule above, so every layout decides alike.
+    """
+
+    @abstractmethod
+    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+        """Read the slots of seqs once, write what decide returns; how many seqs changed."""
+
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Set-add user_id to deleted_by; see MessageStore.delete_for."""
+        return self._patch(conversation_id, seqs, deleting_for(user_id))
+
+    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+        """Mark read for reader_id; see MessageStore.mark_read."""
+        return self._patch(conversation_id, seqs, marking_read(reader_id))
+
+    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+        """Physically delete; see MessageStore.purge."""
+        return self._patch(conversation_id, seqs, purging)

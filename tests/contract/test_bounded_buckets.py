@@ -11,9 +11,8 @@ import pytest
 from app import MessageService
 from domain.budget import DEFAULT_MAX_BUCKET_BYTES, DEFAULT_MAX_DELETERS_PER_SLOT, BucketBounds
 from domain.errors import ContentTooLarge
-from domain.model import Actor, Limits, Message, Role, SessionType
+from domain.model import Actor, Limits, Message, Role, SessionType, message_bytes
 from domain.projection import MessageView, Tombstone, TombstoneReason, project
-from domain.sizes import message_bytes
 from ports.bucket_repository import BucketRepository
 from tests.concurrency import run_together
 from tests.contract.conftest import BUCKETS, backends

@@ -13,8 +13,8 @@ import pytest
 
 from app import MessageService
 from domain.model import DEFAULT_LIMITS as LIMITS
+from domain.model import message_bytes
 from domain.projection import MessageView
-from domain.sizes import message_bytes
 from tests.factories import WIDE, largest_draft
 
 pytestmark = pytest.mark.slow

@@ -188,6 +188,12 @@ class ConversationMachine(RuleBasedStateMachine):
             lambda: self.model.clear_for_everyone(actor),
         )
 
+    @rule(user=st.sampled_from(USERS), count=st.integers(1, 5))
+    def pull_latest(self, user: str, count: int) -> None:
+        expected = normalized(self.model.latest(user, count))
+        actual = normalized(self.service.pull_latest(self.conversation, user, count))
+        assert actual == expected, f"{user}'s latest {count} differ"
+
     @invariant()
     def every_view_matches(self) -> None:
         seqs = list(range(1, self.model.max_seq + 2))

@@ -16,8 +16,8 @@ from app import open_service
 from app.settings import load_settings
 from domain.budget import BucketBounds, TagBudget
 from domain.errors import ConfigError
-from domain.model import DEFAULT_LIMITS, Limits, Message, Revoke, Role, SessionType
-from domain.sizes import entry_bytes, message_bytes, revoke_bytes, text_bytes
+from domain.model import DEFAULT_LIMITS, Limits, Message, Revoke, Role, SessionType, message_bytes
+from domain.sizes import entry_bytes, revoke_bytes, text_bytes
 from tests.factories import CONV, draft
 
 L = 12

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
-from domain.budget import TagBudget
+from domain.budget import BudgetConditions, TagBudget
 from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch
 
 Doc = dict[str, Any]
@@ -164,19 +164,19 @@ def patch_bucket(
             sets.update(tag_sets)
             adds.update(tag_adds)
     condition: Doc = {"doc_id": doc_id}
-    within = [] if budget is None else _within(patches, budget)
+    within = [] if budget is None else _within(budget.conditions(patches))
     if within:
         condition["$expr"] = {"$and": within}
     return Update(condition, _operators(sets, adds))
 
 
-def _within(patches: Mapping[int, SlotPatch], budget: TagBudget) -> list[Doc]:
-    """The conditions of patch_bucket's budget, in slot order."""
-    kept = sorted(index for index, patch in patches.items() if not patch.purge)
-    deleting = [index for index in kept if patches[index].add_deleted_by is not None]
-    reading = [index for index in kept if patches[index].add_read_by is not None]
+def _within(within: BudgetConditions) -> list[Doc]:
+    """The budget conditions as ``$expr`` terms, in slot order."""
+    budget, deleting = within.budget, within.deleting
     conditions = [{"$lt": [_entries(i, "del_list"), budget.deleters_per_slot]} for i in deleting]
-    conditions += [{"$lt": [_entries(i, "read_by"), budget.readers_per_slot]} for i in reading]
+    conditions += [
+        {"$lt": [_entries(i, "read_by"), budget.readers_per_slot]} for i in within.reading
+    ]
     if deleting:
         every_slot = {
             "$map": {

@@ -15,16 +15,19 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
 from adapters.mongo.replies import duplicate_positions, row_slots, store_stats
-from adapters.slot_rules import (
-    MAX_ROUNDS,
-    Decision,
-    TagWrites,
-    classify,
-    insert_result,
-)
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
-from domain.model import EMPTY_SLOT, InsertResult, Message, Revoke, Slot, SlotPatch, StoreStats
+from domain.model import (
+    EMPTY_SLOT,
+    InsertOutcome,
+    InsertResult,
+    Message,
+    Revoke,
+    Slot,
+    SlotPatch,
+    StoreStats,
+)
+from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify
 
 
 class MongoRowMessageStore(TagWrites):
@@ -51,12 +54,12 @@ class MongoRowMessageStore(TagWrites):
             except BulkWriteError as error:
                 taken = duplicate_positions(error.details)
         pending = {messages[i].seq: messages[i] for i in taken}
-        outcome = {m.seq: "inserted" for m in messages if m.seq not in pending}
+        outcome = {m.seq: InsertOutcome.INSERTED for m in messages if m.seq not in pending}
         self._settle(conversation_id, pending, outcome)
-        return insert_result(messages, outcome)
+        return InsertResult.of(messages, outcome)
 
     def _settle(
-        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, str]
+        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
     ) -> None:
         """Classify occupied rows; fill rows holding only tags (rare: one call each)."""
         for _ in range(MAX_ROUNDS):
@@ -69,7 +72,7 @@ class MongoRowMessageStore(TagWrites):
                     del pending[seq]
             for seq, message in list(pending.items()):
                 if self._upsert(commands.fill_row(conversation_id, message), "store a message"):
-                    outcome[seq] = "inserted"
+                    outcome[seq] = InsertOutcome.INSERTED
                     del pending[seq]
         raise StoreUnavailable(f"insert into {conversation_id} did not settle under contention")
 

@@ -45,7 +45,7 @@ from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
-from domain.budget import TagBudget
+from domain.budget import BudgetConditions, TagBudget
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats
 from ports.bucket_repository import Spilled
@@ -155,7 +155,7 @@ class SqlBucketRepository:
                 )
             if patch.mark_spilled:
                 changes.append(((index, "spilled"), self._json.flag_unless(purged)))
-        conditions = [] if budget is None else self._within(patches, budget, params)
+        conditions = [] if budget is None else self._within(budget.conditions(patches), params)
         return self._update(doc_id, changes, conditions, params)
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
@@ -195,21 +195,19 @@ class SqlBucketRepository:
         """Dispose of the engine's connections."""
         self.db.close()
 
-    def _within(
-        self, patches: Mapping[int, SlotPatch], budget: TagBudget, params: dict[str, Any]
-    ) -> list[str]:
-        """WHERE conditions keeping the bucket's inline tags within budget."""
+    def _within(self, within: BudgetConditions, params: dict[str, Any]) -> list[str]:
+        """The budget conditions as SQL for the UPDATE's WHERE clause."""
         conditions: list[str] = []
-        deleting = [i for i, p in patches.items() if p.add_deleted_by is not None and not p.purge]
-        reading = [i for i, p in patches.items() if p.add_read_by is not None and not p.purge]
-        for index in deleting:
+        budget = within.budget
+        for index in within.deleting:
             conditions.append(f"{self._json.length(index, 'del_list')} < :per_slot")
             params["per_slot"] = budget.deleters_per_slot
-        for index in reading:
+        for index in within.reading:
             conditions.append(f"{self._json.length(index, 'read_by')} < :readers")
             params["readers"] = budget.readers_per_slot
-        if deleting:
-            conditions.append(f"{self._json.deleters_sql} + {len(deleting)} <= :per_bucket")
+        if within.deleting:
+            added = len(within.deleting)
+            conditions.append(f"{self._json.deleters_sql} + {added} <= :per_bucket")
             params["per_bucket"] = budget.deleters_per_bucket
         return conditions
 

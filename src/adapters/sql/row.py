@@ -31,8 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, Row
 
-from adapters.codec import MESSAGE_FIELDS, message_from_doc, message_to_doc
-from adapters.slot_rules import MAX_ROUNDS, Decision, TagWrites, classify, insert_result
+from adapters.codec import message_from_doc, message_to_doc
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
 from adapters.sql.sizing import batches, row_bytes
@@ -41,7 +40,9 @@ from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import (
     EMPTY_SLOT,
+    MESSAGE_FIELDS,
     PURGED_SLOT,
+    InsertOutcome,
     InsertResult,
     Message,
     Revoke,
@@ -49,6 +50,7 @@ from domain.model import (
     Slot,
     StoreStats,
 )
+from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
 
 _MESSAGE = 0
 _DELETION = 1
@@ -75,11 +77,11 @@ class SqlRowStore(TagWrites):
         """Store messages; see MessageStore.insert."""
         check_keys(conversation_id)
         pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq)}
-        outcome: dict[int, str] = {}
+        outcome: dict[int, InsertOutcome] = {}
         for _ in range(MAX_ROUNDS):
             for chunk in self._statements(conversation_id, list(pending.values())):
                 for seq in self._insert_new(chunk):
-                    outcome[seq] = "inserted"
+                    outcome[seq] = InsertOutcome.INSERTED
                     del pending[seq]
             if pending:
                 self._settle(conversation_id, pending, outcome)
@@ -87,7 +89,7 @@ class SqlRowStore(TagWrites):
                 break
         else:
             raise StoreUnavailable(f"insert into {conversation_id} did not settle")
-        return insert_result(messages, outcome)
+        return InsertResult.of(messages, outcome)
 
     def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
         """Read slots holding anything, in one statement; see MessageStore.get."""
@@ -158,13 +160,18 @@ class SqlRowStore(TagWrites):
     def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
         """Set-add user_id to the deletions of seqs that are not purged; see MessageStore.
 
-        Reads only the message rows, not every deleter: the primary key of the deletions
-        makes the insert a set-add, and its row count says how many were new. So a message
-        deleted by thousands costs each deleter two statements, not a read of all the others.
+        Reads only the message rows, not every deleter: the rule sees slots without their
+        deleters, the primary key of the deletions makes the insert a set-add, and its row
+        count says how many were new. So a message deleted by thousands costs each deleter
+        two statements, not a read of all the others.
         """
         check_keys(conversation_id, user_id)
-        purged = {seq for seq, row in self._state(conversation_id, seqs).items() if row.purged}
-        deleters = {seq: user_id for seq in seqs if seq not in purged}
+        decide = deleting_for(user_id)
+        rows = self._state(conversation_id, seqs)
+        patches = {seq: decide(_row_slot(conversation_id, rows.get(seq))) for seq in seqs}
+        deleters = {
+            seq: patch.add_deleted_by for seq, patch in patches.items() if patch is not None
+        }
         return self._add_marks(self.schema.deletions, conversation_id, deleters)
 
     def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
@@ -232,7 +239,7 @@ class SqlRowStore(TagWrites):
         return {row.seq for row in self.db.execute(statement).rows}
 
     def _settle(
-        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, str]
+        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
     ) -> None:
         """Classify pending seqs whose row exists; fill tag-only rows with their message."""
         for seq, row in self._state(conversation_id, list(pending)).items():
@@ -240,7 +247,7 @@ class SqlRowStore(TagWrites):
             if kind is None:  # a tag-only row: its message goes in unless another writer won
                 if not self._fill(conversation_id, pending[seq]):
                     continue
-                kind = "inserted"
+                kind = InsertOutcome.INSERTED
             outcome[seq] = kind
             del pending[seq]
 
@@ -312,6 +319,11 @@ def _message(conversation_id: str, row: Row[Any]) -> Message | None:
     doc = {name: getattr(row, name) for name in MESSAGE_FIELDS}
     doc["options"] = json.loads(doc["options"]) if doc["options"] else {}
     return message_from_doc(conversation_id, doc)
+
+
+def _row_slot(conversation_id: str, row: Row[Any] | None) -> Slot:
+    """The slot of a message row alone, empty when there is no row."""
+    return EMPTY_SLOT if row is None else _slot(conversation_id, row)
 
 
 def _slot(conversation_id: str, row: Row[Any]) -> Slot:

@@ -33,6 +33,7 @@ from sqlalchemy.types import TypeEngine
 from adapters.sql.engine import Database, translate
 from domain.errors import InvalidArgument, LayoutMismatch
 from domain.layout import BucketLayout
+from domain.model import INT_FIELDS, MESSAGE_FIELDS, SHORT_TEXT_FIELDS
 
 LAYOUT_VERSION = 1
 KEY_LENGTH = 255  # conversation and user ids that are part of a primary key
@@ -100,11 +101,10 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
         _key("conversation_id"),
         Column("seq", BigInteger, nullable=False),
         # The message columns (OpenIM's MsgData); send_id is NULL while no message is stored.
-        *(Column(name, String(TEXT_LENGTH)) for name in _SHORT_TEXT),
-        *(Column(name, BigInteger) for name in _INTEGERS),
-        Column("content", _long_text()),
-        Column("options", _long_text()),
-        Column("ex", _long_text()),
+        *(Column(name, String(TEXT_LENGTH)) for name in SHORT_TEXT_FIELDS),
+        *(Column(name, BigInteger) for name in INT_FIELDS if name != "seq"),
+        # Free text, and the options as JSON text.
+        *(Column(name, _long_text()) for name in MESSAGE_FIELDS if name in _LONG),
         *revoke,
         _flag("is_read"),
         _flag("purged"),
@@ -193,22 +193,8 @@ def check_keys(conversation_id: str, user_id: str | None = None) -> None:
         check_key(user_id, "user_id")
 
 
-_SHORT_TEXT = (
-    "send_id",
-    "recv_id",
-    "group_id",
-    "client_msg_id",
-    "server_msg_id",
-    "sender_nickname",
-)
-_INTEGERS = (
-    "session_type",
-    "content_type",
-    "send_time",
-    "create_time",
-    "status",
-    "sender_platform_id",
-)
+# The message columns of neither kind above: the free texts and the options.
+_LONG = frozenset(MESSAGE_FIELDS) - {*SHORT_TEXT_FIELDS, *INT_FIELDS}
 
 
 def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 Results = dict[str, Any]
-Backend = dict[str, Any]
+BackendResults = dict[str, Any]  # one entry of results["backends"]
 
 MAKE_BENCH_BUDGET_S = 180
 DEFAULT_LABELS = ("memory", "sql-row/sqlite", "sql-bucket/sqlite")
@@ -40,8 +40,8 @@ class Pair:
     """A bucket store and the row store of the same family, engine and cache."""
 
     engine: str
-    bucket: Backend
-    row: Backend
+    bucket: BackendResults
+    row: BackendResults
 
     @property
     def name(self) -> str:
@@ -50,7 +50,7 @@ class Pair:
         return f"{self.bucket['family']}/{self.engine}{cache}"
 
 
-def ok_backends(results: Results) -> list[Backend]:
+def ok_backends(results: Results) -> list[BackendResults]:
     """Backends that ran."""
     return [b for b in results["backends"] if b["status"] == "ok"]
 
@@ -79,13 +79,13 @@ def pairs(results: Results) -> list[Pair]:
     return found
 
 
-def p50(backend: Backend, workload: str) -> float | None:
+def p50(backend: BackendResults, workload: str) -> float | None:
     """Median latency in µs, None when the workload did not run."""
     run = backend.get("workloads", {}).get(workload)
     return None if run is None or not run["ops"] else float(run["latency_us"]["p50"])
 
 
-def trips(backend: Backend, workload: str) -> float | None:
+def trips(backend: BackendResults, workload: str) -> float | None:
     """Mean round trips per operation."""
     run = backend.get("workloads", {}).get(workload)
     return None if run is None else float(run["round_trips"]["per_op"])
@@ -222,7 +222,7 @@ def targets(results: Results) -> list[Target]:
     return found
 
 
-def _latest_targets(backends: list[Backend]) -> list[Target]:
+def _latest_targets(backends: list[BackendResults]) -> list[Target]:
     found = []
     for b in backends:
         run = b["workloads"].get("pull_latest")
@@ -241,7 +241,7 @@ def _latest_targets(backends: list[Backend]) -> list[Target]:
     return found
 
 
-def _clear_targets(backends: list[Backend]) -> list[Target]:
+def _clear_targets(backends: list[BackendResults]) -> list[Target]:
     found = []
     for b in backends:
         small, large = b["workloads"].get("clear_small"), b["workloads"].get("clear_largest")
@@ -269,7 +269,7 @@ def _clear_targets(backends: list[Backend]) -> list[Target]:
     return found
 
 
-def _overhead_targets(backends: list[Backend]) -> list[Target]:
+def _overhead_targets(backends: list[BackendResults]) -> list[Target]:
     found = []
     for b in backends:
         value = ratio(p50(b, "pull_latest"), p50(b, "raw_pull_latest"))

@@ -28,7 +28,7 @@ from app.bench.dataset import SCALES, Dataset
 from app.bench.metrics import Recorder
 from app.bench.probe import Probe, probing
 from app.bench.spec import BackendSpec, redact
-from app.bench.workloads import WORKLOADS, Op, RawArm, Target, Workload
+from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
 from app.service import MessageService
 from domain.model import StoreStats
 
@@ -73,10 +73,10 @@ class Setup:
 
 @dataclass
 class _Open:
-    """A backend being benchmarked: its target and its results so far."""
+    """A backend being benchmarked: its subject and its results so far."""
 
     setup: Setup
-    target: Target
+    subject: Subject
     result: dict[str, Any]
     seconds: float = 0.0
 
@@ -106,28 +106,28 @@ def run(
             result = _describe(setup)
             results.append(result)
             try:
-                target = _open(setup, stack, probe)
+                subject = _open(setup, stack, probe)
             except Exception as error:  # any failure to open means: skip this backend, say why
                 result["reason"] = f"{type(error).__name__}: {error}"
                 observer.done(setup.label, "skipped", result["reason"])
                 continue
-            result.update(raw_arm=target.raw is not None, workloads={}, footprint={})
-            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or target.raw is not None)
+            result.update(raw_arm=subject.raw is not None, workloads={}, footprint={})
+            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or subject.raw is not None)
             observer.backend(setup.label, ops)
-            backends.append(_Open(setup, target, result))
+            backends.append(_Open(setup, subject, result))
         for workload in chosen:
             for backend in backends:
-                if workload.raw and backend.target.raw is None:
+                if workload.raw and backend.subject.raw is None:
                     continue
                 clock = time.perf_counter()
                 backend.result["workloads"][workload.name] = _run_workload(
                     workload, plans[workload.name], backend, probe, observer
                 )
                 if workload.name == loaded:
-                    backend.result["footprint"]["after_ingest"] = footprint(backend.target.service)
+                    backend.result["footprint"]["after_ingest"] = footprint(backend.subject.service)
                 backend.seconds += time.perf_counter() - clock
         for backend in backends:
-            backend.result["footprint"]["end"] = footprint(backend.target.service)
+            backend.result["footprint"]["end"] = footprint(backend.subject.service)
             backend.result.update(status="ok", duration_s=round(backend.seconds, 2))
             observer.done(backend.setup.label, "ok", "")
     return {
@@ -172,7 +172,7 @@ def _describe(setup: Setup) -> dict[str, Any]:
     }
 
 
-def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Target:
+def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Subject:
     """Open the backend in a scratch namespace released by stack; raises if it cannot."""
     spec = setup.spec
     config = spec.config()
@@ -185,7 +185,7 @@ def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Target:
     stack.callback(service.close)
     service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
     probe.attach(service)
-    return Target(service, _raw_arm(spec, service))
+    return Subject(service, _raw_arm(spec, service))
 
 
 def _unique(label: str, taken: set[str]) -> str:
@@ -222,7 +222,7 @@ def _run_workload(
     observer.workload(label, workload.title, len(plan))
     recorder = Recorder(probe.round_trips)
     for op in plan:
-        recorder.time(op.prepare(backend.target), op.items)
+        recorder.time(op.prepare(backend.subject), op.items)
         observer.advance(label)
     return recorder.result()
 

@@ -1,6 +1,6 @@
 """The workloads: each plans the same operations for every backend from the dataset's seed.
 
-A plan is a list of ``Op``: ``prepare(target)`` runs untimed (it builds messages, picks
+A plan is a list of ``Op``: ``prepare(subject)`` runs untimed (it builds messages, picks
 arguments) and returns the thunk that is timed. Plans depend only on the dataset, never on
 the backend, so every backend performs identical operations on identical data.
 """
@@ -30,7 +30,7 @@ class RawArm(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class Subject:
     """What an operation runs against: the service, and the raw arm where there is one."""
 
     service: MessageService
@@ -41,7 +41,7 @@ class Target:
 class Op:
     """One planned operation and how many items (messages or seqs) it handles."""
 
-    prepare: Callable[[Target], Thunk]
+    prepare: Callable[[Subject], Thunk]
     items: int = 1
 
 
@@ -69,8 +69,8 @@ def _expect(condition: bool, what: str) -> None:
 
 
 def _ingest_op(data: Dataset, batch: Batch, redelivery: bool) -> Op:
-    def prepare(target: Target) -> Thunk:
-        return partial(_ingest_checked, target.service, batch, data.messages_of(batch), redelivery)
+    def prepare(subject: Subject) -> Thunk:
+        return partial(_ingest_checked, subject.service, batch, data.messages_of(batch), redelivery)
 
     return Op(prepare, batch.size)
 
@@ -104,7 +104,7 @@ def _split(data: Dataset) -> tuple[list[Conversation], list[Conversation]]:
 
 def _call(method: str, *args: Any, items: int = 1, **kwargs: Any) -> Op:
     """An operation calling one MessageService method with fixed arguments."""
-    return Op(lambda target: partial(getattr(target.service, method), *args, **kwargs), items)
+    return Op(lambda subject: partial(getattr(subject.service, method), *args, **kwargs), items)
 
 
 def _each(
@@ -129,13 +129,13 @@ def _latest(data: Dataset, raw: bool) -> list[Op]:
     return ops
 
 
-def _pull_latest(conv: Conversation, viewer: str, raw: bool) -> Callable[[Target], Thunk]:
-    def prepare(target: Target) -> Thunk:
+def _pull_latest(conv: Conversation, viewer: str, raw: bool) -> Callable[[Subject], Thunk]:
+    def prepare(subject: Subject) -> Thunk:
         if not raw:
-            return lambda: _expect_latest(target.service.pull_latest(conv.id, viewer, 20), conv)
-        if target.raw is None:
+            return lambda: _expect_latest(subject.service.pull_latest(conv.id, viewer, 20), conv)
+        if subject.raw is None:
             raise BenchCheckFailed("no raw arm for this backend")
-        return partial(target.raw.pull_latest, conv.id, viewer, 20)
+        return partial(subject.raw.pull_latest, conv.id, viewer, 20)
 
     return prepare
 
