@@ -23,6 +23,7 @@ from domain.projection import MessageView
 from tests.contract.conftest import store_config
 from tests.faults.conftest import _ENGINES, STORES
 from tests.proxy import TcpProxy
+from tests.redis_server import redis_prefix, redis_url
 
 T = TypeVar("T")
 CONV = "si_alice_bob"
@@ -127,3 +128,61 @@ def test_with_default_settings_a_silent_server_still_answers(
     assert isinstance(returned(lambda: service.pull_latest(CONV, "bob")), StoreUnavailable)
     proxy.restore()
     assert returned(lambda: contents(service)) == ["hello 1"]
+
+
+@pytest.fixture
+def mongo(mongo_url: str) -> Iterator[tuple[MessageService, TcpProxy]]:
+    """mongo-bucket on the test's MongoDB (skips without one), behind a proxy, waits of 1 s."""
+    proxy = TcpProxy(mongo_url, 27017)
+    # One server, addressed through the proxy: never discover members behind its back.
+    separator = "&" if "?" in proxy.url else "?"
+    config = store_config("mongo-bucket", f"{proxy.url}{separator}directConnection=true")
+    config["store"].update(SHORT)
+    service = open_service(config)
+    try:
+        yield service, proxy
+    finally:
+        proxy.close()
+        service.close()
+
+
+def test_mongo_a_silent_server_gives_store_unavailable_and_works_again(
+    mongo: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = mongo
+    service.send(CONV, [draft(1)])
+    proxy.black_hole()
+    error = returned(lambda: service.pull_latest(CONV, "bob"))
+    assert isinstance(error, StoreUnavailable)
+    assert str(error).startswith("pull_latest: MongoDB")
+    proxy.restore()
+    assert returned(lambda: contents(service)) == ["hello 1"]
+
+
+@pytest.fixture
+def cached() -> Iterator[tuple[MessageService, TcpProxy]]:
+    """A memory store behind the Redis cache, Redis behind a proxy, cache waits of 0.2 s."""
+    url = redis_url()
+    with redis_prefix(url) as prefix:
+        proxy = TcpProxy(url, 6379)
+        cache = {"backend": "redis", "url": proxy.url, "key_prefix": prefix}
+        cache.update(connect_timeout_seconds=0.2, socket_timeout_seconds=0.2)
+        service = open_service({"store": {"backend": "memory"}, "cache": cache})
+        try:
+            yield service, proxy
+        finally:
+            proxy.close()
+            service.close()
+
+
+def test_a_silent_redis_is_skipped_and_answers_stay_right(
+    cached: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = cached
+    service.send(CONV, [draft(1)])
+    assert contents(service) == ["hello 1"]  # now cached
+    proxy.black_hole()
+    assert returned(lambda: service.send(CONV, [draft(2)])) != []
+    assert returned(lambda: contents(service)) == ["hello 1", "hello 2"]
+    proxy.restore()
+    assert returned(lambda: contents(service)) == ["hello 1", "hello 2"]
