@@ -566,6 +566,11 @@ def test_an_expired_claim_is_replaced_only_while_it_is_still_expired() -> None:
     )
 
 
+def test_claims_are_pruned_by_their_claim_time() -> None:
+    before = c.claims_before(1_700_000_000_000)
+    assert before == {"claimed_at": {"$lt": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)}}
+
+
 def test_live_claims_are_those_of_the_retention_window() -> None:
     since = 1_700_000_000_000
     assert c.sends_in(CONV, ["m-a"], since) == {

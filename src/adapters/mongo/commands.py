@@ -503,6 +503,11 @@ def sends_in(conversation_id: str, client_msg_ids: Iterable[str], since: int = 0
     return found
 
 
+def claims_before(before: int) -> Doc:
+    """Filter of the claims recorded before before (epoch ms)."""
+    return {"claimed_at": {"$lt": _date(before)}}
+
+
 def _date(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
 

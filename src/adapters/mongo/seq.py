@@ -107,8 +107,16 @@ class MongoSeqStore:
         return self.sent_seqs(conversation_id, list(claims))
 
     def prune_sends(self, before: int, limit: int) -> int:
-        """Nothing to do: the TTL index on expire_at deletes expired claims (within ~60 s)."""
-        return 0
+        """A find of at most limit expired claims' _ids, then one delete_many of those.
+
+        The TTL index on expire_at deletes expired claims by itself too (within ~60 s).
+        """
+        with translated("prune send claims"):
+            old = self._sends.find(commands.claims_before(before), {"_id": 1}).limit(limit)
+            ids = [doc["_id"] for doc in old]
+            if not ids:
+                return 0
+            return int(self._sends.delete_many({"_id": {"$in": ids}}).deleted_count)
 
     def send_claims(self) -> TableStats:
         """``$collStats`` of ``seq_send``: documents, and data plus index bytes."""
