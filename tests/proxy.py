@@ -18,7 +18,8 @@ class TcpProxy:
 
     ``url`` is target_url pointing at the proxy. ``cut()`` drops every connection and
     refuses new ones (connection closed at once); ``stall()`` drops them and then accepts but
-    never answers (the client times out); ``lose_next_reply()`` lets the next request reach
+    never answers (the client times out); ``black_hole()`` keeps every connection open and
+    swallows all data, new connections too; ``lose_next_reply()`` lets the next request reach
     the server and drops the connection when the server's reply arrives, unread by the client.
     """
 
@@ -49,6 +50,13 @@ class TcpProxy:
     def stall(self) -> None:
         """Hang: close every connection now; accept new ones but never answer."""
         self._switch("stall")
+
+    def black_hole(self) -> None:
+        """Keep every connection open but forward nothing more, either way; new connections
+        are accepted and never answered. A server that stopped answering, as the client sees it.
+        """
+        with self._lock:
+            self.mode = "black-hole"
 
     def restore(self) -> None:
         """Forward again."""
@@ -110,15 +118,19 @@ class TcpProxy:
         upstream.settimeout(None)
         with self._lock:
             self._open.append(upstream)
-        threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=_pump, args=(client, upstream, self._dropping), daemon=True).start()
         port = client.getpeername()[1]
         threading.Thread(target=self._reply, args=(upstream, client, port), daemon=True).start()
 
     def _reply(self, upstream: socket.socket, client: socket.socket, port: int) -> None:
-        _pump(upstream, client, self._losing)
+        _pump(upstream, client, self._dropping, self._losing)
         with self._changed:
             self._ended.add(port)
             self._changed.notify_all()
+
+    def _dropping(self) -> bool:
+        """Whether data is swallowed instead of forwarded (black hole)."""
+        return self.mode == "black-hole"
 
     def _losing(self) -> bool:
         """Whether the reply just received is to be lost (only the first one after arming)."""
@@ -129,10 +141,15 @@ class TcpProxy:
 
 
 def _pump(
-    source: socket.socket, sink: socket.socket, lose: Callable[[], bool] = lambda: False
+    source: socket.socket,
+    sink: socket.socket,
+    drop: Callable[[], bool],
+    lose: Callable[[], bool] = lambda: False,
 ) -> None:
     try:
         while data := source.recv(65536):
+            if drop():
+                continue
             if lose():
                 break
             sink.sendall(data)

@@ -11,7 +11,16 @@ from typing import TypeVar
 from adapters.codec import slot_to_doc
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
-from domain.model import EMPTY_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats, Watermarks
+from domain.model import (
+    EMPTY_SLOT,
+    Message,
+    Revoke,
+    Slot,
+    SlotPatch,
+    StoreStats,
+    TableStats,
+    Watermarks,
+)
 from domain.tags import takes_revoke
 from ports.bucket_repository import Spilled
 
@@ -152,7 +161,8 @@ class MemorySeqStore:
         self._min: dict[str, int] = {}
         self._user_min: dict[tuple[str, str], int] = {}
         self._read: dict[tuple[str, str], int] = {}
-        self._sends: dict[tuple[str, str], int] = {}
+        # (conversation_id, client_msg_id) -> (seq, claimed at, epoch ms), in claim-time order
+        self._sends: dict[tuple[str, str], tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     def allocate(self, conversation_id: str, n: int) -> int:
@@ -198,19 +208,49 @@ class MemorySeqStore:
         """Raise the user read seq."""
         return self._raise(self._read, (conversation_id, user_id), seq)
 
-    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
-        """Recorded seqs of the client_msg_ids that have one."""
+    def sent_seqs(
+        self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
+    ) -> dict[str, int]:
+        """Recorded seqs of the client_msg_ids that have one, recorded at since or later."""
         with self._lock:
             found = ((cid, self._sends.get((conversation_id, cid))) for cid in client_msg_ids)
-            return {cid: seq for cid, seq in found if seq is not None}
-
-    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
-        """Record the claims of client_msg_ids without a seq; return every recorded seq."""
-        with self._lock:
             return {
-                cid: self._sends.setdefault((conversation_id, cid), seq)
-                for cid, seq in claims.items()
+                cid: claim[0] for cid, claim in found if claim is not None and claim[1] >= since
             }
+
+    def claim_sends(
+        self, conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Record the claims of client_msg_ids without a live seq; return every recorded seq."""
+        with self._lock:
+            recorded: dict[str, int] = {}
+            for cid, seq in claims.items():
+                key = (conversation_id, cid)
+                kept = self._sends.get(key)
+                if kept is None or kept[1] < since:
+                    # Re-inserted at the end, so that the dict stays in claim-time order.
+                    self._sends.pop(key, None)
+                    kept = self._sends[key] = (seq, at)
+                recorded[cid] = kept[0]
+            return recorded
+
+    def prune_sends(self, before: int, limit: int) -> int:
+        """Delete the oldest claims recorded before before, at most limit of them."""
+        with self._lock:
+            old: list[tuple[str, str]] = []
+            for key, (_, at) in self._sends.items():
+                if at >= before or len(old) >= limit:
+                    break
+                old.append(key)
+            for key in old:
+                del self._sends[key]
+            return len(old)
+
+    def send_claims(self) -> TableStats:
+        """Claims kept, and their ids' UTF-8 bytes plus 16 per claim (seq and time)."""
+        with self._lock:
+            size = sum(len(c.encode()) + len(m.encode()) + 16 for c, m in self._sends)
+            return TableStats(len(self._sends), size)
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """All bounds of one viewer at once."""

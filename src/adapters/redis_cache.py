@@ -75,11 +75,18 @@ return 1
 _FLUSH_BATCH = 200
 
 
-def client_options(timeout: float = DEFAULT_TIMEOUT_SECONDS) -> dict[str, Any]:
-    """Client settings for a cache: short timeouts, no waiting on a Redis that is down."""
+def client_options(
+    timeout: float = DEFAULT_TIMEOUT_SECONDS, connect_timeout: float | None = None
+) -> dict[str, Any]:
+    """Client settings for a cache: short timeouts, no waiting on a Redis that is down.
+
+    timeout bounds the wait for each reply (``cache.socket_timeout_seconds``), connect_timeout
+    the opening of a connection (``cache.connect_timeout_seconds``; timeout when None). The
+    same options suit a cluster client.
+    """
     return {
         "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
+        "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
         # One immediate retry for a dropped connection; none for timeouts (slow = skip).
         "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     }
@@ -135,10 +142,16 @@ class RedisMessageCache:
 
     @classmethod
     def from_url(
-        cls, url: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS, **options: Any
+        cls,
+        url: str,
+        *,
+        socket_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        connect_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        **options: Any,
     ) -> RedisMessageCache:
         """A cache on a new client for url; querystring options (socket_timeout=…) win."""
-        return cls(redis.Redis.from_url(url, **client_options(timeout)), **options)
+        client = redis.Redis.from_url(url, **client_options(socket_timeout, connect_timeout))
+        return cls(client, **options)
 
     def slot_key(self, conversation_id: str, seq: int) -> str:
         """The key of one cached slot."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
+from adapters.timeouts import Timeouts
 from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
@@ -27,50 +28,54 @@ class Backend:
     version: Callable[[], str] | None = None
 
 
-def memory(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """Buckets and counters in this process's memory."""
     return Backend(BucketMessageStore(MemoryBucketRepository(layout), budget), MemorySeqStore())
 
 
-def sql_row(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
     Rows have no buckets to bound: budget is not used.
     """
     from adapters.sql import open_row
 
-    store, seqs = open_row(url, layout)
+    store, seqs = open_row(url, layout, timeouts)
     return Backend(store, seqs, seqs.db.describe)
 
 
-def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
     from adapters.sql import open_bucket
 
-    store, seqs = open_bucket(url, layout, budget)
+    store, seqs = open_bucket(url, layout, budget, timeouts)
     return Backend(store, seqs, seqs.db.describe)
 
 
-def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
     from adapters.mongo.bucket import MongoBucketRepository
 
-    return _mongo(url, lambda db: BucketMessageStore(MongoBucketRepository(db, layout), budget))
+    return _mongo(
+        url, timeouts, lambda db: BucketMessageStore(MongoBucketRepository(db, layout), budget)
+    )
 
 
-def mongo_row(url: str, layout: BucketLayout, budget: TagBudget) -> Backend:
+def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
     from adapters.mongo.row import MongoRowMessageStore
 
-    return _mongo(url, lambda db: MongoRowMessageStore(db, layout))
+    return _mongo(url, timeouts, lambda db: MongoRowMessageStore(db, layout))
 
 
-def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> Backend:
+def _mongo(
+    url: str, timeouts: Timeouts, make_store: Callable[[MongoConnection], MessageStore]
+) -> Backend:
     """Store and seq store on one client; the client is closed if setting up fails."""
     from adapters.mongo.connection import MongoConnection
     from adapters.mongo.seq import MongoSeqStore
 
-    connection = MongoConnection(url)
+    connection = MongoConnection(url, timeouts=timeouts)
     try:
         return Backend(make_store(connection), MongoSeqStore(connection), connection.describe)
     except BaseException:
@@ -78,7 +83,7 @@ def _mongo(url: str, make_store: Callable[[MongoConnection], MessageStore]) -> B
         raise
 
 
-STORE_FACTORIES: dict[str, Callable[[str, BucketLayout, TagBudget], Backend]] = {
+STORE_FACTORIES: dict[str, Callable[[str, BucketLayout, TagBudget, Timeouts], Backend]] = {
     "memory": memory,
     "sql-row": sql_row,
     "sql-bucket": sql_bucket,
@@ -103,7 +108,12 @@ def version_of(backend: Backend) -> str:
 
 
 def redis_cached_store(
-    backend: Backend, url: str, ttl_seconds: int, key_prefix: str
+    backend: Backend,
+    url: str,
+    ttl_seconds: int,
+    key_prefix: str,
+    connect_timeout: float = 0.25,
+    socket_timeout: float = 0.25,
 ) -> MessageStore:
     """The backend's store behind the Redis read cache (connects lazily, on first use)."""
     from adapters.cached_store import CachedMessageStore
@@ -113,7 +123,13 @@ def redis_cached_store(
     except ImportError as error:
         raise ConfigError(f"cache backend 'redis' needs imbucket[redis]: {error}") from None
     try:
-        cache = RedisMessageCache.from_url(url, ttl_seconds=ttl_seconds, key_prefix=key_prefix)
+        cache = RedisMessageCache.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            connect_timeout=connect_timeout,
+            ttl_seconds=ttl_seconds,
+            key_prefix=key_prefix,
+        )
     except ValueError as error:
         raise ConfigError(f"invalid cache url {url!r}: {error}") from None
     return CachedMessageStore(backend.store, cache)

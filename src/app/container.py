@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dependency_injector import containers, providers
 
+from adapters.timeouts import Timeouts
 from app import backends
 from app.service import MessageService
 from app.settings import limits_of, tag_budget
@@ -20,8 +21,16 @@ def _backend_selector(
     layout: providers.Provider[BucketLayout],
     budget: providers.Provider[TagBudget],
 ) -> providers.Selector[backends.Backend]:
+    timeouts = providers.Singleton(
+        Timeouts,
+        connect=config.store.connect_timeout_seconds,
+        statement=config.store.statement_timeout_seconds,
+        pool=config.store.pool_timeout_seconds,
+    )
     choices = {
-        name: providers.Singleton(factory, url=config.store.url, layout=layout, budget=budget)
+        name: providers.Singleton(
+            factory, url=config.store.url, layout=layout, budget=budget, timeouts=timeouts
+        )
         for name, factory in backends.STORE_FACTORIES.items()
     }
     return providers.Selector(config.store.backend, **choices)
@@ -46,9 +55,17 @@ class Container(containers.DeclarativeContainer):
             url=config.cache.url,
             ttl_seconds=config.cache.ttl_seconds,
             key_prefix=config.cache.key_prefix,
+            connect_timeout=config.cache.connect_timeout_seconds,
+            socket_timeout=config.cache.socket_timeout_seconds,
         ),
     )
     seqs = providers.Callable(backends.seqs_of, backend)
     version = providers.Callable(backends.version_of, backend)
 
-    service = providers.Singleton(MessageService, store=store, seqs=seqs, limits=limits)
+    service = providers.Singleton(
+        MessageService,
+        store=store,
+        seqs=seqs,
+        limits=limits,
+        claim_retention_seconds=config.store.send_claim_retention_seconds,
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ParamSpec, TypeVar
 
 from domain import policy, sending
 from domain.errors import (
@@ -42,6 +44,36 @@ from domain.tags import takes_revoke
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
+DEFAULT_CLAIM_RETENTION_SECONDS = 7 * 24 * 3600
+# Expired send claims are pruned at most once a minute per service, in bounded batches.
+PRUNE_INTERVAL_MS = 60_000
+PRUNE_BATCH = 1000
+PRUNE_BATCHES = 10
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _operation(method: Callable[P, R]) -> Callable[P, R]:
+    """Name the use case in a StoreUnavailable raised under it ("pull_latest: …").
+
+    The error keeps its class (OutcomeUnknown stays OutcomeUnknown) and chains the original.
+    """
+    name = method.__name__
+
+    @functools.wraps(method)
+    def named(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except StoreUnavailable as error:
+            if getattr(error, "operation", None) is not None:
+                raise  # named by the use case it ran under already
+            renamed = type(error)(f"{name}: {error}")
+            renamed.operation = name  # type: ignore[attr-defined]
+            raise renamed from error
+
+    return named
+
 
 def now_ms() -> int:
     """Current server time in epoch milliseconds."""
@@ -77,18 +109,22 @@ class MessageService:
         limits: Limits = DEFAULT_LIMITS,
         clock: Callable[[], int] = now_ms,
         new_id: Callable[[], str] = new_server_msg_id,
+        claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS,
     ) -> None:
         self.store = store
         self.seqs = seqs
         self.limits = limits
         self._clock = clock
         self._new_id = new_id
+        self.claim_retention_ms = claim_retention_seconds * 1000
+        self._next_prune = clock() + PRUNE_INTERVAL_MS
 
     @property
     def layout(self) -> BucketLayout:
         """The bucket layout of the underlying store."""
         return self.store.layout
 
+    @_operation
     def send(self, conversation_id: str, drafts: Sequence[Draft]) -> list[Message]:
         """Store drafts as new messages, once per (conversation_id, client_msg_id).
 
@@ -110,16 +146,21 @@ class MessageService:
         checked = self._drafts(drafts)
         if not checked:
             return []
-        claimed = self.seqs.sent_seqs(conversation_id, [d.client_msg_id for d in checked])
+        now = self._clock()
+        if now >= self._next_prune:
+            self.prune_send_claims()
+        since = now - self.claim_retention_ms
+        ids = [d.client_msg_id for d in checked]
+        claimed = self.seqs.sent_seqs(conversation_id, ids, since=since)
         sent = self._sent(conversation_id, checked, claimed)
         fresh = [d for d in checked if d.client_msg_id not in claimed]
         if fresh:
-            claimed.update(self._claim(conversation_id, fresh))
+            claimed.update(self._claim(conversation_id, fresh, now, since))
         # New drafts, and claimed ones whose sender stopped before storing them (or is
         # storing them right now: the insert stores one version and reports the other).
-        now = self._clock()
+        sent_at = self._clock()
         pending = [
-            sending.stamp(conversation_id, d, claimed[d.client_msg_id], self._new_id(), now)
+            sending.stamp(conversation_id, d, claimed[d.client_msg_id], self._new_id(), sent_at)
             for d in checked
             if d.client_msg_id not in sent
         ]
@@ -131,6 +172,7 @@ class MessageService:
         sending.check_settled(checked, sent)
         return [sent[draft.client_msg_id] for draft in checked]
 
+    @_operation
     def ingest(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
         """Store messages whose seqs are already set (the consumer path), idempotently.
 
@@ -150,12 +192,14 @@ class MessageService:
         self.seqs.raise_max_seq(conversation_id, max(seqs))
         return result
 
+    @_operation
     def pull(self, conversation_id: str, viewer_id: str, seqs: Sequence[int]) -> list[Entry]:
         """One entry per requested seq, in the order requested, as viewer_id sees it."""
         self._conversation(conversation_id)
         self._user(viewer_id, "viewer_id")
         return self._pull(conversation_id, viewer_id, check_seqs(seqs, self.limits))
 
+    @_operation
     def pull_range(
         self, conversation_id: str, viewer_id: str, first: int, last: int
     ) -> list[Entry]:
@@ -169,6 +213,7 @@ class MessageService:
             raise InvalidArgument(f"at most {self.limits.max_seqs_per_call} seqs per call")
         return self._pull(conversation_id, viewer_id, list(range(first, last + 1)))
 
+    @_operation
     def pull_latest(self, conversation_id: str, viewer_id: str, count: int = 20) -> list[Entry]:
         """The newest count seqs the viewer has not cleared, ascending."""
         self._conversation(conversation_id)
@@ -179,6 +224,7 @@ class MessageService:
         seqs = marks.latest(count)
         return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
 
+    @_operation
     def revoke(
         self,
         conversation_id: str,
@@ -201,6 +247,7 @@ class MessageService:
         revoke = policy.make_revoke(actor, nickname, self._clock())
         return self.store.revoke(conversation_id, seq, revoke)
 
+    @_operation
     def delete_for_me(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
         """Hide seqs from user_id only. Returns how many seqs changed."""
         self._conversation(conversation_id)
@@ -209,6 +256,7 @@ class MessageService:
             conversation_id, self._allocated(conversation_id, seqs), user_id
         )
 
+    @_operation
     def clear_history(self, conversation_id: str, user_id: str) -> int:
         """Clear the whole history for user_id (one watermark write). Returns the new floor."""
         self._conversation(conversation_id)
@@ -216,6 +264,7 @@ class MessageService:
         floor = Watermarks.clearing(self.seqs.max_seq(conversation_id))
         return self.seqs.raise_user_min_seq(conversation_id, user_id, floor)
 
+    @_operation
     def clear_for_everyone(self, conversation_id: str, actor: Actor) -> int:
         """Clear the history for every member (owner or app admin). Returns the new floor."""
         self._conversation(conversation_id)
@@ -223,12 +272,14 @@ class MessageService:
         floor = Watermarks.clearing(self.seqs.max_seq(conversation_id))
         return self.seqs.raise_min_seq(conversation_id, floor)
 
+    @_operation
     def purge(self, conversation_id: str, seqs: Sequence[int], actor: Actor) -> int:
         """Physically delete seqs (owner or app admin); final. Returns how many were purged."""
         self._conversation(conversation_id)
         policy.check_moderator(check_actor(actor, self.limits), "physical delete")
         return self.store.purge(conversation_id, self._allocated(conversation_id, seqs))
 
+    @_operation
     def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
         """Mark seqs read by reader_id (never the reader's own messages); raise the read seq."""
         self._conversation(conversation_id)
@@ -239,10 +290,12 @@ class MessageService:
             self.seqs.raise_read_seq(conversation_id, reader_id, max(checked))
         return changed
 
+    @_operation
     def max_seq(self, conversation_id: str) -> int:
         """Highest allocated seq of the conversation (0 if none)."""
         return self.seqs.max_seq(self._conversation(conversation_id))
 
+    @_operation
     def inspect(self, conversation_id: str, seq: int) -> Location:
         """Where seq lives (doc_id, slot) and the raw slot stored there, if any."""
         self._conversation(conversation_id)
@@ -257,9 +310,29 @@ class MessageService:
             max_seq=self.seqs.max_seq(conversation_id),
         )
 
+    @_operation
     def stats(self) -> StoreStats:
-        """Storage footprint of the store."""
-        return self.store.stats()
+        """Storage footprint of the store, and of the send claims (a side table)."""
+        claims = self.seqs.send_claims()
+        return replace(self.store.stats(), send_claims=claims.rows, send_claim_bytes=claims.bytes)
+
+    @_operation
+    def prune_send_claims(self) -> int:
+        """Delete send claims older than the retention window; how many went (docs/sending.md).
+
+        Runs by itself, at most once a minute, inside send; at most PRUNE_BATCHES bounded
+        deletes per run. Call it from a periodic job when sends outpace that.
+        """
+        now = self._clock()
+        self._next_prune = now + PRUNE_INTERVAL_MS
+        before = now - self.claim_retention_ms
+        pruned = 0
+        for _ in range(PRUNE_BATCHES):
+            deleted = self.seqs.prune_sends(before, PRUNE_BATCH)
+            pruned += deleted
+            if deleted < PRUNE_BATCH:
+                break
+        return pruned
 
     def close(self) -> None:
         """Release the store and the seq store."""
@@ -277,14 +350,16 @@ class MessageService:
         sending.check_unique(checked)
         return checked
 
-    def _claim(self, conversation_id: str, fresh: list[Draft]) -> dict[str, int]:
+    def _claim(
+        self, conversation_id: str, fresh: list[Draft], now: int, since: int
+    ) -> dict[str, int]:
         """Allocate seqs for drafts never sent and claim them; the recorded seq of each.
 
         A concurrent retry may claim a client_msg_id first: the seq allocated here for it
         is then purged (sending.lost_seqs says why).
         """
         ours = sending.first_claims(self.seqs.allocate(conversation_id, len(fresh)), fresh)
-        recorded = self.seqs.claim_sends(conversation_id, ours)
+        recorded = self.seqs.claim_sends(conversation_id, ours, at=now, since=since)
         lost = sending.lost_seqs(ours, recorded)
         if lost:
             self.store.purge(conversation_id, lost)

@@ -16,6 +16,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from adapters.timeouts import (
+    DEFAULT_CACHE_SECONDS,
+    DEFAULT_CONNECT_SECONDS,
+    DEFAULT_POOL_SECONDS,
+    DEFAULT_STATEMENT_SECONDS,
+)
+from app.service import DEFAULT_CLAIM_RETENTION_SECONDS
 from domain.budget import (
     DEFAULT_MAX_BUCKET_BYTES,
     DEFAULT_MAX_DELETERS_PER_SLOT,
@@ -48,6 +55,13 @@ class StoreSettings(BaseModel):
     )
     # No bucket grows beyond this many bytes as stored; checked against the limits at load.
     max_bucket_bytes: int = Field(default=DEFAULT_MAX_BUCKET_BYTES, ge=1)
+    # Every wait of a store call is bounded (docs/faults.md); the defaults keep every call,
+    # retries included, within 30 s.
+    connect_timeout_seconds: float = Field(default=DEFAULT_CONNECT_SECONDS, gt=0, le=3600)
+    statement_timeout_seconds: float = Field(default=DEFAULT_STATEMENT_SECONDS, gt=0, le=3600)
+    pool_timeout_seconds: float = Field(default=DEFAULT_POOL_SECONDS, gt=0, le=3600)
+    # How long send remembers a client_msg_id (docs/sending.md).
+    send_claim_retention_seconds: int = Field(default=DEFAULT_CLAIM_RETENTION_SECONDS, ge=60)
 
 
 class CacheSettings(BaseModel):
@@ -57,6 +71,9 @@ class CacheSettings(BaseModel):
     url: str = "redis://127.0.0.1:6379/0"
     ttl_seconds: int = Field(default=24 * 3600, ge=1)
     key_prefix: str = "imbucket"
+    # A slow cache is skipped, never waited for (docs/redis.md).
+    connect_timeout_seconds: float = Field(default=DEFAULT_CACHE_SECONDS, gt=0, le=60)
+    socket_timeout_seconds: float = Field(default=DEFAULT_CACHE_SECONDS, gt=0, le=60)
 
 
 class LimitsSettings(BaseModel):

@@ -241,12 +241,26 @@ class InsertResult:
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:
-    """Storage footprint as reported by the engine."""
+    """Storage footprint as reported by the engine.
+
+    The send claims (client_msg_id -> seq, kept for a retention window) are a side table:
+    counted apart, not in documents or bytes.
+    """
 
     messages: int
     documents: int
     data_bytes: int
     index_bytes: int
+    send_claims: int = 0
+    send_claim_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TableStats:
+    """Rows and bytes (data and indexes together) of one side table."""
+
+    rows: int
+    bytes: int
 
 
 @dataclass(frozen=True, slots=True)

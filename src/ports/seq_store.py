@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from domain.model import Watermarks
+from domain.model import TableStats, Watermarks
 
 
 @runtime_checkable
@@ -55,18 +55,37 @@ class SeqStore(Protocol):
         """Raise the user's read seq; returns the resulting value."""
         ...
 
-    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
-        """The seqs recorded by ``claim_sends`` for those of client_msg_ids that have one."""
+    def sent_seqs(
+        self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
+    ) -> dict[str, int]:
+        """The seqs recorded by ``claim_sends`` for those of client_msg_ids that have one.
+
+        Claims recorded before since (epoch ms) have expired and are left out.
+        """
         ...
 
-    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
-        """Record client_msg_id -> seq for each claim whose client_msg_id has no seq yet.
+    def claim_sends(
+        self, conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Record client_msg_id -> seq, at time at (epoch ms), for each claim not recorded yet.
 
         Returns the recorded seq of every client_msg_id in claims: this call's, or the one an
-        earlier (or concurrent) claim recorded first. A recorded seq never changes, and
-        concurrent claims of one client_msg_id all get the same answer. One round trip where
-        the engine allows (a multi-row upsert).
+        earlier (or concurrent) claim recorded first. A recorded seq never changes while it
+        lives, and concurrent claims of one client_msg_id all get the same answer. A claim
+        recorded before since has expired: it is replaced as if it were not there. One round
+        trip where the engine allows (a multi-row upsert).
         """
+        ...
+
+    def prune_sends(self, before: int, limit: int) -> int:
+        """Delete at most limit claims recorded before before (epoch ms); how many went.
+
+        Engines that expire claims by themselves (a MongoDB TTL index) may delete none here.
+        """
+        ...
+
+    def send_claims(self) -> TableStats:
+        """Rows and bytes of the claims kept (expired ones not pruned yet included)."""
         ...
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:

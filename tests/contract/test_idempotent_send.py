@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from app import MessageService
+from app.service import now_ms
 from domain.errors import InvalidMessage, WriteConflict
 from domain.model import Actor, Role
 from domain.projection import MessageView, Tombstone, TombstoneReason
@@ -91,10 +92,10 @@ def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
 def test_a_seq_lost_to_a_concurrent_retry_is_purged(service: MessageService) -> None:
     # The winner allocated seq 1 and claimed draft-1 for it, then stopped before storing it.
     first = service.seqs.allocate(CONV, 1)
-    service.seqs.claim_sends(CONV, {"draft-1": first})
+    service.seqs.claim_sends(CONV, {"draft-1": first}, at=now_ms())
     # This retry looked before the claim landed: it allocates seq 2 and loses the claim.
     real_lookup = service.seqs.sent_seqs
-    service.seqs.sent_seqs = lambda conversation_id, ids: {}  # type: ignore[method-assign]
+    service.seqs.sent_seqs = lambda conversation_id, ids, **_: {}  # type: ignore[method-assign]
     try:
         [message] = service.send(CONV, [draft(1)])
     finally:
@@ -108,7 +109,7 @@ def test_a_seq_lost_to_a_concurrent_retry_is_purged(service: MessageService) -> 
 
 def test_a_retry_stores_a_claimed_message_its_sender_never_stored(service: MessageService) -> None:
     seq = service.seqs.allocate(CONV, 1)
-    service.seqs.claim_sends(CONV, {"draft-1": seq})  # the sender crashed right after this
+    service.seqs.claim_sends(CONV, {"draft-1": seq}, at=now_ms())  # the sender crashed here
     [message] = service.send(CONV, [draft(1)])
     assert message.seq == seq and message.content == "draft 1"
     assert service.max_seq(CONV) == seq

@@ -6,9 +6,11 @@ to any filter, update, pipeline, index or option must show up as a failure below
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from adapters.mongo import commands as c
+from adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
 from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
 from tests.factories import message
@@ -63,14 +65,18 @@ def test_collection_names() -> None:
     )
 
 
-def test_index_specs_are_unique_keys_only_and_nothing_inside_msgs() -> None:
+def test_index_specs_are_unique_keys_and_one_ttl_index_and_nothing_inside_msgs() -> None:
     assert {
         "msg": (c.IndexSpec((("doc_id", 1),), unique=True),),
         "msg_spill": (c.IndexSpec((("doc_id", 1), ("slot", 1), ("user_id", 1)), unique=True),),
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
         "seq_user": (c.IndexSpec((("conversation_id", 1), ("user_id", 1)), unique=True),),
-        "seq_send": (c.IndexSpec((("conversation_id", 1), ("client_msg_id", 1)), unique=True),),
+        "seq_send": (
+            c.IndexSpec((("conversation_id", 1), ("client_msg_id", 1)), unique=True),
+            # Each claim carries its own expiry: the TTL monitor deletes it once expire_at passed.
+            c.IndexSpec((("expire_at", 1),), unique=False, expire_after_seconds=0),
+        ),
     } == c.INDEXES
 
 
@@ -82,12 +88,38 @@ def test_rows_are_clustered_on_id_from_mongodb_5_3() -> None:
     assert c.row_collection_options((4, 4)) == {}
 
 
-def test_client_options_bound_server_selection_unless_the_url_says_otherwise() -> None:
-    defaults = {"serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000, "appname": "imbucket"}
-    assert c.client_options("mongodb://db:27017/chat") == defaults
-    assert c.client_options("mongodb://db/chat?serverselectiontimeoutms=500&appName=x") == {
-        "connectTimeoutMS": 3000
+def test_client_options_bound_every_wait_unless_the_url_says_otherwise() -> None:
+    defaults = {
+        "serverSelectionTimeoutMS": 2000,
+        "connectTimeoutMS": 2000,
+        "socketTimeoutMS": 5000,
+        "waitQueueTimeoutMS": 2000,
+        "appname": "imbucket",
     }
+    assert c.client_options("mongodb://db:27017/chat") == defaults
+    url = "mongodb://db/chat?serverselectiontimeoutms=500&appName=x&socketTimeoutMS=100"
+    assert c.client_options(url) == {"connectTimeoutMS": 2000, "waitQueueTimeoutMS": 2000}
+    configured = c.client_options("mongodb://db/chat", Timeouts(connect=1, statement=0.25, pool=3))
+    assert configured == {
+        "serverSelectionTimeoutMS": 1000,
+        "connectTimeoutMS": 1000,
+        "socketTimeoutMS": 250,
+        "waitQueueTimeoutMS": 3000,
+        "appname": "imbucket",
+    }
+
+
+def test_default_mongo_waits_fit_the_call_bound_with_pymongo_s_one_retry() -> None:
+    # Per attempt: server selection, a pooled connection, connecting, one reply; twice.
+    o = c.client_options("mongodb://db/chat")
+    one = (
+        o["serverSelectionTimeoutMS"]
+        + o["waitQueueTimeoutMS"]
+        + o["connectTimeoutMS"]
+        + o["socketTimeoutMS"]
+    )
+    assert 2 * one <= CALL_BOUND_SECONDS * 1000
+
     assert c.DEFAULT_URL == "mongodb://127.0.0.1:27017/imbucket"
     assert c.DEFAULT_DATABASE == "imbucket"
 
@@ -496,13 +528,56 @@ def test_watermarks_are_one_aggregate_over_both_collections() -> None:
 def test_claims_are_one_unordered_insert_in_client_msg_id_order() -> None:
     # The unique index on (conversation_id, client_msg_id) refuses a second claim of an id;
     # unordered, so the new claims of a batch land whatever the duplicates next to them.
-    assert c.claim_sends(CONV, {"m-b": 8, "m-a": 7}) == c.InsertMany(
+    at, since = 1_700_000_000_000, 1_700_000_000_000 - 7 * 86_400_000
+    claimed = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    expires = claimed + timedelta(days=7)  # claimed_at + the retention window
+    assert c.claim_sends(CONV, {"m-b": 8, "m-a": 7}, at, since) == c.InsertMany(
         [
-            {"conversation_id": CONV, "client_msg_id": "m-a", "seq": 7},
-            {"conversation_id": CONV, "client_msg_id": "m-b", "seq": 8},
+            {
+                "conversation_id": CONV,
+                "client_msg_id": "m-a",
+                "seq": 7,
+                "claimed_at": claimed,
+                "expire_at": expires,
+            },
+            {
+                "conversation_id": CONV,
+                "client_msg_id": "m-b",
+                "seq": 8,
+                "claimed_at": claimed,
+                "expire_at": expires,
+            },
         ],
         ordered=False,
     )
+
+
+def test_an_expired_claim_is_replaced_only_while_it_is_still_expired() -> None:
+    at, since = 1_700_000_000_000, 1_700_000_000_000 - 7 * 86_400_000
+    claimed = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    [update] = c.replace_expired(CONV, {"m-a": 9}, at, since)
+    assert update == c.Update(
+        {
+            "conversation_id": CONV,
+            "client_msg_id": "m-a",
+            "claimed_at": {"$lt": claimed - timedelta(days=7)},
+        },
+        {"$set": {"seq": 9, "claimed_at": claimed, "expire_at": claimed + timedelta(days=7)}},
+    )
+
+
+def test_claims_are_pruned_by_their_claim_time() -> None:
+    before = c.claims_before(1_700_000_000_000)
+    assert before == {"claimed_at": {"$lt": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)}}
+
+
+def test_live_claims_are_those_of_the_retention_window() -> None:
+    since = 1_700_000_000_000
+    assert c.sends_in(CONV, ["m-a"], since) == {
+        "conversation_id": CONV,
+        "client_msg_id": {"$in": ["m-a"]},
+        "claimed_at": {"$gte": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)},
+    }
 
 
 def test_sent_seqs_are_read_by_the_unique_key() -> None:

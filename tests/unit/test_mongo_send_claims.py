@@ -35,6 +35,9 @@ class RecordingSends:
         self.calls.append(("find", (filter, projection)))
         return self.stored
 
+    def bulk_write(self, requests: list[Any], ordered: bool) -> None:
+        self.calls.append(("bulk_write", ([(r._filter, r._doc) for r in requests], ordered)))
+
 
 class StubConnection:
     def __init__(self, sends: RecordingSends) -> None:
@@ -86,3 +89,16 @@ def test_nothing_to_claim_or_find_sends_nothing() -> None:
     assert store.claim_sends(CONV, {}) == {}
     assert store.sent_seqs(CONV, []) == {}
     assert sends.calls == []
+
+
+def test_a_claim_refused_as_a_duplicate_replaces_it_only_where_it_expired() -> None:
+    # m-b was claimed before: one bulk write replaces that claim if (and only if) it is older
+    # than since; then the find returns whichever claim is live.
+    at, since = 1_700_000_000_000, 1_699_000_000_000
+    failure = {"writeErrors": [duplicate(1)], "writeConcernErrors": []}
+    stored = [{"client_msg_id": "m-a", "seq": 7}, {"client_msg_id": "m-b", "seq": 8}]
+    store, sends = seq_store(stored, failure)
+    assert store.claim_sends(CONV, {"m-a": 7, "m-b": 8}, at, since) == {"m-a": 7, "m-b": 8}
+    [replace] = commands.replace_expired(CONV, {"m-b": 8}, at, since)
+    assert sends.calls[1] == ("bulk_write", ([(replace.filter, replace.update)], False))
+    assert [name for name, _ in sends.calls] == ["insert_many", "bulk_write", "find"]

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
+from adapters.timeouts import Timeouts, millis
 from domain.budget import BudgetConditions, TagBudget
 from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch
 
@@ -25,12 +27,7 @@ Doc = dict[str, Any]
 
 DEFAULT_URL = "mongodb://127.0.0.1:27017/imbucket"
 DEFAULT_DATABASE = "imbucket"
-# An unreachable server must fail an open or a call within seconds, not pymongo's 30 s.
-CLIENT_DEFAULTS: Mapping[str, Any] = {
-    "serverSelectionTimeoutMS": 3000,
-    "connectTimeoutMS": 3000,
-    "appname": "imbucket",
-}
+CLIENT_DEFAULTS: Mapping[str, Any] = {"appname": "imbucket"}
 
 BUCKETS = "msg"
 SPILL = "msg_spill"  # deleters beyond a bucket's inline budget, one document each
@@ -50,6 +47,7 @@ class IndexSpec:
 
     keys: tuple[tuple[str, int], ...]
     unique: bool = True
+    expire_after_seconds: int | None = None  # a TTL index
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +87,11 @@ INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
     USER_SEQS: (IndexSpec((("conversation_id", 1), ("user_id", 1))),),
-    SENDS: (IndexSpec((("conversation_id", 1), ("client_msg_id", 1))),),
+    # Claims expire by themselves: the TTL monitor deletes each once its expire_at is past.
+    SENDS: (
+        IndexSpec((("conversation_id", 1), ("client_msg_id", 1))),
+        IndexSpec((("expire_at", 1),), unique=False, expire_after_seconds=0),
+    ),
 }
 
 # The counters of each seq collection; a new document gets 0 in those not being raised.
@@ -101,11 +103,25 @@ COUNTERS: Mapping[str, tuple[str, ...]] = {
 STORAGE_STATS: list[Doc] = [{"$collStats": {"storageStats": {}}}]
 
 
-def client_options(url: str) -> Doc:
-    """CLIENT_DEFAULTS, except the options the URL sets itself (the URL wins)."""
+def client_options(url: str, timeouts: Timeouts | None = None) -> Doc:
+    """CLIENT_DEFAULTS and the bounds of every wait, except what the URL sets (the URL wins).
+
+    An unreachable or silent server fails a call within seconds, not pymongo's 30 s or never:
+    server selection and connecting within ``connect``, a reply within ``statement`` (the
+    socket timeout), a pooled connection within ``pool``. pymongo retries a read or write
+    once, so a call waits at most 2 x (connect + pool + connect + statement).
+    """
+    bounds = timeouts or Timeouts()
+    options = {
+        **CLIENT_DEFAULTS,
+        "serverSelectionTimeoutMS": millis(bounds.connect),
+        "connectTimeoutMS": millis(bounds.connect),
+        "socketTimeoutMS": millis(bounds.statement),
+        "waitQueueTimeoutMS": millis(bounds.pool),
+    }
     query = url.partition("?")[2]
     given = {part.partition("=")[0].lower() for part in query.split("&") if part}
-    return {name: value for name, value in CLIENT_DEFAULTS.items() if name.lower() not in given}
+    return {name: value for name, value in options.items() if name.lower() not in given}
 
 
 # ---- buckets (collection `msg`) ------------------------------------------------------------
@@ -433,21 +449,67 @@ def watermarks(conversation_id: str, user_id: str) -> list[Doc]:
 SENT_SEQ_FIELDS: Doc = {"_id": 0, "client_msg_id": 1, "seq": 1}
 
 
-def claim_sends(conversation_id: str, claims: Mapping[str, int]) -> InsertMany:
+def claim_sends(
+    conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
+) -> InsertMany:
     """One document per claim; the unique index refuses a client_msg_id claimed before.
 
-    Unordered, so every new claim lands whatever its neighbours' duplicates.
+    Unordered, so every new claim lands whatever its neighbours' duplicates. claimed_at is
+    at (epoch ms); with a retention window (at - since), expire_at is when the TTL index on
+    it may delete the claim (a document without expire_at never expires).
     """
+    times = claim_times(at, since)
     documents = [
-        {"conversation_id": conversation_id, "client_msg_id": cid, "seq": seq}
+        {"conversation_id": conversation_id, "client_msg_id": cid, "seq": seq, **times}
         for cid, seq in sorted(claims.items())
     ]
     return InsertMany(documents, ordered=False)
 
 
-def sends_in(conversation_id: str, client_msg_ids: Iterable[str]) -> Doc:
-    """Filter of the recorded claims of client_msg_ids (find with SENT_SEQ_FIELDS)."""
-    return {"conversation_id": conversation_id, "client_msg_id": {"$in": list(client_msg_ids)}}
+def claim_times(at: int, since: int) -> Doc:
+    """claimed_at and, when there is a retention window, expire_at, as BSON dates."""
+    times: Doc = {"claimed_at": _date(at)}
+    if since:
+        times["expire_at"] = _date(at + (at - since))
+    return times
+
+
+def replace_expired(
+    conversation_id: str, claims: Mapping[str, int], at: int, since: int
+) -> list[Update]:
+    """For client_msg_ids claimed before: replace the claim only if it expired before since."""
+    times = claim_times(at, since)
+    return [
+        Update(
+            {
+                "conversation_id": conversation_id,
+                "client_msg_id": cid,
+                "claimed_at": {"$lt": _date(since)},
+            },
+            {"$set": {"seq": seq, **times}},
+        )
+        for cid, seq in sorted(claims.items())
+    ]
+
+
+def sends_in(conversation_id: str, client_msg_ids: Iterable[str], since: int = 0) -> Doc:
+    """Filter of the live claims of client_msg_ids (find with SENT_SEQ_FIELDS)."""
+    found: Doc = {
+        "conversation_id": conversation_id,
+        "client_msg_id": {"$in": list(client_msg_ids)},
+    }
+    if since:
+        found["claimed_at"] = {"$gte": _date(since)}
+    return found
+
+
+def claims_before(before: int) -> Doc:
+    """Filter of the claims recorded before before (epoch ms)."""
+    return {"claimed_at": {"$lt": _date(before)}}
+
+
+def _date(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
 
 
 def record_layout(collection: str, bucket_size: int) -> FindAndUpdate:

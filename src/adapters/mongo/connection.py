@@ -12,6 +12,7 @@ from pymongo.errors import (
     ConfigurationError,
     ConnectionFailure,
     DuplicateKeyError,
+    NetworkTimeout,
     OperationFailure,
     PyMongoError,
 )
@@ -20,6 +21,7 @@ from pymongo.monitoring import CommandListener
 from adapters.mongo import commands
 from adapters.mongo.commands import Doc, FindAndUpdate
 from adapters.mongo.replies import checked_layout, version_tuple
+from adapters.timeouts import Timeouts
 from domain.errors import ConfigError, StoreUnavailable
 from domain.layout import BucketLayout
 
@@ -31,6 +33,8 @@ def translated(action: str) -> Iterator[None]:
     """Turn any driver failure inside the block into StoreUnavailable naming the action."""
     try:
         yield
+    except NetworkTimeout as error:
+        raise StoreUnavailable(f"MongoDB did not answer in time ({action}): {error}") from error
     except ConnectionFailure as error:
         # pymongo appends a long topology dump; the first clause says what went wrong.
         reason = str(error).split(", Timeout:")[0]
@@ -42,14 +46,20 @@ def translated(action: str) -> Iterator[None]:
 class MongoConnection:
     """A MongoClient and the database named by the URL path (default ``imbucket``).
 
-    Construction does not touch the network; the first command does, and fails within
-    ``serverSelectionTimeoutMS`` (3 s unless the URL says otherwise) when nobody answers.
+    Construction does not touch the network; the first command does. Every wait is bounded
+    by timeouts (``commands.client_options``) unless the URL says otherwise; a command with
+    no reply in time fails as StoreUnavailable naming its action.
     ``event_listeners`` lets tests count the commands sent (round trips).
     """
 
-    def __init__(self, url: str, event_listeners: Sequence[CommandListener] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        event_listeners: Sequence[CommandListener] = (),
+        timeouts: Timeouts | None = None,
+    ) -> None:
         url = url or commands.DEFAULT_URL
-        options = commands.client_options(url)
+        options = commands.client_options(url, timeouts)
         try:
             self.client: MongoClient[Doc] = MongoClient(
                 url, event_listeners=list(event_listeners), **options
@@ -67,7 +77,7 @@ class MongoConnection:
         """Create the collection's indexes (commands.INDEXES) if missing: one round trip."""
         specs = commands.INDEXES[name]
         if specs:
-            models = [IndexModel(list(spec.keys), unique=spec.unique) for spec in specs]
+            models = [index_model(spec) for spec in specs]
             with translated(f"create the indexes of {name}"):
                 self.collection(name).create_indexes(models)
 
@@ -135,3 +145,11 @@ class MongoConnection:
     def close(self) -> None:
         """Close the client (idempotent)."""
         self.client.close()
+
+
+def index_model(spec: commands.IndexSpec) -> IndexModel:
+    """The pymongo IndexModel of spec."""
+    options: dict[str, Any] = {"unique": spec.unique}
+    if spec.expire_after_seconds is not None:
+        options["expireAfterSeconds"] = spec.expire_after_seconds
+    return IndexModel(list(spec.keys), **options)

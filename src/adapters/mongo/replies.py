@@ -7,7 +7,7 @@ from typing import Any
 
 from adapters.codec import conversation_of, slot_from_doc
 from domain.errors import LayoutMismatch, StoreUnavailable
-from domain.model import Slot, StoreStats, Watermarks
+from domain.model import Slot, StoreStats, TableStats, Watermarks
 
 Doc = dict[str, Any]
 
@@ -122,3 +122,13 @@ def version_tuple(info: Mapping[str, Any]) -> tuple[int, ...]:
     if array:
         return tuple(int(part) for part in array)
     return tuple(int(part) for part in str(info["version"]).split("-")[0].split("."))
+
+
+def table_stats(storage: Iterable[Doc]) -> TableStats:
+    """Documents and bytes (data and indexes) of a side collection, from ``$collStats``."""
+    rows = size = 0
+    for doc in storage:
+        stats = doc["storageStats"]
+        rows += stats.get("count", 0)
+        size += stats.get("size", 0) + stats.get("totalIndexSize", 0)
+    return TableStats(rows, size)

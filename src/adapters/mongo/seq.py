@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from adapters.mongo import commands, replies
 from adapters.mongo.commands import Doc, FindAndUpdate
 from adapters.mongo.connection import MongoConnection, translated
-from domain.model import Watermarks
+from domain.model import TableStats, Watermarks
 
 
 class MongoSeqStore:
@@ -73,27 +74,62 @@ class MongoSeqStore:
         key = commands.user_seqs(conversation_id, user_id)
         return self._raise(commands.USER_SEQS, key, "read_seq", seq)
 
-    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
-        """One find on ``seq_send`` by its unique key."""
+    def sent_seqs(
+        self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
+    ) -> dict[str, int]:
+        """One find on ``seq_send`` by its unique key, claims of since or later."""
         if not client_msg_ids:
             return {}
         with translated("read sent seqs"):
             found = self._sends.find(
-                commands.sends_in(conversation_id, client_msg_ids), commands.SENT_SEQ_FIELDS
+                commands.sends_in(conversation_id, client_msg_ids, since),
+                commands.SENT_SEQ_FIELDS,
             )
             return replies.sent_seqs(found)
 
-    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
-        """An unordered insert_many (duplicates: claimed before), then one find: 2 round trips."""
+    def claim_sends(
+        self, conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """An unordered insert_many (duplicates: claimed before), then one find: 2 round trips.
+
+        Claims refused as duplicates are replaced where they expired (one more bulk write).
+        """
         if not claims:
             return {}
-        command = commands.claim_sends(conversation_id, claims)
+        command = commands.claim_sends(conversation_id, claims, at, since)
         with translated("claim client_msg_ids"):
             try:
                 self._sends.insert_many(command.documents, ordered=command.ordered)
             except BulkWriteError as error:
-                replies.duplicate_positions(error.details)  # raises on anything but duplicates
+                taken = replies.duplicate_positions(error.details)  # raises on other errors
+                if since:
+                    self._replace_expired(conversation_id, command.documents, taken, at, since)
         return self.sent_seqs(conversation_id, list(claims))
+
+    def prune_sends(self, before: int, limit: int) -> int:
+        """A find of at most limit expired claims' _ids, then one delete_many of those.
+
+        The TTL index on expire_at deletes expired claims by itself too (within ~60 s).
+        """
+        with translated("prune send claims"):
+            old = self._sends.find(commands.claims_before(before), {"_id": 1}).limit(limit)
+            ids = [doc["_id"] for doc in old]
+            if not ids:
+                return 0
+            return int(self._sends.delete_many({"_id": {"$in": ids}}).deleted_count)
+
+    def send_claims(self) -> TableStats:
+        """``$collStats`` of ``seq_send``: documents, and data plus index bytes."""
+        with translated("read the send claims' stats"):
+            found = list(self._sends.aggregate(commands.STORAGE_STATS))
+        return replies.table_stats(found)
+
+    def _replace_expired(
+        self, conversation_id: str, documents: list[Doc], taken: Sequence[int], at: int, since: int
+    ) -> None:
+        again = {documents[i]["client_msg_id"]: documents[i]["seq"] for i in taken}
+        updates = commands.replace_expired(conversation_id, again, at, since)
+        self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """One aggregate on ``seq`` with ``$unionWith`` of ``seq_user``: one round trip."""

@@ -15,6 +15,7 @@ from adapters.sql.instrument import RoundTrips
 from adapters.sql.row import SqlRowStore
 from adapters.sql.schema import Schema, bucket_schema, row_schema
 from adapters.sql.seq import SqlSeqStore
+from adapters.timeouts import Timeouts
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
 
@@ -31,24 +32,34 @@ __all__ = [
 S = TypeVar("S")
 
 
-def open_row(url: str, layout: BucketLayout) -> tuple[SqlRowStore, SqlSeqStore]:
+def open_row(
+    url: str, layout: BucketLayout, timeouts: Timeouts | None = None
+) -> tuple[SqlRowStore, SqlSeqStore]:
     """sql-row at url (``sqlite://`` when empty): tables created on first use."""
     schema = row_schema()
-    return _open(url, schema, lambda db: SqlRowStore(db, layout, schema))
+    return _open(url, timeouts, schema, lambda db: SqlRowStore(db, layout, schema))
 
 
 def open_bucket(
-    url: str, layout: BucketLayout, budget: TagBudget | None = None
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget | None = None,
+    timeouts: Timeouts | None = None,
 ) -> tuple[SqlBucketStore, SqlSeqStore]:
     """sql-bucket at url (``sqlite://`` when empty): tables created on first use."""
     schema = bucket_schema()
     return _open(
-        url, schema, lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema), budget)
+        url,
+        timeouts,
+        schema,
+        lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema), budget),
     )
 
 
-def _open(url: str, schema: Schema, build: Callable[[Database], S]) -> tuple[S, SqlSeqStore]:
-    db = Database(url)
+def _open(
+    url: str, timeouts: Timeouts | None, schema: Schema, build: Callable[[Database], S]
+) -> tuple[S, SqlSeqStore]:
+    db = Database(url, timeouts)
     try:
         store = build(db)
     except BaseException:

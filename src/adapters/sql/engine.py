@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -33,12 +34,21 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DataError,
+    DBAPIError,
+    NoSuchModuleError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 from tenacity import RetryCallState, Retrying, wait_random_exponential
 
 from adapters.sql.sizing import StatementLimits, ask_limits
+from adapters.sql.watchdog import Watchdog
+from adapters.timeouts import Timeouts
 from domain.errors import (
     ConfigError,
     InvalidArgument,
@@ -85,7 +95,8 @@ ATTEMPTS: dict[Fault, int] = {
     Fault.CONTENTION: 8,
 }
 # Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
-_WAIT = wait_random_exponential(multiplier=0.002, max=0.25)
+_WAIT_MAX = 0.25
+_WAIT = wait_random_exponential(multiplier=0.002, max=_WAIT_MAX)
 # Deadlocks and lock timeouts are the engine asking us to try again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
 _RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (MariaDB)
@@ -113,12 +124,17 @@ class Database:
     the servers run statements from many threads on pooled connections.
     """
 
-    def __init__(self, url: str) -> None:
-        self.kind, self.engine = _create_engine(url or DEFAULT_URL)
+    def __init__(self, url: str, timeouts: Timeouts | None = None) -> None:
+        self.timeouts = timeouts or Timeouts()
+        self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts)
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
         self._limits: StatementLimits | None = None
+        # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long.
+        self.watchdog: Watchdog | None = None
+        if self.kind == "postgresql":
+            self.watchdog = Watchdog(self.engine, self.timeouts.statement)
 
     @property
     def server(self) -> str:
@@ -158,9 +174,9 @@ class Database:
                             return work(connection)
                         return _in_transaction(connection, _BEGIN[self.kind], work)
                 except _CommitFailed as failed:
-                    raise _Failure.of(failed.error, committing=True) from failed.error
+                    raise self._failure(failed.error, committing=True) from failed.error
                 except SQLAlchemyError as error:
-                    raise _Failure.of(error, committing=not atomic) from error
+                    raise self._failure(error, committing=not atomic) from error
 
         try:
             return self._retrying(idempotent)(attempt)
@@ -188,7 +204,11 @@ class Database:
             else:
                 _check_mariadb(connection)
                 name = "CONCAT('imbucket:', DATABASE())"
-                connection.exec_driver_sql(f"SELECT GET_LOCK({name}, 60)")
+                # Wait less than the read timeout, so that a busy lock is the reported error.
+                wait = max(1, math.floor(self.timeouts.statement) - 1)
+                got = connection.exec_driver_sql(f"SELECT GET_LOCK({name}, {wait})").scalar()
+                if got != 1:
+                    raise StoreUnavailable(f"{self.server}: the schema lock is busy after {wait} s")
                 try:
                     yield connection
                 finally:
@@ -221,7 +241,22 @@ class Database:
 
     def close(self) -> None:
         """Close every pooled connection (an in-memory SQLite database is gone afterwards)."""
+        if self.watchdog is not None:
+            self.watchdog.close()
         self.engine.dispose()
+
+    @property
+    def _attempt_bound(self) -> float:
+        """The longest one attempt can wait (SQLite: only for another writer's lock)."""
+        return self.timeouts.statement if self.kind == "sqlite" else self.timeouts.attempt
+
+    def _failure(self, error: SQLAlchemyError, *, committing: bool) -> _Failure:
+        """Classify error (see _Failure.of), noting a reply not received in time."""
+        ended = self.watchdog.timed_out() if self.watchdog is not None else False
+        failure = _Failure.of(error, committing=committing)
+        if ended or "timed out" in str(getattr(error, "orig", "")):
+            failure.timeout = self.timeouts.statement
+        return failure
 
     def _reconnecting(self) -> Connection:
         """A pooled connection, trying again (up to ATTEMPTS) while none can be opened."""
@@ -237,6 +272,12 @@ class Database:
             return self.engine.connect()
         except DBAPIError as error:
             raise _Failure(Fault.UNREACHABLE, error) from error
+        except PoolTimeout as error:
+            # Every pooled connection is busy; another attempt would only wait again.
+            raise StoreUnavailable(
+                f"{self.server}: no free connection in the pool within {self.timeouts.pool:g} s "
+                f"(store.pool_timeout_seconds)"
+            ) from error
 
     def _retrying(self, idempotent: bool) -> Retrying:
         def retry(state: RetryCallState) -> bool:
@@ -245,7 +286,11 @@ class Database:
 
         def stop(state: RetryCallState) -> bool:
             failure = _failure_of(state)
-            return failure is None or state.attempt_number >= ATTEMPTS[failure.fault]
+            if failure is None or state.attempt_number >= ATTEMPTS[failure.fault]:
+                return True
+            # Start another attempt only if, at its worst, it still ends within the bound.
+            worst = (state.seconds_since_start or 0.0) + self._attempt_bound + _WAIT_MAX
+            return worst > self.timeouts.call
 
         def warn(state: RetryCallState) -> None:
             failure = _failure_of(state)
@@ -257,7 +302,7 @@ class Database:
                 "%s: %s (%s), attempt %d of %d; trying again",
                 self.server,
                 failure.fault.value,
-                _reason(failure.error),
+                failure.reason,
                 state.attempt_number,
                 ATTEMPTS[failure.fault],
             )
@@ -280,6 +325,14 @@ class _Failure(Exception):
         super().__init__(str(error))
         self.fault = fault
         self.error = error
+        self.timeout: float | None = None  # set when no reply came within this many seconds
+
+    @property
+    def reason(self) -> str:
+        """What went wrong, for messages."""
+        if self.timeout is not None:
+            return f"no reply within {self.timeout:g} s (store.statement_timeout_seconds)"
+        return _reason(self.error)
 
     @classmethod
     def of(cls, error: SQLAlchemyError, *, committing: bool) -> _Failure:
@@ -300,7 +353,7 @@ class _Failure(Exception):
 
     def translated(self, server: str, attempts: int, idempotent: bool) -> StoreUnavailable:
         """The caller's error once no attempt is left."""
-        reason = _reason(self.error)
+        reason = self.reason
         if self.fault is Fault.LOST and not idempotent:
             return OutcomeUnknown(
                 f"lost the connection to {server} during a write that is not repeated "
@@ -327,7 +380,7 @@ def translate(error: SQLAlchemyError) -> Exception:
     return StoreUnavailable(f"database error: {_reason(error)}")
 
 
-def _create_engine(url: str) -> tuple[Kind, Engine]:
+def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
     try:
         parsed = make_url(url)
     except ArgumentError as error:
@@ -348,15 +401,11 @@ def _create_engine(url: str) -> tuple[Kind, Engine]:
         # The stores read rowcount after INSERT too (to learn whether a row was new).
         "execution_options": {"preserve_rowcount": True},
     }
-    if kind == "sqlite":
-        options["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        if parsed.database in (None, "", ":memory:"):
-            options["poolclass"] = StaticPool  # one connection, or every thread sees a new DB
-    else:
-        options.update(pool_size=10, max_overflow=20, pool_recycle=3600)
-        options["pool_reset_on_return"] = None  # autocommit: nothing to roll back on check-in
-    if kind == "mariadb":
-        options["connect_args"] = {"init_command": _MARIADB_SESSION, "charset": "utf8mb4"}
+    options.update(_driver_options(kind, timeouts))
+    given = set(parsed.query)  # what the URL sets itself wins
+    options["connect_args"] = {k: v for k, v in options["connect_args"].items() if k not in given}
+    if kind == "sqlite" and parsed.database in (None, "", ":memory:"):
+        options["poolclass"] = StaticPool  # one connection, or every thread sees a new DB
     try:
         engine = create_engine(parsed, **options)
     except (ArgumentError, NoSuchModuleError, ImportError) as error:
@@ -364,6 +413,33 @@ def _create_engine(url: str) -> tuple[Kind, Engine]:
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
     return kind, engine
+
+
+def _driver_options(kind: Kind, timeouts: Timeouts) -> dict[str, Any]:
+    """Pool and driver settings that bound every wait (URL query options win over these)."""
+    if kind == "sqlite":
+        # The busy timeout: how long a statement waits for another writer's lock.
+        return {"connect_args": {"check_same_thread": False, "timeout": timeouts.statement}}
+    options: dict[str, Any] = {
+        "pool_size": 10,
+        "max_overflow": 20,
+        "pool_recycle": 3600,
+        "pool_timeout": timeouts.pool,
+        "pool_reset_on_return": None,  # autocommit: nothing to roll back on check-in
+    }
+    # Whole seconds: both drivers round a fraction down, and 0 would mean "no timeout".
+    connect = max(1, math.ceil(timeouts.connect))
+    if kind == "postgresql":
+        options["connect_args"] = {"connect_timeout": connect}
+    else:
+        options["connect_args"] = {
+            "init_command": _MARIADB_SESSION,
+            "charset": "utf8mb4",
+            "connect_timeout": connect,
+            "read_timeout": timeouts.statement,
+            "write_timeout": timeouts.statement,
+        }
+    return options
 
 
 def _check_mariadb(connection: Connection) -> None:

@@ -16,6 +16,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -231,7 +232,10 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         _key("conversation_id"),
         _key("client_msg_id"),
         Column("seq", BigInteger, nullable=False),
+        # Epoch ms of the claim; claims older than the retention window are pruned by it.
+        Column("claimed_at", BigInteger, nullable=False, server_default="0"),
         PrimaryKeyConstraint("conversation_id", "client_msg_id"),
+        Index(f"{prefix}_sends_claimed_at", "claimed_at"),
         **_TABLE_OPTIONS,
     )
     return metadata, layout, seqs, user_seqs, sends

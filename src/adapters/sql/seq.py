@@ -14,12 +14,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, Connection, Engine, Table, and_, func, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Table,
+    and_,
+    case,
+    delete,
+    func,
+    select,
+    tuple_,
+)
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from adapters.sql.engine import Database
 from adapters.sql.schema import Schema, check_key, check_keys
-from domain.model import Watermarks
+from adapters.sql.stats import footprint
+from domain.model import TableStats, Watermarks
 
 Combine = Callable[[Any, Any], Any]  # (stored column, incoming value) -> new value
 
@@ -87,33 +99,55 @@ class SqlSeqStore:
         """Raise the user read seq."""
         return self._raise(self._users, _user(conversation_id, user_id), "read_seq", seq)
 
-    def sent_seqs(self, conversation_id: str, client_msg_ids: Sequence[str]) -> dict[str, int]:
-        """Recorded seqs of the client_msg_ids that have one: one SELECT."""
+    def sent_seqs(
+        self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
+    ) -> dict[str, int]:
+        """Recorded seqs of the client_msg_ids that have one, claimed at since or later."""
         wanted = _client_keys(conversation_id, client_msg_ids)
         if not wanted:
             return {}
-        found = self.db.execute(self._select_sends(conversation_id, wanted)).rows
+        found = self.db.execute(self._select_sends(conversation_id, wanted, since)).rows
         return {cid: int(seq) for cid, seq in found}
 
-    def claim_sends(self, conversation_id: str, claims: Mapping[str, int]) -> dict[str, int]:
-        """Record the claims of client_msg_ids without a seq; return every recorded seq.
+    def claim_sends(
+        self, conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Record the claims of client_msg_ids without a live seq; return every recorded seq.
 
-        PostgreSQL and SQLite: one ``INSERT … ON CONFLICT DO UPDATE SET seq = seq RETURNING``,
-        whose update branch changes nothing but returns the row that won (even one committed
-        after the statement began). MariaDB: ``INSERT IGNORE``, then a SELECT; the insert
-        waits for a concurrent claim of the same key to commit, so the SELECT sees it.
-        Rows go in client_msg_id order, so two overlapping claims never deadlock.
+        PostgreSQL and SQLite: one ``INSERT … ON CONFLICT DO UPDATE … RETURNING``, whose
+        update branch keeps a live row as it is (or replaces an expired one) and returns the
+        row that won (even one committed after the statement began). MariaDB: ``INSERT … ON
+        DUPLICATE KEY UPDATE`` the same way, then a SELECT; the insert waits for a concurrent
+        claim of the same key to commit, so the SELECT sees it. Rows go in client_msg_id
+        order, so two overlapping claims never deadlock.
         """
         wanted = _client_keys(conversation_id, list(claims))
         if not wanted:
             return {}
         table = self._sends
         rows = [
-            {"conversation_id": conversation_id, "client_msg_id": cid, "seq": claims[cid]}
+            {
+                "conversation_id": conversation_id,
+                "client_msg_id": cid,
+                "seq": claims[cid],
+                "claimed_at": at,
+            }
             for cid in sorted(wanted)
         ]
+        expired = table.c.claimed_at < since
+
+        def kept(column: Any, incoming: Any) -> Any:
+            return case((expired, incoming), else_=column)
+
         if self.db.kind == "mariadb":
-            claim = self.db.insert_ignore(table).values(rows)
+            upsert = mysql.insert(table).values(rows)
+            # MariaDB assigns left to right: seq must be decided before claimed_at changes.
+            claim = upsert.on_duplicate_key_update(
+                [
+                    ("seq", kept(table.c.seq, upsert.inserted.seq)),
+                    ("claimed_at", kept(table.c.claimed_at, upsert.inserted.claimed_at)),
+                ]
+            )
             read = self._select_sends(conversation_id, wanted)
 
             def claim_then_read(connection: Connection) -> list[Any]:
@@ -125,10 +159,32 @@ class SqlSeqStore:
             dialect = postgresql if self.db.kind == "postgresql" else sqlite
             statement = dialect.insert(table).values(rows)
             statement = statement.on_conflict_do_update(
-                index_elements=["conversation_id", "client_msg_id"], set_={"seq": table.c.seq}
+                index_elements=["conversation_id", "client_msg_id"],
+                set_={
+                    "seq": kept(table.c.seq, statement.excluded.seq),
+                    "claimed_at": kept(table.c.claimed_at, statement.excluded.claimed_at),
+                },
             ).returning(table.c.client_msg_id, table.c.seq)
             found = list(self.db.execute(statement).rows)
         return {cid: int(seq) for cid, seq in found}
+
+    def prune_sends(self, before: int, limit: int) -> int:
+        """One bounded DELETE of claims recorded before before (by the claimed_at index)."""
+        table = self._sends
+        old = table.c.claimed_at < before
+        if self.db.kind == "mariadb":
+            statement = delete(table).where(old).with_dialect_options(mysql_limit=limit)
+        else:
+            key = tuple_(table.c.conversation_id, table.c.client_msg_id)
+            oldest = select(table.c.conversation_id, table.c.client_msg_id).where(old)
+            statement = delete(table).where(key.in_(oldest.limit(limit)))
+        return self.db.execute(statement).rowcount
+
+    def send_claims(self) -> TableStats:
+        """Claim rows (a COUNT) and the table's bytes, data and indexes, from the catalog."""
+        rows = self.db.execute(select(func.count()).select_from(self._sends)).rows[0][0]
+        size = footprint(self.db, [self._sends])
+        return TableStats(int(rows), size.data_bytes + size.index_bytes)
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """max_seq, min_seq and the user's min_seq in one statement."""
@@ -151,12 +207,13 @@ class SqlSeqStore:
         """Dispose of the engine's connections (shared with the message store)."""
         self.db.close()
 
-    def _select_sends(self, conversation_id: str, client_msg_ids: list[str]) -> Any:
+    def _select_sends(self, conversation_id: str, client_msg_ids: list[str], since: int = 0) -> Any:
         table = self._sends
-        return select(table.c.client_msg_id, table.c.seq).where(
+        found = select(table.c.client_msg_id, table.c.seq).where(
             table.c.conversation_id == conversation_id,
             table.c.client_msg_id.in_(client_msg_ids),
         )
+        return found.where(table.c.claimed_at >= since) if since else found
 
     def _get(self, table: Table, key: dict[str, str], column: str) -> int:
         check_keys(*key.values())

@@ -1,0 +1,188 @@
+"""A server that keeps its connections open but stops answering: every call still returns.
+
+Each store reaches its server through a TcpProxy of the test's own; ``black_hole()`` keeps
+every connection open and swallows everything, new connections included, as a hung server
+or a silent network would. A call must then end with StoreUnavailable (naming the use case)
+within its configured bounds, leave the stored data as it was, and work again once the
+server answers. Each call runs in a thread joined with a generous hard cap: a call still
+blocked at the cap is the failure (no elapsed time is asserted).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from app import MessageService, open_service
+from domain.errors import StoreUnavailable
+from domain.model import Draft
+from domain.projection import MessageView
+from tests.contract.conftest import store_config
+from tests.faults.conftest import _ENGINES, STORES
+from tests.proxy import TcpProxy
+from tests.redis_server import redis_prefix, redis_url
+
+T = TypeVar("T")
+CONV = "si_alice_bob"
+# Far above every bound below (and above 30 s, the bound with default settings).
+HARD_CAP_SECONDS = 90
+SHORT = {"connect_timeout_seconds": 1, "statement_timeout_seconds": 1, "pool_timeout_seconds": 1}
+
+
+def returned(call: Callable[[], T]) -> T | BaseException:
+    """call's result or error; fails the test if call is still blocked at the hard cap."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:  # handed to the test
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(HARD_CAP_SECONDS)
+    assert not thread.is_alive(), f"the call was still blocked after {HARD_CAP_SECONDS} s"
+    return outcome[0]  # type: ignore[no-any-return]
+
+
+def draft(n: int) -> Draft:
+    return Draft(
+        send_id="alice", content=f"hello {n}", client_msg_id=f"c-{n}", session_type=1, recv_id="bob"
+    )
+
+
+def opened(
+    request: pytest.FixtureRequest, settings: dict[str, Any]
+) -> Iterator[tuple[MessageService, TcpProxy]]:
+    backend, engine = request.param
+    find_server, namespace, port = _ENGINES[engine]
+    with namespace(find_server()) as url:
+        proxy = TcpProxy(url, port)
+        config = store_config(backend, proxy.url)
+        config["store"].update(settings)
+        service = open_service(config)
+        try:
+            yield service, proxy
+        finally:
+            proxy.close()
+            service.close()
+
+
+@pytest.fixture(params=STORES)
+def short(request: pytest.FixtureRequest) -> Iterator[tuple[MessageService, TcpProxy]]:
+    """A store whose every wait is bounded to 1 s, behind a proxy."""
+    yield from opened(request, SHORT)
+
+
+@pytest.fixture(params=[STORES[0], STORES[1]])
+def default(request: pytest.FixtureRequest) -> Iterator[tuple[MessageService, TcpProxy]]:
+    """A store with the default settings and a plain URL, behind a proxy."""
+    yield from opened(request, {})
+
+
+def contents(service: MessageService) -> list[str]:
+    return [
+        e.message.content for e in service.pull_latest(CONV, "bob") if isinstance(e, MessageView)
+    ]
+
+
+def test_a_read_from_a_silent_server_gives_store_unavailable_and_works_again(
+    short: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = short
+    service.send(CONV, [draft(1)])
+    proxy.black_hole()
+    error = returned(lambda: service.pull_latest(CONV, "bob"))
+    assert isinstance(error, StoreUnavailable)
+    assert str(error).startswith("pull_latest: ")
+    proxy.restore()
+    assert returned(lambda: contents(service)) == ["hello 1"]
+
+
+def test_a_send_cut_by_a_silent_server_is_stored_once_when_retried(
+    short: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = short
+    service.send(CONV, [draft(1)])
+    proxy.black_hole()
+    error = returned(lambda: service.send(CONV, [draft(2)]))
+    assert isinstance(error, StoreUnavailable)  # OutcomeUnknown too, if allocate was cut
+    assert str(error).startswith("send: ")
+    proxy.restore()
+    sent = returned(lambda: service.send(CONV, [draft(2)]))
+    assert not isinstance(sent, BaseException)
+    assert returned(lambda: service.send(CONV, [draft(2)])) == sent  # still idempotent
+    assert returned(lambda: contents(service)) == ["hello 1", "hello 2"]
+
+
+def test_with_default_settings_a_silent_server_still_answers(
+    default: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = default
+    service.send(CONV, [draft(1)])
+    proxy.black_hole()
+    assert isinstance(returned(lambda: service.pull_latest(CONV, "bob")), StoreUnavailable)
+    proxy.restore()
+    assert returned(lambda: contents(service)) == ["hello 1"]
+
+
+@pytest.fixture
+def mongo(mongo_url: str) -> Iterator[tuple[MessageService, TcpProxy]]:
+    """mongo-bucket on the test's MongoDB (skips without one), behind a proxy, waits of 1 s."""
+    proxy = TcpProxy(mongo_url, 27017)
+    # One server, addressed through the proxy: never discover members behind its back.
+    separator = "&" if "?" in proxy.url else "?"
+    config = store_config("mongo-bucket", f"{proxy.url}{separator}directConnection=true")
+    config["store"].update(SHORT)
+    service = open_service(config)
+    try:
+        yield service, proxy
+    finally:
+        proxy.close()
+        service.close()
+
+
+def test_mongo_a_silent_server_gives_store_unavailable_and_works_again(
+    mongo: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = mongo
+    service.send(CONV, [draft(1)])
+    proxy.black_hole()
+    error = returned(lambda: service.pull_latest(CONV, "bob"))
+    assert isinstance(error, StoreUnavailable)
+    assert str(error).startswith("pull_latest: MongoDB")
+    proxy.restore()
+    assert returned(lambda: contents(service)) == ["hello 1"]
+
+
+@pytest.fixture
+def cached() -> Iterator[tuple[MessageService, TcpProxy]]:
+    """A memory store behind the Redis cache, Redis behind a proxy, cache waits of 0.2 s."""
+    url = redis_url()
+    with redis_prefix(url) as prefix:
+        proxy = TcpProxy(url, 6379)
+        cache = {"backend": "redis", "url": proxy.url, "key_prefix": prefix}
+        cache.update(connect_timeout_seconds=0.2, socket_timeout_seconds=0.2)
+        service = open_service({"store": {"backend": "memory"}, "cache": cache})
+        try:
+            yield service, proxy
+        finally:
+            proxy.close()
+            service.close()
+
+
+def test_a_silent_redis_is_skipped_and_answers_stay_right(
+    cached: tuple[MessageService, TcpProxy],
+) -> None:
+    service, proxy = cached
+    service.send(CONV, [draft(1)])
+    assert contents(service) == ["hello 1"]  # now cached
+    proxy.black_hole()
+    assert returned(lambda: service.send(CONV, [draft(2)])) != []
+    assert returned(lambda: contents(service)) == ["hello 1", "hello 2"]
+    proxy.restore()
+    assert returned(lambda: contents(service)) == ["hello 1", "hello 2"]
