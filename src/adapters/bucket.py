@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from adapters import contention
 from adapters.slot_rules import (
     MAX_ROUNDS,
     Decision,
@@ -66,16 +67,21 @@ class BucketMessageStore(TagWrites):
     def _insert_bucket(
         self, doc_id: str, pending: dict[int, Message], outcome: dict[int, str]
     ) -> None:
+        checked = False  # the last read found the bucket with every pending slot free
         for _ in range(MAX_ROUNDS):
             if self.repository.write_messages(doc_id, pending):
                 outcome.update((m.seq, "inserted") for m in pending.values())
                 return
+            if checked:
+                contention.record(contention.BUCKET_UPDATE_LOST)
             current = self.repository.read({doc_id: sorted(pending)}).get(doc_id)
             if current is None:
                 fresh = {index: Slot(message=m) for index, m in pending.items()}
                 if self.repository.create_bucket(doc_id, fresh):
                     outcome.update((m.seq, "inserted") for m in pending.values())
                     return
+                contention.record(contention.BUCKET_CREATE_LOST)
+                checked = False
                 continue  # another writer created the bucket: step back, retry as an update
             for index, slot in current.items():
                 kind = classify(slot, pending[index])
@@ -83,6 +89,7 @@ class BucketMessageStore(TagWrites):
                     outcome[pending.pop(index).seq] = kind
             if not pending:
                 return
+            checked = True
         raise StoreUnavailable(f"insert into {doc_id} did not settle under contention")
 
     def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
@@ -106,6 +113,7 @@ class BucketMessageStore(TagWrites):
                 return False  # already revoked, or purged
             if self.repository.create_bucket(doc_id, {index: Slot(revoke=revoke)}):
                 return True
+            contention.record(contention.BUCKET_CREATE_LOST)
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
 
     def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
@@ -223,6 +231,7 @@ class BucketMessageStore(TagWrites):
                 fresh = {index: EMPTY_SLOT.patched(patch) for index, patch in patches.items()}
                 if self.repository.create_bucket(doc_id, fresh):
                     return changed, spills
+                contention.record(contention.BUCKET_CREATE_LOST)
             else:
                 inline = False
             current = self.repository.read({doc_id: list(slots)}).get(doc_id)

@@ -38,6 +38,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 from tenacity import RetryCallState, Retrying, wait_random_exponential
 
+from adapters import contention
 from domain.errors import ConfigError, InvalidArgument, OutcomeUnknown, StoreUnavailable
 
 Kind = Literal["sqlite", "postgresql", "mariadb"]
@@ -233,6 +234,8 @@ class Database:
         def warn(state: RetryCallState) -> None:
             failure = _failure_of(state)
             assert failure is not None  # only failures are retried
+            if failure.fault is Fault.CONTENTION:
+                contention.record(contention.SQL_RETRY)
             # Deadlocks are routine under concurrent writers; a lost server is news.
             level = logging.DEBUG if failure.fault is Fault.CONTENTION else logging.WARNING
             _log.log(

@@ -31,6 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, Row
 
+from adapters import contention
 from adapters.codec import MESSAGE_FIELDS, message_from_doc, message_to_doc
 from adapters.slot_rules import MAX_ROUNDS, Decision, TagWrites, classify, insert_result
 from adapters.sql.engine import Database
@@ -235,6 +236,7 @@ class SqlRowStore(TagWrites):
             kind = classify(_slot(conversation_id, row), pending[seq])
             if kind is None:  # a tag-only row: its message goes in unless another writer won
                 if not self._fill(conversation_id, pending[seq]):
+                    contention.record(contention.ROW_UPSERT_LOST)
                     continue
                 kind = "inserted"
             outcome[seq] = kind
