@@ -71,12 +71,28 @@ def pairs(results: Results) -> list[Pair]:
     for bucket in backends:
         if bucket["layout"] != "bucket" or bucket["family"] == "memory":
             continue
+        if not _nearest_default(bucket, backends):
+            continue  # a sweep: the size nearest OpenIM's 100 stands for the bucket layout
         for row in backends:
             same = all(row[k] == bucket[k] for k in ("family", "engine", "cache"))
             if same and row["layout"] == "row":
                 found.append(Pair(bucket["engine"], bucket, row))
                 break
     return found
+
+
+def _nearest_default(bucket: Backend, backends: list[Backend]) -> bool:
+    """Whether no other size of this bucket backend is nearer to 100 slots."""
+    if "bucket_size" not in bucket:
+        return True
+    keys = ("store", "family", "engine", "cache")
+
+    def distance(b: Backend) -> tuple[int, int]:
+        size = int(b.get("bucket_size", 100))
+        return abs(size - 100), size
+
+    same = [b for b in backends if all(b[k] == bucket[k] for k in keys)]
+    return min(same, key=distance) is bucket
 
 
 def p50(backend: Backend, workload: str) -> float | None:
