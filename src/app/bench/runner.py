@@ -251,7 +251,8 @@ def store_url(spec: BackendSpec, workdir: Path) -> str:
     """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
     if spec.url or spec.family != "sql":
         return spec.url
-    return f"sqlite:///{workdir / (spec.store + '.sqlite')}"
+    size = "" if spec.bucket_size is None else f"-{spec.bucket_size}"
+    return f"sqlite:///{workdir / (spec.store + size + '.sqlite')}"
 
 
 def _version(spec: BackendSpec, url: str) -> str:

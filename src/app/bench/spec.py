@@ -18,6 +18,7 @@ from typing import Any
 
 from app.bench.traffic import Traffic, parse_traffic
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from domain.budget import DEFAULT_MAX_BUCKET_BYTES
 from domain.errors import ConfigError
 
 DEFAULT_BACKENDS = ("memory", "sql-row", "sql-bucket")
@@ -73,6 +74,9 @@ class BackendSpec:
         store: dict[str, Any] = {"backend": self.store, "url": self.url}
         if self.bucket_size is not None:
             store["bucket_size"] = self.bucket_size
+            # The same worst-case bytes per slot as OpenIM's 100 slots in 8 MiB.
+            scaled = -(-DEFAULT_MAX_BUCKET_BYTES * self.bucket_size // 100)
+            store["max_bucket_bytes"] = max(DEFAULT_MAX_BUCKET_BYTES, scaled)
         return {"store": store, "cache": cache}
 
 

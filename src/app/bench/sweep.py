@@ -134,10 +134,7 @@ def reading(s: Series, weights: dict[str, float], titles: dict[str, str]) -> str
         f"On {s.name}, one operation of this traffic's mix takes {fmt_us(values[0])} (p50, "
         f"weighted) at {low} slots per bucket and {fmt_us(values[-1])} at {high}."
     ]
-    if knee is None:
-        parts.append(f"The cost keeps falling up to {high}: the curve has not bent yet.")
-    else:
-        parts.append(f"The curve bends at {knee}: beyond it a bigger bucket saves under 5 %.")
+    parts.append(_bend_text(s.sizes, values, knee))
     others = [size for size in near if size != chosen]
     parts.append(
         f"Best for this traffic: {chosen}"
@@ -158,6 +155,25 @@ def reading(s: Series, weights: dict[str, float], titles: dict[str, str]) -> str
     return " ".join(parts)
 
 
+def _bend_text(sizes: tuple[int, ...], values: list[float], knee: int | None) -> str:
+    low, high = sizes[0], sizes[-1]
+    if knee is None:
+        return f"The cost keeps falling up to {high}: the curve has not bent within the sweep."
+    at = sizes.index(knee)
+    after = values[-1] / values[at] - 1
+    tail = f"{after:+.0%} at {high}" if knee != high else ""
+    if at == 0:
+        return (
+            f"Bigger buckets do not pay here: from {low} up the cost stays within 5 % or "
+            f"rises ({tail})."
+        )
+    saved = 1 - values[at] / values[0]
+    return (
+        f"The curve bends at {knee}: up to it bigger buckets cut the cost by {saved:.0%}, "
+        f"beyond it they save under 5 % per step ({tail})."
+    )
+
+
 def _why(s: Series, weights: dict[str, float], titles: dict[str, str]) -> list[str]:
     """The workloads that move the weighted cost most between the smallest and largest size."""
     first, last = s.buckets[0], s.buckets[-1]
@@ -172,7 +188,12 @@ def _why(s: Series, weights: dict[str, float], titles: dict[str, str]) -> list[s
         if abs(factor - 1) < 0.1:
             continue
         way = f"{factor:.1f}× slower" if factor > 1 else f"{1 / factor:.1f}× faster"
-        rt = f"{fmt_num(trips(first, name))} → {fmt_num(trips(last, name))} round trips"
+        before, after = trips(first, name), trips(last, name)
+        rt = (
+            f"{fmt_num(before)} → {fmt_num(after)} round trips"
+            if before != after
+            else f"{fmt_num(before)} round trips at both: the work per round trip"
+        )
         share = weights[name] / sum(weights.values())
         said.append(
             f"{titles.get(name, name)} ({share:.0%} of operations) gets {way} from "
