@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.exc import OperationalError
@@ -135,13 +136,13 @@ def test_worker_processes_share_one_sqlite_file(tmp_path: Path) -> None:
         service.max_seq("sg_t5_hot")  # creates the tables before the workers open the file
         plan = contention.Plan(ops=12, seconds=60.0)
         measured, background = contention.jobs("hot_group", 3, plan, "t5")
-        mine, theirs, _ = contention.run_processes(config, measured, background)
+        mine, _, _ = contention.run_processes(config, measured, background)
         assert (len(mine.latencies), mine.writes, dict(mine.errors)) == (12, 12, {})
         assert set(mine.conflicts) == set(counters.KINDS)
         assert service.max_seq("sg_t5_hot") == 12
 
 
-def run(scenario: str, mode: str, workers: int, ops_per_s: float, conflicts: int) -> dict:  # type: ignore[type-arg]
+def run(scenario: str, mode: str, workers: int, ops_per_s: float, conflicts: int) -> dict[str, Any]:
     return {
         "scenario": scenario,
         "mode": mode,
@@ -159,8 +160,10 @@ def run(scenario: str, mode: str, workers: int, ops_per_s: float, conflicts: int
 
 
 def test_the_contention_reading_names_scaling_layouts_and_conflicts() -> None:
-    def backend(store: str, layout: str, rates: tuple[float, ...], lost: int) -> dict:  # type: ignore[type-arg]
-        runs = [run("hot_group", "threads", n, r, lost) for n, r in zip((1, 4, 16), rates)]
+    def backend(store: str, layout: str, rates: tuple[float, ...], lost: int) -> dict[str, Any]:
+        runs = [
+            run("hot_group", "threads", n, r, lost) for n, r in zip((1, 4, 16), rates, strict=True)
+        ]
         runs.append(run("hot_group", "processes", 16, rates[-1] / 2, lost))
         return {
             "label": f"{store}/sqlite",
