@@ -229,7 +229,9 @@ class Target:
 def targets(results: Results) -> list[Target]:
     """The issue's targets, measured on this run."""
     found: list[Target] = []
-    backends = ok_backends(results)
+    every = ok_backends(results)
+    # In a sweep the size nearest OpenIM's 100 stands for each bucket backend.
+    backends = [b for b in every if _nearest_default(b, every)]
     found += _latest_targets(backends)
     found += _clear_targets(backends)
     found += _overhead_targets(backends)

@@ -363,7 +363,8 @@ def _sweep_table(
     s: sweep.Series, titles: dict[str, str], weights: dict[str, float]
 ) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """Rows: workloads, the weighted cost and the footprint; columns: row layout, sizes."""
-    headers = ("p50 · round trips", *(["row layout"] if s.row else []), *map(str, s.sizes))
+    sizes = [f"{size} slots" for size in s.sizes]
+    headers = ("p50 · round trips", *(["row layout"] if s.row else []), *sizes)
     backends = ([s.row] if s.row else []) + list(s.buckets)
     rows = []
     for name, title in titles.items():
