@@ -247,6 +247,8 @@ def bench(
     console.print(bench_console.summary_table(results))
     for line in bench_console.verdicts(results):
         console.print(line)
+    for line in bench_console.contention_lines(results):
+        console.print(line)
     console.print(bench_console.targets_table(results))
     if previous is not None:
         console.print(

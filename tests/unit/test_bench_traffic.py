@@ -133,3 +133,31 @@ def test_a_profile_request_needs_a_store_and_conversations(tmp_path: Path) -> No
             profile.load_request(path)
     with pytest.raises(ConfigError):
         profile.request({"backend": "memory"}, ["a"], {"sample": 0})
+
+
+def test_the_profile_command_writes_a_traffic_table_bench_can_read(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+    from tests.factories import draft
+
+    url = f"sqlite:///{tmp_path / 'chat.sqlite'}"
+    with open_service({"store": {"backend": "sql-row", "url": url}}) as service:
+        service.send("sg_team", [draft(n) for n in range(30)])
+        service.send(
+            "si_a_b", [draft(n, session_type=1, group_id="", recv_id="b") for n in range(4)]
+        )
+    config = tmp_path / "profile.toml"
+    config.write_text(
+        f'[store]\nbackend = "sql-row"\nurl = "{url}"\n'
+        '[profile]\nconversations = ["sg_team", "si_a_b"]\nsample = 10\n'
+    )
+    out = tmp_path / "traffic.toml"
+    result = CliRunner().invoke(cli, ["profile", "--config", str(config), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    traffic = load_traffic(out)
+    assert (traffic.single_chats, traffic.single_mean, traffic.groups) == (1, 4.0, 1)
+    assert traffic.group_share == pytest.approx(30 / 34, abs=1e-4)
+    assert "1 1:1 chats and 1 groups holding 34 messages" in out.read_text()
+    bad = CliRunner().invoke(cli, ["profile", "--config", str(tmp_path / "missing.toml")])
+    assert bad.exit_code == 2 and "cannot read profile config" in bad.output
