@@ -188,7 +188,12 @@ def test_the_contention_reading_names_scaling_layouts_and_conflicts() -> None:
     assert "4 bucket-creation races lost" in text
     rows = concurrency.rows(results, "hot_group")
     assert rows[1][:5] == ("sql-row/sqlite", "processes", "–", "–", "100")
-    assert rows[0][-1] == "N=16: 10/12"
+    assert rows[0][-4:] == ("0", "0", "0", "0") and rows[2][-4:-1] == ("0.1", "0.1", "0.1")
+    assert concurrency.stopped(results, "hot_group") == (
+        "Stopped by the deadline (done/planned): sql-row/sqlite threads N=16 10/12; "
+        "sql-row/sqlite processes N=16 10/12; sql-bucket/sqlite threads N=16 10/12; "
+        "sql-bucket/sqlite processes N=16 10/12."
+    )
     assert concurrency.headers(results)[2:5] == ("ops/s N=1", "ops/s N=4", "ops/s N=16")
 
 

@@ -63,13 +63,22 @@ def rows(results: Results, scenario: str) -> list[tuple[str, ...]]:
             cells = [b["label"], mode]
             cells += [fmt_num(found[n]["ops_per_s"], 0) if n in found else "–" for n in counts]
             cells += [fmt_us(found[n]["latency_us"]["p99"]) if n in found else "–" for n in counts]
-            cells += [
-                fmt_num(found[n]["conflicts_per_write"], 3) if n in found else "–" for n in counts
-            ]
+            cells += [fmt_num(found[n]["conflicts_per_write"], 3) if n in found else "–"
+                      for n in counts]  # fmt: skip
             cells.append(str(sum(r["errors"] for r in found.values())))
-            cells.append(_short(found))
             out.append(tuple(cells))
     return out
+
+
+def stopped(results: Results, scenario: str) -> str:
+    """A sentence naming the runs the deadline stopped early (done/planned), or ""."""
+    said = []
+    for b in ok_backends(results):
+        for mode in ("threads", "processes"):
+            early = _short(runs(b, scenario, mode))
+            if early:
+                said.append(f"{b['label']} {mode} {early}")
+    return ("Stopped by the deadline (done/planned): " + "; ".join(said) + ".") if said else ""
 
 
 def headers(results: Results) -> tuple[str, ...]:
@@ -82,18 +91,17 @@ def headers(results: Results) -> tuple[str, ...]:
         *(f"p99 N={n}" for n in counts),
         *(f"conflicts/write N={n}" for n in counts),
         "errors",
-        "stopped early",
     )
 
 
 def _short(found: dict[int, dict[str, Any]]) -> str:
     """Which runs the deadline stopped before their planned operations."""
     early = [
-        f"N={n}: {r['ops']}/{r['planned']}"
+        f"N={n} {r['ops']}/{r['planned']}"
         for n, r in sorted(found.items())
         if r["ops"] < r["planned"]
     ]
-    return ", ".join(early) or "–"
+    return ", ".join(early)
 
 
 def conflict_kinds(results: Results, scenario: str) -> dict[str, int]:

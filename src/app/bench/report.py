@@ -396,7 +396,7 @@ def _contention(results: Results) -> list[Block]:
             "own connections) where another process can open the store, since threads share "
             "one GIL and, on SQLite, one lock. Each run does at most "
             f"{plan.get('ops', '?')} operations split over its workers and stops after "
-            f"{plan.get('seconds', '?')} s ('stopped early' then shows done/planned). "
+            f"{plan.get('seconds', '?')} s (the runs it stopped are listed under each table). "
             "Throughput is the operations done ÷ the run's wall time. Conflicts are counted "
             "at the stores, per write: bucket-creation races lost, conditional bucket "
             "updates lost, row upserts collided, and SQL statements the engine asked to "
@@ -415,6 +415,9 @@ def _contention(results: Results) -> list[Block]:
         blocks.append(
             Table(concurrency.headers(results), tuple(concurrency.rows(results, scenario)))
         )
+        early = concurrency.stopped(results, scenario)
+        if early:
+            blocks.append(Para(early))
     return blocks
 
 
