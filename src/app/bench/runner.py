@@ -141,6 +141,7 @@ def run(
             assert plan is not None
             clock = time.perf_counter()
             backend.result["contention"] = _contend(backend, plan, run_id, observer)
+            backend.result["contention_s"] = round(time.perf_counter() - clock, 2)
             backend.seconds += time.perf_counter() - clock
         for backend in backends:
             backend.result.update(status="ok", duration_s=round(backend.seconds, 2))
