@@ -120,6 +120,9 @@ def test_the_reading_finds_the_bend_the_best_size_and_why() -> None:
 
 def test_a_curve_still_falling_or_flat_from_the_start_says_so() -> None:
     assert sweep.bend((20, 50, 100), [300.0, 200.0, 100.0]) is None
+    # small steps that add up still count: 124 → 113 is 9 %, so no bend before 500
+    assert sweep.bend((20, 50, 100, 200, 500), [124.0, 121.0, 120.0, 119.0, 113.0]) is None
+    assert sweep.bend((20, 50, 100), [100.0, 99.0, 98.0]) == 20
     falling = swept([(20, 400, 100, 300), (50, 300, 100, 400), (100, 100, 100, 500)])
     (s,) = sweep.series(falling)
     assert "keeps falling up to 100" in sweep.reading(s, sweep.mix(falling), TITLES)

@@ -12,7 +12,7 @@ from typing import Any
 from app.bench.analysis import Backend, Results, fmt_num, fmt_us, ok_backends, p50, trips
 from app.bench.traffic import Traffic, default_mix
 
-FLAT = 0.05  # a step that changes the weighted cost by less than this is flat
+FLAT = 0.05  # a change of the weighted cost by less than this is no change
 DEFAULT_SIZE = 100
 
 
@@ -88,13 +88,13 @@ def costs(s: Series, weights: dict[str, float]) -> list[float | None]:
 
 
 def bend(sizes: tuple[int, ...], values: list[float]) -> int | None:
-    """The size after which a bigger bucket no longer lowers the cost by FLAT or more.
+    """The smallest size beyond which bigger buckets lower the cost by less than FLAT in all.
 
-    None when every step up keeps lowering it (the curve has not bent within the sweep).
+    None when that is the largest size: the cost was still falling at the end of the sweep.
     """
-    for k in range(len(sizes) - 1):
-        if values[k + 1] > values[k] * (1 - FLAT):
-            return sizes[k]
+    for k in range(len(sizes)):
+        if values[k] <= min(values[k:]) * (1 + FLAT):
+            return None if k == len(sizes) - 1 and k > 0 else sizes[k]
     return None
 
 
@@ -164,13 +164,13 @@ def _bend_text(sizes: tuple[int, ...], values: list[float], knee: int | None) ->
     tail = f"{after:+.0%} at {high}" if knee != high else ""
     if at == 0:
         return (
-            f"Bigger buckets do not pay here: from {low} up the cost stays within 5 % or "
-            f"rises ({tail})."
+            f"Bigger buckets do not pay here: above {low} the cost never falls by 5 % or "
+            f"more ({tail})."
         )
     saved = 1 - values[at] / values[0]
     return (
         f"The curve bends at {knee}: up to it bigger buckets cut the cost by {saved:.0%}, "
-        f"beyond it they save under 5 % per step ({tail})."
+        f"beyond it by under 5 % in all ({tail})."
     )
 
 
