@@ -323,7 +323,7 @@ def _value(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k} {fmt_num(v, 3)}" for k, v in value.items())
     if isinstance(value, list):
-        return ", ".join(f"{v:,}" for v in value)
+        return ", ".join(f"{v:,}" for v in value) or "none"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
