@@ -124,7 +124,7 @@ def test_a_run_stops_at_its_count_or_its_deadline() -> None:
     with open_service({"store": {"backend": "memory"}}) as service:
         job = contention.Job("send", 0, ("sg_t4_hot",), 5, 60.0, "t4")
         assert len(contention.work(service, job, lambda: None, lambda: False).latencies) == 5
-        job = contention.Job("send", 0, ("sg_t4_hot",), 1_000_000, 0.0, "t4")
+        job = contention.Job("send", 0, ("sg_t4_hot",), 1_000_000, -1.0, "t4")  # past
         assert contention.work(service, job, lambda: None, lambda: False).latencies == []
         job = contention.Job("send", 0, ("sg_t4_hot",), 1_000_000, 60.0, "t4")
         assert contention.work(service, job, lambda: None, lambda: True).latencies == []
