@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from adapters import contention
 from domain.budget import TagBudget
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
@@ -59,16 +60,21 @@ class BucketMessageStore(TagWrites):
     def _insert_bucket(
         self, doc_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
     ) -> None:
+        checked = False  # the last read found the bucket with every pending slot free
         for _ in range(MAX_ROUNDS):
             if self.repository.write_messages(doc_id, pending):
                 outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
                 return
+            if checked:
+                contention.record(contention.BUCKET_UPDATE_LOST)
             current = self.repository.read({doc_id: sorted(pending)}).get(doc_id)
             if current is None:
                 fresh = {index: Slot(message=m) for index, m in pending.items()}
                 if self.repository.create_bucket(doc_id, fresh):
                     outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
                     return
+                contention.record(contention.BUCKET_CREATE_LOST)
+                checked = False
                 continue  # another writer created the bucket: step back, retry as an update
             for index, slot in current.items():
                 kind = classify(slot, pending[index])
@@ -76,6 +82,7 @@ class BucketMessageStore(TagWrites):
                     outcome[pending.pop(index).seq] = kind
             if not pending:
                 return
+            checked = True
         raise StoreUnavailable(f"insert into {doc_id} did not settle under contention")
 
     def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
@@ -104,6 +111,7 @@ class BucketMessageStore(TagWrites):
                 continue
             if self.repository.create_bucket(doc_id, {index: Slot(revoke=revoke)}):
                 return True
+            contention.record(contention.BUCKET_CREATE_LOST)
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
 
     def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
@@ -225,6 +233,7 @@ class BucketMessageStore(TagWrites):
                 fresh = {index: EMPTY_SLOT.patched(patch) for index, patch in patches.items()}
                 if self.repository.create_bucket(doc_id, fresh):
                     return changed, spills
+                contention.record(contention.BUCKET_CREATE_LOST)
             else:
                 inline = False
             current = self.repository.read({doc_id: list(slots)}).get(doc_id)

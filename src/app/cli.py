@@ -190,12 +190,27 @@ def bench(
             help="run only these workloads (ingest always runs: it loads the data)",
         ),
     ] = None,
+    bucket_size: Annotated[
+        str | None,
+        typer.Option(
+            "--bucket-size",
+            help="sweep: run every bucket backend at each of these sizes, e.g. 20,50,100,200,500",
+        ),
+    ] = None,
+    traffic: Annotated[
+        Path | None,
+        typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
+    ] = None,
+    contention: Annotated[
+        bool, typer.Option(help="run the contention workloads (N concurrent workers)")
+    ] = True,
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
     from app.bench import console as bench_console
     from app.bench import report, runner, spec
     from app.bench.compare import compare as compare_runs
     from app.bench.compare import describe
+    from app.bench.traffic import load_traffic
     from app.bench.workloads import WORKLOAD_NAMES
 
     try:
@@ -204,6 +219,11 @@ def bench(
         specs += list(file.backends) if file else []
         if not specs:
             specs = [spec.parse_backend(text) for text in spec.DEFAULT_BACKENDS]
+        sizes = (
+            spec.parse_sizes(bucket_size) if bucket_size else (file.bucket_sizes if file else ())
+        )
+        specs = spec.sweep(specs, sizes) if sizes else specs
+        shape = load_traffic(traffic) if traffic else (file.traffic if file else None)
         unknown = set(workload or ()) - set(WORKLOAD_NAMES)
         if unknown:
             raise ConfigError(f"unknown workloads {sorted(unknown)}; known: {WORKLOAD_NAMES}")
@@ -215,6 +235,9 @@ def bench(
         scale=(scale.value if scale else None) or (file and file.scale) or "small",
         seed=seed if seed is not None else (file.seed if file and file.seed is not None else 42),
         workloads=tuple(workload or ()),
+        traffic=shape,
+        bucket_sizes=sizes,
+        contention=contention,
     )
     err = Console(stderr=True)
     with bench_console.RichObserver(err) as observer:
@@ -223,6 +246,8 @@ def bench(
     files = report.write(results, folder, previous)
     console.print(bench_console.summary_table(results))
     for line in bench_console.verdicts(results):
+        console.print(line)
+    for line in bench_console.contention_lines(results):
         console.print(line)
     console.print(bench_console.targets_table(results))
     if previous is not None:
@@ -237,6 +262,34 @@ def bench(
     console.print(f"        {files.results}")
     if len(skipped) == len(results["backends"]):
         raise typer.Exit(1)
+
+
+@cli.command()
+def profile(
+    config: Annotated[
+        Path, typer.Option(help="TOML/JSON file naming the store and its conversations")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="where to write the [traffic] table (default: print it)")
+    ] = None,
+) -> None:
+    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store."""
+    from app.bench import profile as profiling
+    from app.bench.traffic import to_toml
+
+    try:
+        request = profiling.load_request(config)
+        with open_service(request.store_config()) as service:
+            found = profiling.profile(service, request)
+    except ImbucketError as error:
+        console.print(f"[red]profile:[/] {escape(str(error))}")
+        raise typer.Exit(2) from None
+    text = to_toml(found.traffic(request.messages), found.describe())
+    if out is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.write_text(text)
+        console.print(f"{found.describe()}\nwrote {out}")
 
 
 @cli.command("compare")

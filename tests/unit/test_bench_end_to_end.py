@@ -69,6 +69,28 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
     ]
     for target in results["analysis"]["targets"]:
         assert target["passed"] in (True, False, None)
+    _check_contention(results)
+
+
+def _check_contention(results: dict[str, Any]) -> None:
+    """Every scenario at N = 1, 4, 16 as threads; as processes where another process can open."""
+    plan = results["parameters"]["contention"]
+    assert plan["workers"] == [1, 4, 16] and plan["ops"] == 48
+    for backend in results["backends"]:
+        runs = backend["contention"]
+        threads = {(r["scenario"], r["workers"]) for r in runs if r["mode"] == "threads"}
+        assert threads == {
+            (s, n) for s in ("hot_group", "many_groups", "readers") for n in (1, 4, 16)
+        }
+        processes = {(r["scenario"], r["workers"]) for r in runs if r["mode"] == "processes"}
+        shared = backend["store"] != "memory"
+        assert processes == ({("hot_group", 4), ("hot_group", 16)} if shared else set())
+        for run in runs:
+            assert run["errors"] == 0, run["error_samples"]
+            assert 0 < run["ops"] <= run["planned"] and run["writes"] > 0
+            assert set(run["conflicts"]) == {
+                "bucket_create_lost", "bucket_update_lost", "row_upsert_lost", "sql_retry"
+            }  # fmt: skip
 
 
 def test_every_workload_and_backend_is_in_both_reports(tiny_report: tuple[Path, str]) -> None:
@@ -83,6 +105,8 @@ def test_every_workload_and_backend_is_in_both_reports(tiny_report: tuple[Path, 
     for backend in results["backends"]:
         assert backend["label"] in markdown and backend["label"] in html
     assert "data:image/png;base64," in html
+    assert "## Contention" in markdown and "![throughput against concurrent workers" in markdown
+    assert "Bucket size sweep" not in markdown  # only with --bucket-size
     assert f"report: {folder / 'report.html'}" in output.replace("\n        ", " ")
 
 

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from adapters import contention
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
 from adapters.mongo.replies import duplicate_positions, row_slots, store_stats
@@ -114,6 +115,7 @@ class MongoRowMessageStore(TagWrites):
             try:
                 self._rows.update_one(command.filter, command.update, upsert=command.upsert)
             except DuplicateKeyError:
+                contention.record(contention.ROW_UPSERT_LOST)
                 return False
         return True
 
@@ -137,4 +139,5 @@ class MongoRowMessageStore(TagWrites):
                 except BulkWriteError as error:
                     # Two first upserts of one _id collided; the retry finds the row.
                     pending = [pending[i] for i in duplicate_positions(error.details)]
+                    contention.record(contention.ROW_UPSERT_LOST, len(pending))
         raise StoreUnavailable(f"tag write to {conversation_id} did not settle under contention")

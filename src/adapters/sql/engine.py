@@ -46,6 +46,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 from tenacity import RetryCallState, Retrying, wait_random_exponential
 
+from adapters import contention
 from adapters.sql.sizing import StatementLimits, ask_limits
 from adapters.sql.watchdog import Watchdog
 from adapters.timeouts import Timeouts
@@ -295,6 +296,8 @@ class Database:
         def warn(state: RetryCallState) -> None:
             failure = _failure_of(state)
             assert failure is not None  # only failures are retried
+            if failure.fault is Fault.CONTENTION:
+                contention.record(contention.SQL_RETRY)
             # Deadlocks are routine under concurrent writers; a lost server is news.
             level = logging.DEBUG if failure.fault is Fault.CONTENTION else logging.WARNING
             _log.log(

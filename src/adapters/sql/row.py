@@ -31,6 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, Row
 
+from adapters import contention
 from adapters.codec import message_from_doc, message_to_doc
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
@@ -246,6 +247,7 @@ class SqlRowStore(TagWrites):
             kind = classify(_slot(conversation_id, row), pending[seq])
             if kind is None:  # a tag-only row: its message goes in unless another writer won
                 if not self._fill(conversation_id, pending[seq]):
+                    contention.record(contention.ROW_UPSERT_LOST)
                     continue
                 kind = InsertOutcome.INSERTED
             outcome[seq] = kind

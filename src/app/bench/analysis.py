@@ -71,12 +71,28 @@ def pairs(results: Results) -> list[Pair]:
     for bucket in backends:
         if bucket["layout"] != "bucket" or bucket["family"] == "memory":
             continue
+        if not _nearest_default(bucket, backends):
+            continue  # a sweep: the size nearest OpenIM's 100 stands for the bucket layout
         for row in backends:
             same = all(row[k] == bucket[k] for k in ("family", "engine", "cache"))
             if same and row["layout"] == "row":
                 found.append(Pair(bucket["engine"], bucket, row))
                 break
     return found
+
+
+def _nearest_default(bucket: BackendResults, backends: list[BackendResults]) -> bool:
+    """Whether no other size of this bucket backend is nearer to 100 slots."""
+    if "bucket_size" not in bucket:
+        return True
+    keys = ("store", "family", "engine", "cache")
+
+    def distance(b: BackendResults) -> tuple[int, int]:
+        size = int(b.get("bucket_size", 100))
+        return abs(size - 100), size
+
+    same = [b for b in backends if all(b[k] == bucket[k] for k in keys)]
+    return min(same, key=distance) is bucket
 
 
 def p50(backend: BackendResults, workload: str) -> float | None:
@@ -213,7 +229,9 @@ class Target:
 def targets(results: Results) -> list[Target]:
     """The issue's targets, measured on this run."""
     found: list[Target] = []
-    backends = ok_backends(results)
+    every = ok_backends(results)
+    # In a sweep the size nearest OpenIM's 100 stands for each bucket backend.
+    backends = [b for b in every if _nearest_default(b, every)]
     found += _latest_targets(backends)
     found += _clear_targets(backends)
     found += _overhead_targets(backends)

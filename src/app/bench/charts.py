@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from app.bench.analysis import Results, ok_backends, p50, pairs, ratio, workload_titles
+from app.bench.analysis import Results, ok_backends, p50, pairs, ratio, trips, workload_titles
 
 _DPI = 100
 
@@ -131,3 +131,95 @@ def ratios(results: Results) -> bytes | None:
     axes.set_xlabel("bucket p50 / row p50   (left of 1: bucket faster, right: row faster)")
     _finish(axes)
     return _png(figure)
+
+
+def contention(results: Results) -> bytes:
+    """Throughput against workers, one panel per scenario; dashed lines are processes."""
+    from app.bench import concurrency
+
+    names = concurrency.scenarios(results)
+    backends = [b for b in ok_backends(results) if b.get("contention")]
+    figure, panels = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+    for axes, scenario in zip(panels[0], names, strict=True):
+        for k, backend in enumerate(backends):
+            xs, ys = concurrency.series(backend, scenario, "threads")
+            axes.plot(xs, ys, marker="o", color=f"C{k}", label=f"{backend['label']} threads")
+            px, py = concurrency.series(backend, scenario, "processes")
+            if px:
+                start = ([xs[0]], [ys[0]]) if xs and xs[0] < px[0] else ([], [])
+                axes.plot(start[0] + px, start[1] + py, marker="s", linestyle="--",
+                          color=f"C{k}", label=f"{backend['label']} processes")  # fmt: skip
+        counts = concurrency.workers(results)
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xticks(counts, [str(n) for n in counts])
+        axes.minorticks_off()
+        axes.set_title(concurrency.SCENARIO_TITLES[scenario], fontsize=10)
+        axes.set_xlabel("concurrent workers (N)")
+        axes.grid(alpha=0.3)
+        for side in ("top", "right"):
+            axes.spines[side].set_visible(False)
+    panels[0][0].set_ylabel("operations per second (log)")
+    handles, labels = panels[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
+    figure.tight_layout(rect=(0, 0.08 + 0.04 * ((len(labels) - 1) // 4), 1, 1))
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def sweep(results: Results, series: Any, weights: dict[str, float]) -> bytes:
+    """One engine of a bucket-size sweep: p50, round trips and bytes per message vs size."""
+    from app.bench import sweep as sweeping
+
+    titles = workload_titles(results, layouts_only=True)
+    names = [n for n in sweeping.common_workloads(series, dict.fromkeys(titles, 1.0))]
+    figure, (lat, rts, size) = plt.subplots(1, 3, figsize=(14, 4.4))
+    sizes = list(series.sizes)
+    for k, name in enumerate(names):
+        style = {"color": f"C{k % 10}", "marker": "o", "linestyle": "-" if k < 10 else ":"}
+        lat.plot(sizes, [p50(b, name) for b in series.buckets], label=titles[name], **style)
+        rts.plot(sizes, [trips(b, name) for b in series.buckets], **style)
+    costs = sweeping.costs(series, weights)
+    if all(c is not None for c in costs):
+        lat.plot(sizes, costs, color="black", linewidth=2.5, label="this traffic's mix (weighted)")
+    row_cost = sweeping.row_cost(series, weights)
+    if row_cost:
+        lat.axhline(row_cost, color="black", linestyle="--", linewidth=1, label="row layout, mix")
+    footprints = [sweeping.footprint(b) for b in series.buckets]
+    if all(footprints):
+        size.plot(sizes, [f["data_bytes_per_message"] for f in footprints], marker="o",
+                  color="C0", label="bucket data")  # fmt: skip
+        size.plot(sizes, [f["index_bytes_per_message"] for f in footprints], marker="o",
+                  color="C3", label="bucket index")  # fmt: skip
+        row = sweeping.footprint(series.row) if series.row else {}
+        if row:
+            size.axhline(row["data_bytes_per_message"], color="C0", linestyle="--",
+                         label="row data")  # fmt: skip
+            size.axhline(row["index_bytes_per_message"], color="C3", linestyle="--",
+                         label="row index")  # fmt: skip
+    for axes, label in (
+        (lat, "p50 per operation (µs, log)"),
+        (rts, "round trips per operation"),
+        (size, "bytes per stored message (log)"),
+    ):
+        axes.set_xscale("log")
+        axes.set_xticks(sizes, [str(s) for s in sizes])
+        axes.minorticks_off()
+        axes.set_xlabel("slots per bucket")
+        axes.set_ylabel(label)
+        axes.grid(alpha=0.3)
+        for side in ("top", "right"):
+            axes.spines[side].set_visible(False)
+    lat.set_yscale("log")
+    size.set_yscale("log")
+    size.legend(fontsize=8)
+    handles, labels = lat.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=5, fontsize=8)
+    rows = (len(labels) + 4) // 5
+    figure.tight_layout(rect=(0, 0.05 * rows + 0.02, 1, 1))
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI)
+    plt.close(figure)
+    return buffer.getvalue()

@@ -130,3 +130,13 @@ def compare_table(changes: list[Change], against: str) -> Table:
             cells[4] = f"[{'red' if delta > 0 else 'green'}]{cells[4]}[/]"
         table.add_row(*cells)
     return table
+
+
+def contention_lines(results: Results) -> list[str]:
+    """One line per contention scenario: how throughput scales and what the stores counted."""
+    from app.bench import concurrency
+
+    return [
+        f"contention, {concurrency.SCENARIO_TITLES[s]}: {concurrency.reading(results, s)}"
+        for s in concurrency.scenarios(results)
+    ]

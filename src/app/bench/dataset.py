@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from app.bench.traffic import Shape, Traffic
+from domain.errors import ConfigError
 from domain.model import ContentType, Message, SessionType
 
 _EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -90,9 +92,11 @@ class Batch:
 class Dataset:
     """The conversations of one scale and seed, and their messages on demand."""
 
-    def __init__(self, scale: Scale, seed: int = 42) -> None:
+    def __init__(self, scale: Scale, seed: int = 42, traffic: Traffic | None = None) -> None:
         self.scale = scale
         self.seed = seed
+        self.traffic = traffic or Traffic()
+        self.shape: Shape = self.traffic.shape(scale)
         self.conversations = self._conversations()
 
     @cached_property
@@ -110,10 +114,12 @@ class Dataset:
         return random.Random(f"{self.seed}:{purpose}")
 
     def _conversations(self) -> list[Conversation]:
-        s, rng = self.scale, self.rng("conversations")
-        users = [f"u{n:07d}" for n in range(s.users)]
+        s, rng = self.shape, self.rng("conversations")
+        users = [f"u{n:07d}" for n in range(self.scale.users)]
         found: list[Conversation] = []
         seen: set[str] = set()
+        if s.single_chats > len(users) * (len(users) - 1) // 2:
+            raise ConfigError(f"{s.single_chats:,} 1:1 chats need more than {len(users):,} users")
         p = 1 / s.single_mean  # geometric sizes: most 1:1 chats hold a handful of messages
         while len(found) < s.single_chats:
             a, b = sorted(rng.sample(users, 2))
@@ -121,11 +127,12 @@ class Dataset:
             if conv_id in seen:
                 continue
             seen.add(conv_id)
-            size = 1 + int(math.log(1 - rng.random()) / math.log(1 - p))
+            draw = rng.random()
+            size = 1 if p >= 1 else 1 + int(math.log(1 - draw) / math.log(1 - p))
             found.append(Conversation(conv_id, SessionType.SINGLE, size, (a, b)))
         # Pareto-shared group sizes: a few groups hold most of the messages.
-        weights = [rng.paretovariate(1.2) for _ in range(s.groups)]
-        total = sum(weights)
+        weights = [rng.paretovariate(s.group_skew) for _ in range(s.groups)]
+        total = sum(weights) or 1.0
         sizes = [max(50, int(s.group_messages * w / total)) for w in weights]
         sizes += list(s.giants)
         for n, size in enumerate(sizes):
@@ -178,7 +185,7 @@ class Dataset:
         rng = random.Random(f"{self.seed}:{conv.id}:{seq}")
         sender = self.sender(conv, seq)
         sent = _EPOCH_MS + seq * 30_000 + rng.randrange(30_000)
-        content, content_type = _content(rng)
+        content, content_type = _content(rng, self.shape)
         other = "" if conv.is_group else next(m for m in conv.members if m != sender)
         return Message(
             conversation_id=conv.id,
@@ -211,7 +218,7 @@ class Dataset:
         """Shape of the dataset for the report."""
         sizes = sorted(c.size for c in self.conversations)
         groups = [c.size for c in self.conversations if c.is_group]
-        return {
+        found: dict[str, object] = {
             "conversations": len(sizes),
             "single_chats": len(sizes) - len(groups),
             "groups": len(groups),
@@ -222,14 +229,18 @@ class Dataset:
             "users": self.scale.users,
             "seed": self.seed,
         }
+        if not self.traffic.is_default:
+            found["traffic"] = self.traffic.as_dict()
+        return found
 
 
-def _content(rng: random.Random) -> tuple[str, int]:
+def _content(rng: random.Random, shape: Shape) -> tuple[str, int]:
     """Text of log-normal length (median ≈ 30 chars, long tail), or now and then a picture."""
-    if rng.random() < 0.04:
+    if rng.random() < shape.picture_share:
         uuid = f"{rng.getrandbits(128):032x}"
         return _IMAGE.format(uuid=uuid, size=rng.randrange(20_000, 3_000_000)), 102
-    length = min(4_000, max(1, int(rng.lognormvariate(math.log(30), 1.0))))
+    spread = rng.lognormvariate(math.log(shape.text_median), shape.text_sigma)
+    length = min(shape.text_max, max(1, int(spread)))
     words: list[str] = []
     used = 0
     while used < length:

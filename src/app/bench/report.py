@@ -7,22 +7,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench import charts
+from app.bench import charts, concurrency, sweep
 from app.bench.analysis import (
     Results,
     analysis,
     fmt_num,
     fmt_us,
     ok_backends,
+    p50,
     pair_rows,
     pairs,
     reading,
     targets,
+    trips,
     verdict_summary,
     workload_titles,
 )
 from app.bench.compare import HEADERS as COMPARE_HEADERS
 from app.bench.compare import compare, describe, summary
+from app.bench.contention import SCENARIOS as CONTENTION_SCENARIOS
 from app.bench.document import (
     Block,
     Bullets,
@@ -53,6 +56,11 @@ def write(results: Results, folder: Path, previous: Results | None = None) -> Re
     folder.mkdir(parents=True, exist_ok=True)
     results = dict(results)
     results["analysis"] = analysis(results)
+    if sweep.series(results):
+        titles = workload_titles(results, layouts_only=True)
+        results["analysis"]["sweep"] = sweep.analysis(results, titles)
+    if concurrency.ran(results):
+        results["analysis"]["contention"] = concurrency.analysis(results)
     if previous is not None:
         changes = compare(previous, results)
         results["compare"] = {
@@ -77,9 +85,11 @@ def build(results: Results, previous: Results | None = None) -> list[Block]:
     blocks += _how_to_read()
     blocks += _targets(results)
     blocks += _pairs(results)
+    blocks += _sweep(results)
     blocks += _charts(results)
     blocks += _workloads(results)
     blocks += _footprint(results)
+    blocks += _contention(results)
     blocks += _backends(results)
     blocks += _parameters(results)
     if previous is not None:
@@ -300,12 +310,115 @@ def _parameters(results: Results) -> list[Block]:
         ("scale", p["scale"]),
         ("seed", str(p["seed"])),
         *((f"dataset {k}", f"{v:,}" if isinstance(v, int) else str(v)) for k, v in
-          p["dataset"].items() if k != "seed"),
+          p["dataset"].items() if k not in {"seed", "traffic"}),
+        *((f"traffic {k}", _value(v)) for k, v in p.get("traffic", {}).items()),
         ("operations per read/tag workload", f"{p['scale_detail']['ops']:,}"),
         *((f"machine {k}", str(v)) for k, v in machine.items()),
         *((f"git {k}", str(v)) for k, v in git.items()),
     ]  # fmt: skip
     return [Heading(2, "Parameters and machine"), Table(("parameter", "value"), tuple(pairs_))]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {fmt_num(v, 3)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(f"{v:,}" for v in value) or "none"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _sweep(results: Results) -> list[Block]:
+    found = sweep.series(results)
+    if not found:
+        return []
+    weights = sweep.mix(results)
+    titles = workload_titles(results, layouts_only=True)
+    traffic = results["parameters"].get("traffic", {}).get("source") or "the built-in traffic"
+    mix = ", ".join(f"{titles.get(k, k)} {v / sum(weights.values()):.0%}" for k, v in
+                    weights.items() if v)  # fmt: skip
+    blocks: list[Block] = [
+        Heading(2, "Bucket size sweep"),
+        Para(
+            f"Every bucket backend ran at {', '.join(map(str, found[0].sizes))} slots per "
+            f"bucket on the same seeded data ({traffic}), next to the row layout. The "
+            f"weighted cost is the mean p50 of one operation of the traffic's mix ({mix})."
+        ),
+    ]
+    for s in found:
+        blocks.append(Heading(3, s.name))
+        blocks.append(Para(sweep.reading(s, weights, titles)))
+        blocks.append(Table(*_sweep_table(s, titles, weights)))
+        blocks.append(
+            Figure(
+                f"sweep-{s.name.replace('/', '-').replace('+', '-')}.png",
+                charts.sweep(results, s, weights),
+                f"{s.name}: p50 and round trips per workload, and bytes per message, against "
+                "bucket size (dashed: the row layout)",
+            )
+        )
+    return blocks
+
+
+def _sweep_table(
+    s: sweep.Series, titles: dict[str, str], weights: dict[str, float]
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """Rows: workloads, the weighted cost and the footprint; columns: row layout, sizes."""
+    sizes = [f"{size} slots" for size in s.sizes]
+    headers = ("p50 · round trips", *(["row layout"] if s.row else []), *sizes)
+    backends = ([s.row] if s.row else []) + list(s.buckets)
+    rows = []
+    for name, title in titles.items():
+        if all(p50(b, name) is None for b in backends):
+            continue
+        rows.append(
+            (title, *(f"{fmt_us(p50(b, name))} · {fmt_num(trips(b, name))}" for b in backends))
+        )
+    costs = [sweep.row_cost(s, weights)] if s.row else []
+    costs += sweep.costs(s, weights)
+    rows.append(("this traffic's mix (weighted p50)", *(fmt_us(c) for c in costs)))
+    for key, label, digits in (
+        ("data_bytes_per_message", "data bytes / message", 0),
+        ("index_bytes_per_message", "index bytes / message", 2),
+        ("messages_per_document", "messages / bucket or row", 1),
+    ):
+        rows.append((label, *(fmt_num(sweep.footprint(b).get(key), digits) for b in backends)))
+    return headers, tuple(rows)
+
+
+def _contention(results: Results) -> list[Block]:
+    if not concurrency.ran(results):
+        return []
+    plan = results["parameters"].get("contention", {})
+    blocks: list[Block] = [
+        Heading(2, "Contention"),
+        Para(
+            "N workers at once on one backend: threads, and worker processes (each with its "
+            "own connections) where another process can open the store, since threads share "
+            "one GIL and, on SQLite, one lock. Each run does at most "
+            f"{plan.get('ops', '?')} operations split over its workers and stops after "
+            f"{plan.get('seconds', '?')} s (the runs it stopped are listed under each table). "
+            "Throughput is the operations done ÷ the run's wall time. Conflicts are counted "
+            "at the stores, per write: bucket-creation races lost, conditional bucket "
+            "updates lost, row upserts collided, and SQL statements the engine asked to "
+            "repeat (deadlock, serialization failure, lock timeout, SQLite's 'locked')."
+        ),
+        Figure(
+            "contention.png",
+            charts.contention(results),
+            "throughput against concurrent workers (log–log; dashed: worker processes)",
+        ),
+    ]
+    for scenario in concurrency.scenarios(results):
+        about = next((s.about for s in CONTENTION_SCENARIOS if s.name == scenario), scenario)
+        blocks.append(Heading(3, concurrency.SCENARIO_TITLES[scenario]))
+        blocks.append(Para(f"{about}. {concurrency.reading(results, scenario)}".strip()))
+        blocks.append(
+            Table(concurrency.headers(results), tuple(concurrency.rows(results, scenario)))
+        )
+        early = concurrency.stopped(results, scenario)
+        if early:
+            blocks.append(Para(early))
+    return blocks
 
 
 def _compare(previous: Results, results: Results) -> list[Block]:

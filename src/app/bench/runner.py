@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
@@ -24,10 +25,12 @@ from typing import Any
 
 from adapters.scratch import engine_version, scratch_redis, scratch_store
 from app import open_service
+from app.bench import contention
 from app.bench.dataset import SCALES, Dataset
 from app.bench.metrics import Recorder
 from app.bench.probe import Probe, probing
 from app.bench.spec import BackendSpec, redact
+from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
 from app.service import MessageService
 from domain.model import StoreStats
@@ -42,6 +45,9 @@ class Options:
     scale: str = "small"
     seed: int = 42
     workloads: tuple[str, ...] = ()  # empty: all
+    traffic: Traffic | None = None  # None: the built-in shape of the scale
+    bucket_sizes: tuple[int, ...] = ()  # the sweep's sizes (the specs are already expanded)
+    contention: bool = True  # run the contention workloads after the others
 
 
 class Observer:
@@ -79,6 +85,7 @@ class _Open:
     subject: Subject
     result: dict[str, Any]
     seconds: float = 0.0
+    config: dict[str, Any] | None = None  # what another process opens the store with
 
 
 def run(
@@ -89,7 +96,7 @@ def run(
     if options.scale not in SCALES:
         raise ValueError(f"unknown scale {options.scale!r}; known: {', '.join(SCALES)}")
     started = time.perf_counter()
-    dataset = Dataset(SCALES[options.scale], options.seed)
+    dataset = Dataset(SCALES[options.scale], options.seed, options.traffic)
     # ingest always runs: it loads the data every other workload reads or tags
     wanted = {"ingest", *options.workloads} if options.workloads else {w.name for w in WORKLOADS}
     chosen = [w for w in WORKLOADS if w.name in wanted]
@@ -106,7 +113,7 @@ def run(
             result = _describe(setup)
             results.append(result)
             try:
-                subject = _open(setup, stack, probe)
+                subject, config = _open(setup, stack, probe)
             except Exception as error:  # any failure to open means: skip this backend, say why
                 result["reason"] = f"{type(error).__name__}: {error}"
                 observer.done(setup.label, "skipped", result["reason"])
@@ -114,7 +121,8 @@ def run(
             result.update(raw_arm=subject.raw is not None, workloads={}, footprint={})
             ops = sum(len(plans[w.name]) for w in chosen if not w.raw or subject.raw is not None)
             observer.backend(setup.label, ops)
-            backends.append(_Open(setup, subject, result))
+            shareable = spec.store != "memory"  # another process sees the same data
+            backends.append(_Open(setup, subject, result, config=config if shareable else None))
         for workload in chosen:
             for backend in backends:
                 if workload.raw and backend.subject.raw is None:
@@ -128,26 +136,66 @@ def run(
                 backend.seconds += time.perf_counter() - clock
         for backend in backends:
             backend.result["footprint"]["end"] = footprint(backend.subject.service)
+        plan = contention.PLANS.get(options.scale) if options.contention else None
+        for backend in backends if plan is not None else ():
+            assert plan is not None
+            clock = time.perf_counter()
+            backend.result["contention"] = _contend(backend, plan, run_id, observer)
+            backend.result["contention_s"] = round(time.perf_counter() - clock, 2)
+            backend.seconds += time.perf_counter() - clock
+        for backend in backends:
             backend.result.update(status="ok", duration_s=round(backend.seconds, 2))
             observer.done(backend.setup.label, "ok", "")
+    parameters = _parameters(options, dataset, chosen, plans)
+    if plan is not None:
+        parameters["contention"] = plan.as_dict()
     return {
         "schema": SCHEMA,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 2),
-        "parameters": {
-            "scale": options.scale,
-            "seed": options.seed,
-            "scale_detail": asdict(dataset.scale),
-            "dataset": dataset.summary(),
-            "workloads": [
-                {"name": w.name, "title": w.title, "about": w.about, "ops": len(plans[w.name])}
-                for w in chosen
-            ],
-        },
+        "parameters": parameters,
         "machine": machine(),
         "git": git_info(),
         "backends": results,
     }
+
+
+def _parameters(
+    options: Options, dataset: Dataset, chosen: list[Workload], plans: dict[str, list[Op]]
+) -> dict[str, Any]:
+    parameters: dict[str, Any] = {
+        "scale": options.scale,
+        "seed": options.seed,
+        "scale_detail": asdict(dataset.scale),
+        "dataset": dataset.summary(),
+        "workloads": [
+            {"name": w.name, "title": w.title, "about": w.about, "ops": len(plans[w.name])}
+            for w in chosen
+        ],
+    }
+    if options.bucket_sizes:
+        parameters["bucket_sizes"] = list(options.bucket_sizes)
+    if options.traffic is not None and not options.traffic.is_default:
+        parameters["traffic"] = options.traffic.as_dict()
+    return parameters
+
+
+def _contend(
+    backend: _Open, plan: contention.Plan, run_id: str, observer: Observer
+) -> list[dict[str, Any]]:
+    label = backend.setup.label
+    return contention.measure(
+        backend.subject.service,
+        backend.config,
+        plan,
+        f"c{run_id}{_digits(label)}",
+        lambda title: observer.workload(label, f"contention: {title}", 0),
+    )
+
+
+def _digits(label: str) -> str:
+    """A short tag of a label, so that two backends on one server never share a group."""
+    return f"{zlib.crc32(label.encode()) % 10_000:04d}"
 
 
 def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -> Setup:
@@ -169,11 +217,14 @@ def _describe(setup: Setup) -> dict[str, Any]:
         "cache": spec.cache,
         "status": "skipped",
         "version": setup.version,
-    }
+    } | ({} if spec.bucket_size is None else {"bucket_size": spec.bucket_size})
 
 
-def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Subject:
-    """Open the backend in a scratch namespace released by stack; raises if it cannot."""
+def _open(setup: Setup, stack: ExitStack, probe: Probe) -> tuple[Subject, dict[str, Any]]:
+    """Open the backend in a scratch namespace released by stack; raises if it cannot.
+
+    Returns the subject and the config it was opened with.
+    """
     spec = setup.spec
     config = spec.config()
     config["store"]["url"] = stack.enter_context(scratch_store(setup.url, setup.namespace))
@@ -185,7 +236,7 @@ def _open(setup: Setup, stack: ExitStack, probe: Probe) -> Subject:
     stack.callback(service.close)
     service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
     probe.attach(service)
-    return Subject(service, _raw_arm(spec, service))
+    return Subject(service, _raw_arm(spec, service)), config
 
 
 def _unique(label: str, taken: set[str]) -> str:
@@ -201,7 +252,8 @@ def store_url(spec: BackendSpec, workdir: Path) -> str:
     """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
     if spec.url or spec.family != "sql":
         return spec.url
-    return f"sqlite:///{workdir / (spec.store + '.sqlite')}"
+    size = "" if spec.bucket_size is None else f"-{spec.bucket_size}"
+    return f"sqlite:///{workdir / (spec.store + size + '.sqlite')}"
 
 
 def _version(spec: BackendSpec, url: str) -> str:

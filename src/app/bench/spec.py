@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from app.bench.traffic import Traffic, parse_traffic
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from domain.budget import DEFAULT_MAX_BUCKET_BYTES
 from domain.errors import ConfigError
 
 DEFAULT_BACKENDS = ("memory", "sql-row", "sql-bucket")
@@ -31,6 +34,7 @@ class BackendSpec:
     cache: str = "none"
     cache_url: str = ""
     flavour: str = ""  # the engine as the server names itself (mariadb behind a mysql:// URL)
+    bucket_size: int | None = None  # slots per bucket; None: the settings' default (100)
 
     @property
     def engine(self) -> str:
@@ -59,14 +63,21 @@ class BackendSpec:
         """Short unique name shown in the report, e.g. ``sql-row/postgresql+redis``."""
         engine = "" if self.store == "memory" else f"/{self.engine}"
         cache = "" if self.cache == "none" else f"+{self.cache}"
-        return f"{self.store}{engine}{cache}"
+        size = "" if self.bucket_size is None else f"[{self.bucket_size}]"
+        return f"{self.store}{engine}{cache}{size}"
 
     def config(self) -> dict[str, Any]:
         """The ``open_service`` config of this backend."""
         cache: dict[str, Any] = {"backend": self.cache}
         if self.cache_url:
             cache["url"] = self.cache_url
-        return {"store": {"backend": self.store, "url": self.url}, "cache": cache}
+        store: dict[str, Any] = {"backend": self.store, "url": self.url}
+        if self.bucket_size is not None:
+            store["bucket_size"] = self.bucket_size
+            # The same worst-case bytes per slot as OpenIM's 100 slots in 8 MiB.
+            scaled = -(-DEFAULT_MAX_BUCKET_BYTES * self.bucket_size // 100)
+            store["max_bucket_bytes"] = max(DEFAULT_MAX_BUCKET_BYTES, scaled)
+        return {"store": store, "cache": cache}
 
 
 _SPEC = re.compile(r"^(?P<store>[a-z-]+)(?:\+(?P<cache>[a-z]+))?(?:@(?P<url>.+))?$")
@@ -90,32 +101,76 @@ def _spec(store: str, url: str, cache: str, cache_url: str) -> BackendSpec:
     return BackendSpec(store, url, cache, cache_url if cache != "none" else "")
 
 
+MAX_SWEEP_SIZES = 12
+"""Most bucket sizes one sweep runs (each size runs every bucket backend once more)."""
+
+
+def parse_sizes(text: str | Sequence[object]) -> tuple[int, ...]:
+    """Bucket sizes of a sweep from ``20,50,100`` (or a list): distinct, ascending, ≥ 1.
+
+    ConfigError on anything else; the stores refuse sizes their budget cannot hold
+    when they open (that backend is then skipped with the reason).
+    """
+    items = text.split(",") if isinstance(text, str) else list(text)
+    sizes: set[int] = set()
+    for item in items:
+        value = item.strip() if isinstance(item, str) else item
+        if isinstance(value, bool):
+            raise ConfigError(f"bucket size {item!r} is not a whole number")
+        try:
+            size = int(value) if isinstance(value, str | int) else None
+        except ValueError:
+            size = None
+        if size is None or size < 1:
+            raise ConfigError(f"bucket size {item!r} is not a whole number ≥ 1")
+        sizes.add(size)
+    if not sizes:
+        raise ConfigError("--bucket-size needs at least one size, e.g. 20,50,100,200,500")
+    if len(sizes) > MAX_SWEEP_SIZES:
+        raise ConfigError(f"a sweep runs at most {MAX_SWEEP_SIZES} bucket sizes")
+    return tuple(sorted(sizes))
+
+
+def sweep(specs: Sequence[BackendSpec], sizes: Sequence[int]) -> list[BackendSpec]:
+    """Every bucket backend once per size (in the order given), row backends once."""
+    expanded: list[BackendSpec] = []
+    for spec in specs:
+        if spec.layout == "bucket":
+            expanded += [replace(spec, bucket_size=size) for size in sizes]
+        else:
+            expanded.append(spec)
+    return expanded
+
+
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
-    """What a config file may set: the backends, and optionally scale and seed."""
+    """What a config file may set: backends, scale, seed, bucket sizes and the traffic."""
 
     backends: tuple[BackendSpec, ...]
     scale: str | None = None
     seed: int | None = None
+    bucket_sizes: tuple[int, ...] = ()
+    traffic: Traffic | None = None
 
 
 def load_config(path: Path, cache_url: str = "") -> BenchConfig:
-    """Read a TOML or JSON file listing backends.
+    """Read a TOML or JSON bench config file.
 
     ``backends`` is a list of ``ID[+redis][@URL]`` strings or of tables with keys
-    ``store``, ``url``, ``cache`` and ``cache_url``; ``scale``, ``seed`` and ``redis_url``
-    are optional.
+    ``store``, ``url``, ``cache`` and ``cache_url`` (empty or absent: the embedded default);
+    ``scale``, ``seed``, ``redis_url``, ``bucket_sizes`` (a list) and a ``[traffic]`` table
+    (app.bench.traffic) are optional.
     """
     try:
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (OSError, ValueError) as error:
         raise ConfigError(f"cannot read bench config {path}: {error}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("backends"), list):
-        raise ConfigError(f"{path} must hold a list named 'backends'")
+    if not isinstance(data, dict) or not isinstance(data.get("backends", []), list):
+        raise ConfigError(f"{path}: 'backends' must be a list")
     cache_url = str(data.get("redis_url", cache_url))
     specs = []
-    for item in data["backends"]:
+    for item in data.get("backends", []):
         if isinstance(item, str):
             specs.append(parse_backend(item, cache_url))
         elif isinstance(item, dict) and isinstance(item.get("store"), str):
@@ -129,11 +184,14 @@ def load_config(path: Path, cache_url: str = "") -> BenchConfig:
             )
         else:
             raise ConfigError(f"{path}: cannot read backend entry {item!r}")
-    scale, seed = data.get("scale"), data.get("seed")
+    scale, seed, sizes = data.get("scale"), data.get("seed"), data.get("bucket_sizes")
+    traffic = data.get("traffic")
     return BenchConfig(
         tuple(specs),
         None if scale is None else str(scale),
         None if seed is None else int(seed),
+        () if sizes is None else parse_sizes(sizes if isinstance(sizes, list) else str(sizes)),
+        None if traffic is None else parse_traffic(traffic, source=str(path)),
     )
 
 

@@ -113,7 +113,9 @@ def _each(
     pool: Sequence[Conversation],
     make: Callable[[random.Random, Conversation], Op],
 ) -> list[Op]:
-    """``scale.ops`` operations, each on a conversation drawn from pool."""
+    """``scale.ops`` operations, each on a conversation drawn from pool (none if it is empty)."""
+    if not pool:
+        return []  # a team's traffic may have no conversation this workload needs
     rng = data.rng(purpose)
     return [make(rng, rng.choice(pool)) for _ in range(data.scale.ops)]
 
