@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from domain.model import Watermarks
+from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 
 @runtime_checkable
@@ -67,6 +68,22 @@ class SeqStore(Protocol):
         concurrent claims of one client_msg_id all get the same answer. One round trip where
         the engine allows (a multi-row upsert).
         """
+        ...
+
+    def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
+        """A page of at most ``limit`` >= 1 conversations' max_seq and min_seq.
+
+        Like ``MessageStore.scan``: ``after=None`` first, then each page's cursor until
+        None; engine order, one round trip per page. Conversations never written are absent.
+        """
+        ...
+
+    def scan_user_seqs(self, after: str | None, limit: int) -> SeqPage[UserSeqs]:
+        """A page of at most ``limit`` per-user rows (clear floor and read seq), as above."""
+        ...
+
+    def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
+        """A page of at most ``limit`` recorded send claims, as above."""
         ...
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:

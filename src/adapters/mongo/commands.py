@@ -457,3 +457,45 @@ def record_layout(collection: str, bucket_size: int) -> FindAndUpdate:
         {"$setOnInsert": {"bucket_size": bucket_size}},
         {"_id": 0, "bucket_size": 1},
     )
+
+
+# ---- streaming scans (migrate, verify) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Find:
+    """A find: ``collection.find(filter, projection).sort(sort).limit(limit)``."""
+
+    filter: Doc
+    projection: Doc | None
+    sort: list[tuple[str, int]]
+    limit: int
+
+
+# The key each scanned collection is read in order of (a unique index, or _id for rows).
+SCAN_KEYS: Mapping[str, tuple[str, ...]] = {
+    BUCKETS: ("doc_id",),
+    ROWS: ("_id",),
+    SEQS: ("conversation_id",),
+    USER_SEQS: ("conversation_id", "user_id"),
+    SENDS: ("conversation_id", "client_msg_id"),
+}
+
+
+def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
+    """Filter of the documents whose key (fields ``names``, in order) sorts after ``values``."""
+    if values is None:
+        return {}
+    clauses = []
+    for position, name in enumerate(names):
+        clause: Doc = dict(zip(names[:position], values[:position], strict=True))
+        clause[name] = {"$gt": values[position]}
+        clauses.append(clause)
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+
+
+def scan(collection: str, after: Sequence[Any] | None, limit: int) -> Find:
+    """The next ``limit`` documents of collection in key order after key ``after``."""
+    names = SCAN_KEYS[collection]
+    projection = None if collection == ROWS else {"_id": 0}  # rows: _id is the key
+    return Find(after_key(names, after), projection, [(name, 1) for name in names], limit)
