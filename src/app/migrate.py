@@ -25,9 +25,9 @@ from typing import Any
 
 from app import open_service
 from app.service import MessageService
-from domain.errors import ConfigError, ImbucketError
+from domain.errors import ConfigError, ImbucketError, InvalidMessage
 from domain.migration import normalized, reachable, same_views
-from domain.model import EMPTY_SLOT, Slot
+from domain.model import EMPTY_SLOT, Slot, check_message
 from domain.scan import Counters, ScannedSlot, SeqPage, UserSeqs
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
@@ -255,7 +255,10 @@ class _Copier:
             current = normalized(before.get(seq, EMPTY_SLOT))
             if current == slot:
                 continue
-            if reachable(current, slot):
+            refused = self._refused(conversation_id, slot)
+            if refused is not None:
+                self.tally.differ(Difference(conversation_id, f"seq {seq}", _show(slot), refused))
+            elif reachable(current, slot):
                 todo[seq] = (current, slot)
             else:
                 self.tally.differ(
@@ -273,6 +276,16 @@ class _Copier:
                 self.tally.differ(
                     Difference(conversation_id, f"seq {seq}", _show(slot), _show(landed))
                 )
+
+    def _refused(self, conversation_id: str, slot: Slot) -> str | None:
+        """Why the target's limits refuse slot's message (its buckets are sized by them)."""
+        if slot.message is None:
+            return None
+        try:
+            check_message(slot.message, conversation_id, self.target.limits)
+        except InvalidMessage as error:
+            return f"refused by the target's limits: {error}"
+        return None
 
     def _complete(self, conversation_id: str, todo: dict[int, tuple[Slot, Slot]]) -> None:
         """Write what each target slot lacks, in an order every kill point can resume from.
