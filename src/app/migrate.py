@@ -25,10 +25,11 @@ from typing import Any
 
 from app import open_service
 from app.service import MessageService
-from domain.errors import ConfigError, ImbucketError, InvalidMessage
+from domain.errors import ConfigError, ImbucketError
 from domain.migration import normalized, reachable, same_views
-from domain.model import EMPTY_SLOT, Slot, check_message
+from domain.model import EMPTY_SLOT, Slot
 from domain.scan import Counters, ScannedSlot, SeqPage, UserSeqs
+from domain.sizes import message_bytes
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
@@ -281,10 +282,10 @@ class _Copier:
         """Why the target's limits refuse slot's message (its buckets are sized by them)."""
         if slot.message is None:
             return None
-        try:
-            check_message(slot.message, conversation_id, self.target.limits)
-        except InvalidMessage as error:
-            return f"refused by the target's limits: {error}"
+        limits = self.target.limits
+        size = message_bytes(slot.message, limits.max_id_length)
+        if size > limits.max_message_bytes:
+            return f"too large for the target ({size} > limits.max_message_bytes)"
         return None
 
     def _complete(self, conversation_id: str, todo: dict[int, tuple[Slot, Slot]]) -> None:

@@ -472,10 +472,12 @@ class Find:
     limit: int
 
 
-# The key each scanned collection is read in order of (a unique index, or _id for rows).
+# The key each scanned collection is read in order of: its unique index, or for rows the
+# fields of _id (sorted by _id itself, whose order is (c, s): the filter names the fields
+# because not every server compares embedded documents with $gt).
 SCAN_KEYS: Mapping[str, tuple[str, ...]] = {
     BUCKETS: ("doc_id",),
-    ROWS: ("_id",),
+    ROWS: ("_id.c", "_id.s"),
     SEQS: ("conversation_id",),
     USER_SEQS: ("conversation_id", "user_id"),
     SENDS: ("conversation_id", "client_msg_id"),
@@ -497,5 +499,17 @@ def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
 def scan(collection: str, after: Sequence[Any] | None, limit: int) -> Find:
     """The next ``limit`` documents of collection in key order after key ``after``."""
     names = SCAN_KEYS[collection]
-    projection = None if collection == ROWS else {"_id": 0}  # rows: _id is the key
-    return Find(after_key(names, after), projection, [(name, 1) for name in names], limit)
+    if collection == ROWS:
+        return Find(after_key(names, after), None, [("_id", 1)], limit)
+    return Find(after_key(names, after), {"_id": 0}, [(name, 1) for name in names], limit)
+
+
+def key_of(document: Doc, collection: str) -> list[Any]:
+    """The scan key of a document of collection (dotted names reach into _id)."""
+    values = []
+    for name in SCAN_KEYS[collection]:
+        value: Any = document
+        for part in name.split("."):
+            value = value[part]
+        values.append(value)
+    return values

@@ -79,7 +79,7 @@ class MongoConnection:
             )
         if len(found) < limit:
             return found, None
-        return found, json.dumps([found[-1][key] for key in commands.SCAN_KEYS[name]])
+        return found, json.dumps(commands.key_of(found[-1], name))
 
     def ensure_indexes(self, name: str) -> None:
         """Create the collection's indexes (commands.INDEXES) if missing: one round trip."""
