@@ -30,8 +30,13 @@ OWNER = Actor("olivia", Role.OWNER)
 def fill(service: MessageService, group_messages: int = 230) -> None:
     """Write the dataset (see the module docstring) into an empty store."""
     drafts = [
-        Draft(send_id="alice", content=f"sent {cid}", client_msg_id=cid, group_id="g",
-              session_type=SessionType.GROUP)
+        Draft(
+            send_id="alice",
+            content=f"sent {cid}",
+            client_msg_id=cid,
+            group_id="g",
+            session_type=SessionType.GROUP,
+        )
         for cid in CLIENT_MSG_IDS
     ]
     service.send(GROUP, drafts)  # seqs 1..3 and their claims

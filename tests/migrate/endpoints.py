@@ -51,11 +51,18 @@ ROWS: dict[str, tuple[str, Url]] = {
 SMALL_MESSAGES = {"max_message_bytes": 10_000, "max_content_bytes": 8_000}
 
 
-def config(row: str, stack: ExitStack, folder: Path, bucket_size: int = 100, **store: Any) -> Config:
+def config(
+    row: str, stack: ExitStack, folder: Path, bucket_size: int = 100, **store: Any
+) -> Config:
     """The open_service config of a fresh namespace of row (closed with stack)."""
     backend, url = ROWS[row]
     settings: Config = {
-        "store": {"backend": backend, "url": url(stack, folder), "bucket_size": bucket_size, **store},
+        "store": {
+            "backend": backend,
+            "url": url(stack, folder),
+            "bucket_size": bucket_size,
+            **store,
+        },
         "cache": {"backend": "none"},
     }
     if bucket_size > 100:
