@@ -23,11 +23,11 @@ COUNTERS_ONLY = "sg_allocated"
 CONVERSATIONS = (GROUP, SINGLE, CLEARED, COUNTERS_ONLY)
 USERS = ("alice", "bob", "carol", "dave", "erin", "nobody")
 CLIENT_MSG_IDS = ("send-1", "send-2", "send-3")
-LAST = 240  # the group's max_seq: messages up to 230, then tags waiting for messages
+LAST = 240  # the group's max_seq: messages up to 120 (by default), tags beyond
 OWNER = Actor("olivia", Role.OWNER)
 
 
-def fill(service: MessageService, group_messages: int = 230) -> None:
+def fill(service: MessageService, group_messages: int = 120) -> None:
     """Write the dataset (see the module docstring) into an empty store."""
     drafts = [
         Draft(
@@ -43,7 +43,7 @@ def fill(service: MessageService, group_messages: int = 230) -> None:
     service.ingest(GROUP, messages(4, group_messages, GROUP))
     service.revoke(GROUP, 5, Actor("alice"))
     for user in ("bob", "carol", "dave"):  # three deleters of one slot
-        service.delete_for_me(GROUP, [6, 150], user)
+        service.delete_for_me(GROUP, [6, 100], user)
     service.purge(GROUP, [7], OWNER)
     service.seqs.allocate(GROUP, LAST - service.max_seq(GROUP))
     service.mark_read(GROUP, [231, 232], "bob")  # early readers: no message yet

@@ -26,7 +26,7 @@ def memory(bucket_size: int = 100, **store: Any) -> MessageService:
 @pytest.fixture
 def source() -> MessageService:
     service = memory(max_deleters_per_slot=1)
-    fill(service)
+    fill(service, group_messages=230)  # every bucket of 37 up to LAST holds something
     return service
 
 
