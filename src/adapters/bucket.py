@@ -30,6 +30,7 @@ from domain.model import (
     SlotPatch,
     StoreStats,
 )
+from domain.scan import ScannedSlot, SlotPage
 from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for, purging
 from ports.bucket_repository import BucketRepository, Spilled
 
@@ -143,6 +144,25 @@ class BucketMessageStore(TagWrites):
         if flagged:
             self.repository.drop_spilled(flagged)
         return changed
+
+    def scan(self, after: str | None, limit: int) -> SlotPage:
+        """Whole buckets in doc_id order, spilled deleters merged; see MessageStore.scan.
+
+        The cursor is the last doc_id of the page: two round trips per page at most.
+        """
+        wanted = max(1, limit // self.layout.size)
+        found = self.repository.scan_buckets(after, wanted)
+        buckets: dict[str, Slots] = {doc_id: dict(enumerate(slots)) for doc_id, slots in found}
+        self._merge_spilled(buckets)
+        scanned: list[ScannedSlot] = []
+        for doc_id, slots in buckets.items():
+            conversation, index = doc_id.rsplit(":", 1)
+            for slot_index, slot in slots.items():
+                if slot is not None and not slot.is_empty:
+                    seq = self.layout.seq_of(int(index), slot_index)
+                    scanned.append(ScannedSlot(conversation, seq, slot))
+        cursor = found[-1][0] if len(found) == wanted else None
+        return SlotPage(tuple(scanned), cursor)
 
     def stats(self) -> StoreStats:
         """Footprint of the buckets and the side table."""

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from domain.scan import SlotPage
 from ports.message_cache import MessageCache
 from ports.message_store import MessageStore
 
@@ -72,6 +73,10 @@ class CachedMessageStore:
     def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
         """Purge in the store, then invalidate seqs if any changed."""
         return self._write(conversation_id, seqs, lambda: self.store.purge(conversation_id, seqs))
+
+    def scan(self, after: str | None, limit: int) -> SlotPage:
+        """The store's own scan, past the cache (the store is the source of truth)."""
+        return self.store.scan(after, limit)
 
     def stats(self) -> StoreStats:
         """The store's footprint (the cache is not counted)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -21,10 +21,12 @@ from domain.model import (
     TableStats,
     Watermarks,
 )
+from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 from domain.tags import takes_revoke
 from ports.bucket_repository import Spilled
 
 _K = TypeVar("_K", bound=Hashable)
+_R = TypeVar("_R")
 
 
 class MemoryBucketRepository:
@@ -122,6 +124,12 @@ class MemoryBucketRepository:
             for doc_id, indexes in wanted.items():
                 for index in indexes:
                     self._spilled.pop((doc_id, index), None)
+
+    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
+        """Whole buckets in doc_id order after ``after``."""
+        with self._lock:
+            ids = sorted(d for d in self._buckets if after is None or d > after)[:limit]
+            return [(doc_id, list(self._buckets[doc_id])) for doc_id in ids]
 
     def bucket_bytes(self, doc_id: str) -> int | None:
         """Size of the bucket as compact UTF-8 JSON (what the SQL engines store)."""
@@ -252,6 +260,31 @@ class MemorySeqStore:
             size = sum(len(c.encode()) + len(m.encode()) + 16 for c, m in self._sends)
             return TableStats(len(self._sends), size)
 
+    def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
+        """Conversations' counters in id order."""
+        with self._lock:
+            keys = sorted({*self._max, *self._min})
+            rows = [Counters(k, self._max.get(k, 0), self._min.get(k, 0)) for k in keys]
+        return _page(rows, lambda row: row.conversation_id, after, limit)
+
+    def scan_user_seqs(self, after: str | None, limit: int) -> SeqPage[UserSeqs]:
+        """Per-user rows in (conversation, user) order."""
+        with self._lock:
+            keys = sorted({*self._user_min, *self._read})
+            rows = [
+                UserSeqs(c, u, self._user_min.get((c, u), 0), self._read.get((c, u), 0))
+                for c, u in keys
+            ]
+        return _page(rows, lambda row: _key(row.conversation_id, row.user_id), after, limit)
+
+    def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
+        """Send claims in (conversation, client_msg_id) order."""
+        with self._lock:
+            rows = [
+                SendClaim(c, cid, seq, at) for (c, cid), (seq, at) in sorted(self._sends.items())
+            ]
+        return _page(rows, lambda row: _key(row.conversation_id, row.client_msg_id), after, limit)
+
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """All bounds of one viewer at once."""
         with self._lock:
@@ -269,3 +302,17 @@ class MemorySeqStore:
             value = max(table.get(key, 0), seq)
             table[key] = value
             return value
+
+
+def _key(*parts: str) -> str:
+    """A cursor for a composite key; sorts like the tuple of its parts (ids hold no NUL)."""
+    return "\x00".join(parts)
+
+
+def _page(
+    rows: Sequence[_R], key: Callable[[_R], str], after: str | None, limit: int
+) -> SeqPage[_R]:
+    """The rows after cursor ``after`` (rows sorted by key), at most limit of them."""
+    chosen = [row for row in rows if after is None or key(row) > after][:limit]
+    cursor = key(chosen[-1]) if len(chosen) == limit else None
+    return SeqPage(tuple(chosen), cursor)

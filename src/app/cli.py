@@ -311,6 +311,59 @@ def compare_command(
     console.print(bench_console.compare_table(compare_runs(before, after), describe(before)))
 
 
+@cli.command("migrate")
+def migrate_command(
+    source: Annotated[
+        Path, typer.Option("--from", help="TOML/JSON settings of the store to copy from")
+    ],
+    target: Annotated[Path, typer.Option("--to", help="TOML/JSON settings of the store to fill")],
+    verify: Annotated[
+        bool, typer.Option("--verify", help="then compare both stores; exit 1 if they differ")
+    ] = False,
+    verify_only: Annotated[
+        bool, typer.Option("--verify-only", help="compare without copying anything")
+    ] = False,
+    batch: Annotated[int, typer.Option(min=1, help="slots or seq rows read per page")] = 500,
+) -> None:
+    """Copy everything one store holds into another (any backend, layout or bucket size).
+
+    Safe to interrupt and run again; a target entry that differs is reported, never
+    overwritten (exit 1). See docs/migrate.md.
+    """
+    from app import migrate as migration
+    from app.migrate_console import MigrateProgress, differences, summary
+
+    err = Console(stderr=True)
+    try:
+        src = migration.open_endpoint(source)
+        dst = migration.open_endpoint(target)
+    except ImbucketError as error:
+        console.print(f"[red]migrate:[/] {error}")
+        raise typer.Exit(2) from None
+    failed = False
+    with src, dst:
+        total = src.store.stats().messages
+        runs = ([] if verify_only else ["copy"]) + (["verify"] if verify or verify_only else [])
+        for run in runs:
+            with MigrateProgress(err, run, total) as progress:
+                try:
+                    if run == "copy":
+                        tally = migration.migrate(src, dst, batch=batch, progress=progress)
+                    else:
+                        tally = migration.verify(src, dst, batch=batch, progress=progress)
+                except migration.TargetConflict as conflict:
+                    tally = conflict.tally
+            console.print(summary(tally, f"migrate: {run}"))
+            if tally.differences:
+                failed = True
+                what = "conflicts (kept as found)" if run == "copy" else "differences"
+                console.print(f"[red]{tally.differences} {what}:[/]")
+                for line in differences(tally):
+                    console.print(f"  {line}")
+    if failed:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli()

@@ -56,6 +56,10 @@ class BucketLayout:
             raise InvalidArgument(f"doc index must be an int >= 0, got {doc_index!r}")
         return doc_index * self.size + 1
 
+    def seq_of(self, doc_index: int, slot_index: int) -> int:
+        """Seq stored at slot_index of bucket doc_index."""
+        return self.first_seq(doc_index) + slot_index
+
     def group(self, conversation_id: str, seqs: Iterable[int]) -> dict[str, list[int]]:
         """Group seqs by bucket: docs in ascending doc order, seqs in input order inside each."""
         by_index: dict[int, list[int]] = {}

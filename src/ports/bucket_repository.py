@@ -77,6 +77,15 @@ class BucketRepository(Protocol):
         """Delete the side-table deleters of the given slots."""
         ...
 
+    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
+        """Up to ``limit`` >= 1 whole buckets whose doc_id sorts after ``after``.
+
+        None starts from the first. Engine's doc_id order, inline slots only, one round trip.
+
+        Spilled deleters are not merged: the engine reads them with ``read_spilled``.
+        """
+        ...
+
     def bucket_bytes(self, doc_id: str) -> int | None:
         """Stored size of a bucket in the engine's own encoding; None if it does not exist."""
         ...

@@ -7,6 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from domain.layout import BucketLayout
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from domain.scan import SlotPage
 
 
 @runtime_checkable
@@ -63,6 +64,18 @@ class MessageStore(Protocol):
 
         Message and tags are dropped and the slot stays purged for good: later inserts
         report it in ``purged``.
+        """
+        ...
+
+    def scan(self, after: str | None, limit: int) -> SlotPage:
+        """One page of everything stored: every slot ``get`` would return, once each.
+
+        Pass ``after=None`` for the first page, then each page's ``cursor`` until it is None.
+        A page holds at most ``max(limit, layout.size)`` slots (``limit`` >= 1; a bucket
+        store reads whole buckets), and may hold fewer while more follow, in
+        the engine's own order, which is stable for a store nobody writes to. Slots written
+        during a scan may or may not be seen; nothing present throughout is skipped. Memory
+        and each round trip are bounded by the page, whatever the size of a conversation.
         """
         ...
 

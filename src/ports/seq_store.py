@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from domain.model import TableStats, Watermarks
+from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 
 @runtime_checkable
@@ -86,6 +87,22 @@ class SeqStore(Protocol):
 
     def send_claims(self) -> TableStats:
         """Rows and bytes of the claims kept (expired ones not pruned yet included)."""
+        ...
+
+    def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
+        """A page of at most ``limit`` >= 1 conversations' max_seq and min_seq.
+
+        Like ``MessageStore.scan``: ``after=None`` first, then each page's cursor until
+        None; engine order, one round trip per page. Conversations never written are absent.
+        """
+        ...
+
+    def scan_user_seqs(self, after: str | None, limit: int) -> SeqPage[UserSeqs]:
+        """A page of at most ``limit`` per-user rows (clear floor and read seq), as above."""
+        ...
+
+    def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
+        """A page of at most ``limit`` recorded send claims, as above."""
         ...
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:

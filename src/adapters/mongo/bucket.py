@@ -7,10 +7,12 @@ Every call addresses buckets by doc_id, the shard key.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from adapters.codec import conversation_of, slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
 from adapters.mongo.replies import (
@@ -97,6 +99,15 @@ class MongoBucketRepository:
         """One delete_many over the side collection."""
         with translated("drop spilled deleters"):
             self._spill.delete_many(commands.spilled_in(wanted))
+
+    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
+        """One find over ``msg`` in doc_id order (its unique index)."""
+        cursor = None if after is None else json.dumps([after])
+        found, _ = self._connection.scan(commands.BUCKETS, cursor, limit)
+        return [
+            (doc["doc_id"], [slot_from_doc(conversation_of(doc["doc_id"]), s) for s in doc["msgs"]])
+            for doc in found
+        ]
 
     def bucket_bytes(self, doc_id: str) -> int | None:
         """``$bsonSize`` of the bucket document."""

@@ -519,3 +519,59 @@ def record_layout(collection: str, bucket_size: int) -> FindAndUpdate:
         {"$setOnInsert": {"bucket_size": bucket_size}},
         {"_id": 0, "bucket_size": 1},
     )
+
+
+# ---- streaming scans (migrate, verify) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Find:
+    """A find: ``collection.find(filter, projection).sort(sort).limit(limit)``."""
+
+    filter: Doc
+    projection: Doc | None
+    sort: list[tuple[str, int]]
+    limit: int
+
+
+# The key each scanned collection is read in order of: its unique index, or for rows the
+# fields of _id (sorted by _id itself, whose order is (c, s): the filter names the fields
+# because not every server compares embedded documents with $gt).
+SCAN_KEYS: Mapping[str, tuple[str, ...]] = {
+    BUCKETS: ("doc_id",),
+    ROWS: ("_id.c", "_id.s"),
+    SEQS: ("conversation_id",),
+    USER_SEQS: ("conversation_id", "user_id"),
+    SENDS: ("conversation_id", "client_msg_id"),
+}
+
+
+def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
+    """Filter of the documents whose key (fields ``names``, in order) sorts after ``values``."""
+    if values is None:
+        return {}
+    clauses = []
+    for position, name in enumerate(names):
+        clause: Doc = dict(zip(names[:position], values[:position], strict=True))
+        clause[name] = {"$gt": values[position]}
+        clauses.append(clause)
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+
+
+def scan(collection: str, after: Sequence[Any] | None, limit: int) -> Find:
+    """The next ``limit`` documents of collection in key order after key ``after``."""
+    names = SCAN_KEYS[collection]
+    if collection == ROWS:
+        return Find(after_key(names, after), None, [("_id", 1)], limit)
+    return Find(after_key(names, after), {"_id": 0}, [(name, 1) for name in names], limit)
+
+
+def key_of(document: Doc, collection: str) -> list[Any]:
+    """The scan key of a document of collection (dotted names reach into _id)."""
+    values = []
+    for name in SCAN_KEYS[collection]:
+        value: Any = document
+        for part in name.split("."):
+            value = value[part]
+        values.append(value)
+    return values

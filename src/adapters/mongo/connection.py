@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -72,6 +73,23 @@ class MongoConnection:
     def collection(self, name: str) -> Collection[Doc]:
         """A collection of this database."""
         return self.db[name]
+
+    def scan(self, name: str, after: str | None, limit: int) -> tuple[list[Doc], str | None]:
+        """The next page of collection name in key order (commands.scan), and its cursor.
+
+        The cursor is the JSON of the last document's key; None when the page is short.
+        """
+        command = commands.scan(name, None if after is None else json.loads(after), limit)
+        with translated(f"scan {name}"):
+            found = list(
+                self.db[name]
+                .find(command.filter, command.projection)
+                .sort(command.sort)
+                .limit(command.limit)
+            )
+        if len(found) < limit:
+            return found, None
+        return found, json.dumps(commands.key_of(found[-1], name))
 
     def ensure_indexes(self, name: str) -> None:
         """Create the collection's indexes (commands.INDEXES) if missing: one round trip."""

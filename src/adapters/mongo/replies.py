@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.codec import conversation_of, slot_from_doc
@@ -132,3 +133,11 @@ def table_stats(storage: Iterable[Doc]) -> TableStats:
         rows += stats.get("count", 0)
         size += stats.get("size", 0) + stats.get("totalIndexSize", 0)
     return TableStats(rows, size)
+
+
+def epoch_ms(value: object) -> int:
+    """A BSON date read back (naive UTC, pymongo's default) as epoch ms; 0 when absent."""
+    if not isinstance(value, datetime):
+        return 0
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return int(aware.timestamp() * 1000)

@@ -13,6 +13,7 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from adapters import contention
+from adapters.codec import slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
 from adapters.mongo.replies import duplicate_positions, row_slots, store_stats
@@ -28,6 +29,7 @@ from domain.model import (
     SlotPatch,
     StoreStats,
 )
+from domain.scan import ScannedSlot, SlotPage
 from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify
 
 
@@ -91,6 +93,15 @@ class MongoRowMessageStore(TagWrites):
             if slot.revoke is not None or slot.purged:
                 return False
         raise StoreUnavailable(f"revoke of {conversation_id}/{seq} did not settle")
+
+    def scan(self, after: str | None, limit: int) -> SlotPage:
+        """One find over ``msg_row`` in _id order; rows holding nothing are left out."""
+        found, cursor = self._connection.scan(commands.ROWS, after, limit)
+        slots = [
+            ScannedSlot(doc["_id"]["c"], doc["_id"]["s"], slot_from_doc(doc["_id"]["c"], doc))
+            for doc in found
+        ]
+        return SlotPage(tuple(s for s in slots if not s.slot.is_empty), cursor)
 
     def stats(self) -> StoreStats:
         """``$collStats`` storage stats plus a count of stored messages (a full scan)."""

@@ -18,6 +18,7 @@ from adapters.mongo import commands, replies
 from adapters.mongo.commands import Doc, FindAndUpdate
 from adapters.mongo.connection import MongoConnection, translated
 from domain.model import TableStats, Watermarks
+from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 
 class MongoSeqStore:
@@ -130,6 +131,43 @@ class MongoSeqStore:
         again = {documents[i]["client_msg_id"]: documents[i]["seq"] for i in taken}
         updates = commands.replace_expired(conversation_id, again, at, since)
         self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
+
+    def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
+        """One find over ``seq`` in conversation_id order."""
+        found, cursor = self._connection.scan(commands.SEQS, after, limit)
+        rows = [
+            Counters(d["conversation_id"], int(d.get("max_seq", 0)), int(d.get("min_seq", 0)))
+            for d in found
+        ]
+        return SeqPage(tuple(rows), cursor)
+
+    def scan_user_seqs(self, after: str | None, limit: int) -> SeqPage[UserSeqs]:
+        """One find over ``seq_user`` in (conversation_id, user_id) order."""
+        found, cursor = self._connection.scan(commands.USER_SEQS, after, limit)
+        rows = [
+            UserSeqs(
+                d["conversation_id"],
+                d["user_id"],
+                int(d.get("min_seq", 0)),
+                int(d.get("read_seq", 0)),
+            )
+            for d in found
+        ]
+        return SeqPage(tuple(rows), cursor)
+
+    def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
+        """One find over ``seq_send`` in (conversation_id, client_msg_id) order."""
+        found, cursor = self._connection.scan(commands.SENDS, after, limit)
+        rows = [
+            SendClaim(
+                d["conversation_id"],
+                d["client_msg_id"],
+                int(d["seq"]),
+                replies.epoch_ms(d.get("claimed_at")),
+            )
+            for d in found
+        ]
+        return SeqPage(tuple(rows), cursor)
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """One aggregate on ``seq`` with ``$unionWith`` of ``seq_user``: one round trip."""

@@ -178,6 +178,18 @@ class SqlBucketRepository:
         """One DELETE over the side table for all the given slots."""
         self.db.execute(delete(self._spill).where(self._spilled_in(wanted)))
 
+    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
+        """One SELECT of whole buckets by primary key order (a range scan of the key)."""
+        docs = self.schema.docs.c
+        query = select(docs.doc_id, docs.msgs).order_by(docs.doc_id).limit(limit)
+        if after is not None:
+            query = query.where(docs.doc_id > after)
+        found: list[tuple[str, list[Slot]]] = []
+        for doc_id, msgs in self.db.execute(query).rows:
+            conversation = conversation_of(doc_id)
+            found.append((doc_id, [slot_from_doc(conversation, value) for value in _loads(msgs)]))
+        return found
+
     def bucket_bytes(self, doc_id: str) -> int | None:
         """The length of the stored JSON document in bytes."""
         query = f"SELECT {self._json.bytes_sql} FROM {self._table} WHERE doc_id = :doc_id"

@@ -26,6 +26,8 @@ from sqlalchemy import (
     literal_column,
     null,
     select,
+    tuple_,
+    union,
     union_all,
     update,
 )
@@ -51,6 +53,7 @@ from domain.model import (
     Slot,
     StoreStats,
 )
+from domain.scan import ScannedSlot, SlotPage
 from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
 
 _MESSAGE = 0
@@ -145,6 +148,36 @@ class SqlRowStore(TagWrites):
             return True
         # The row exists (rows are never deleted), so this update settles it.
         return self.db.execute(revoke_row).rowcount > 0
+
+    def scan(self, after: str | None, limit: int) -> SlotPage:
+        """Slots in (conversation_id, seq) order; see MessageStore.scan.
+
+        One statement finds the page's keys in the three tables (a key range scan of each),
+        then one ``get`` per conversation on the page reads its slots.
+        """
+        start = None if after is None else tuple(json.loads(after))
+        keys = [(row[0], int(row[1])) for row in self.db.execute(self._keys(start, limit)).rows]
+        by_conversation: dict[str, list[int]] = {}
+        for conversation_id, seq in keys:
+            by_conversation.setdefault(conversation_id, []).append(seq)
+        scanned: list[ScannedSlot] = []
+        for conversation_id, seqs in by_conversation.items():
+            found = self.get(conversation_id, seqs)
+            scanned += [ScannedSlot(conversation_id, s, found[s]) for s in seqs if s in found]
+        cursor = json.dumps(list(keys[-1])) if len(keys) == limit else None
+        return SlotPage(tuple(scanned), cursor)
+
+    def _keys(self, start: tuple[Any, ...] | None, limit: int) -> Select[Any]:
+        """The first ``limit`` (conversation_id, seq) keys after start held by any table."""
+        parts = []
+        for table in (self._messages, self.schema.deletions, self.schema.readers):
+            key = (table.c.conversation_id, table.c.seq)
+            part = select(*key).order_by(*key).limit(limit)
+            if start is not None:
+                part = part.where(tuple_(*key) > tuple_(*start))
+            parts.append(select(part.subquery()))
+        keys = union(*parts).subquery()
+        return select(keys.c.conversation_id, keys.c.seq).order_by(*keys.c).limit(limit)
 
     def stats(self) -> StoreStats:
         """Exact message and row counts, bytes from the engine's catalog."""

@@ -11,8 +11,10 @@ an insert that keeps the row already there.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import astuple
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -32,7 +34,9 @@ from adapters.sql.engine import Database
 from adapters.sql.schema import Schema, check_key, check_keys
 from adapters.sql.stats import footprint
 from domain.model import TableStats, Watermarks
+from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
+R = TypeVar("R", Counters, UserSeqs, SendClaim)
 Combine = Callable[[Any, Any], Any]  # (stored column, incoming value) -> new value
 
 
@@ -186,6 +190,39 @@ class SqlSeqStore:
         size = footprint(self.db, [self._sends])
         return TableStats(int(rows), size.data_bytes + size.index_bytes)
 
+    def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
+        """One SELECT in primary key order."""
+        rows = self._scan(self._seqs, ("conversation_id",), ("max_seq", "min_seq"), after, limit)
+        return _page([Counters(c, int(m), int(n)) for c, m, n in rows], 1, limit)
+
+    def scan_user_seqs(self, after: str | None, limit: int) -> SeqPage[UserSeqs]:
+        """One SELECT in primary key order."""
+        key = ("conversation_id", "user_id")
+        rows = self._scan(self._users, key, ("min_seq", "read_seq"), after, limit)
+        return _page([UserSeqs(c, u, int(m), int(r)) for c, u, m, r in rows], 2, limit)
+
+    def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
+        """One SELECT in primary key order."""
+        key = ("conversation_id", "client_msg_id")
+        rows = self._scan(self._sends, key, ("seq", "claimed_at"), after, limit)
+        claims = [SendClaim(c, cid, int(seq), int(at)) for c, cid, seq, at in rows]
+        return _page(claims, 2, limit)
+
+    def _scan(
+        self,
+        table: Table,
+        key: tuple[str, ...],
+        values: tuple[str, ...],
+        after: str | None,
+        limit: int,
+    ) -> list[Any]:
+        columns = [table.c[name] for name in key]
+        query = select(*columns, *(table.c[name] for name in values))
+        query = query.order_by(*columns).limit(limit)
+        if after is not None:
+            query = query.where(tuple_(*columns) > tuple_(*json.loads(after)))
+        return list(self.db.execute(query).rows)
+
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """max_seq, min_seq and the user's min_seq in one statement."""
         check_keys(conversation_id, user_id)
@@ -272,3 +309,12 @@ def _client_keys(conversation_id: str, client_msg_ids: Sequence[str]) -> list[st
 
 def _matches(table: Table, key: dict[str, str]) -> Any:
     return and_(*(table.c[name] == value for name, value in key.items()))
+
+
+def _page(rows: list[R], width: int, limit: int) -> SeqPage[R]:
+    """A page of rows; the cursor is the key (the first width fields) of the last row."""
+    if len(rows) < limit:
+        return SeqPage(tuple(rows), None)
+    last = rows[-1]
+    key = list(astuple(last)[:width])
+    return SeqPage(tuple(rows), json.dumps(key))

@@ -1,0 +1,463 @@
+"""Copy everything one store holds into another, and check that both show the same.
+
+``migrate(source, target)`` streams the source's slots, then its counters, per-user
+watermarks and send claims, page by page (``MessageStore.scan``, ``SeqStore.scan_*``), and
+writes them into the target through the store's own primitives (insert, revoke,
+delete_for, mark_read, purge, raise_*, claim_sends), never through the permission-checked
+service. Each write is idempotent, and a target slot is only ever completed, never
+overwritten: a target already holding something the source does not is reported as a
+conflict and left alone. So a run killed at any point and started again converges, and a
+second run writes nothing. ``verify(source, target)`` compares both sides slot by slot (what
+every viewer sees) and watermark by watermark. See docs/migrate.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from app import open_service
+from app.service import MessageService
+from domain.errors import ConfigError, ImbucketError
+from domain.migration import normalized, reachable, same_views
+from domain.model import EMPTY_SLOT, Slot, message_bytes
+from domain.scan import Counters, ScannedSlot, SeqPage, UserSeqs
+from ports.message_store import MessageStore
+from ports.seq_store import SeqStore
+
+Endpoint = MessageService | Mapping[str, Any] | Path | str
+DEFAULT_BATCH = 500
+REPORTED = 20  # differences kept in a report (all are counted)
+# The reader mark_read is given to set is_read: anyone but the sender does.
+_READERS = ("imbucket-migrate", "imbucket-migrate-2")
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One place where source and target disagree."""
+
+    conversation_id: str
+    what: str  # "seq 17", "max_seq", "user bob read_seq", "send c-1"
+    source: str
+    target: str
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} {self.what}: source {self.source}, target {self.target}"
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a run has seen so far; ``progress`` callbacks get it after every page."""
+
+    phase: str = "slots"
+    conversations: int = 0
+    slots: int = 0
+    messages: int = 0
+    written: int = 0  # slots or seq rows this run changed in the target
+    seq_rows: int = 0
+    differences: int = 0
+    first: list[Difference] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    _last_conversation: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        """Time since the run started."""
+        return time.perf_counter() - self.started
+
+    def saw(self, item: ScannedSlot) -> None:
+        """Count one scanned slot (a new conversation when the id changes)."""
+        if item.conversation_id != self._last_conversation:
+            self.conversations += 1
+            self._last_conversation = item.conversation_id
+        self.slots += 1
+        self.messages += item.slot.message is not None
+
+    def differ(self, difference: Difference) -> None:
+        """Count a difference; keep the first REPORTED of them."""
+        self.differences += 1
+        if len(self.first) < REPORTED:
+            self.first.append(difference)
+
+
+class TargetConflict(ImbucketError):
+    """The target already holds data that differs from the source's; it was not overwritten.
+
+    Everything else was copied. ``tally.first`` lists the first differences.
+    """
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        listed = "; ".join(str(d) for d in tally.first)
+        super().__init__(f"{tally.differences} conflicting target entries: {listed}")
+
+
+Progress = Callable[[Tally], None]
+
+
+def load_config(path: Path | str) -> dict[str, Any]:
+    """A settings dict from a TOML or JSON file shaped like an IMBUCKET_CONFIG file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path} is not a file")
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(path.read_text())
+        if path.suffix == ".json":
+            loaded = json.loads(path.read_text())
+            if isinstance(loaded, dict):
+                return loaded
+            raise ConfigError(f"{path} must hold a JSON object")
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+    raise ConfigError(f"a store config must be a .toml or .json file, got {path}")
+
+
+def open_endpoint(endpoint: Endpoint) -> MessageService:
+    """The service of a config dict or file; a service is returned as given."""
+    if isinstance(endpoint, MessageService):
+        return endpoint
+    if isinstance(endpoint, Path | str):
+        return open_service(load_config(endpoint))
+    return open_service(endpoint)
+
+
+def migrate(
+    source: Endpoint,
+    target: Endpoint,
+    *,
+    batch: int = DEFAULT_BATCH,
+    progress: Progress | None = None,
+) -> Tally:
+    """Copy everything source holds into target; returns the tally of what was seen.
+
+    Raises TargetConflict after copying everything else when the target held different
+    data somewhere (listed, never overwritten). Safe to run again at any time.
+    """
+    if batch < 1:
+        raise ConfigError("batch must be >= 1")
+    with _opened(source) as src, _opened(target) as dst:
+        copier = _Copier(src, dst, batch, progress or (lambda tally: None))
+        copier.run()
+    if copier.tally.differences:
+        raise TargetConflict(copier.tally)
+    return copier.tally
+
+
+def verify(
+    source: Endpoint,
+    target: Endpoint,
+    *,
+    batch: int = DEFAULT_BATCH,
+    progress: Progress | None = None,
+) -> Tally:
+    """Compare both stores in both directions; ``tally.differences`` counts what differs.
+
+    Slots are compared by what every viewer they name (and an anonymous one) sees, plus
+    revoke, read state and pending tags; counters, per-user watermarks and send claims by
+    value. The stores are only read.
+    """
+    if batch < 1:
+        raise ConfigError("batch must be >= 1")
+    with _opened(source) as src, _opened(target) as dst:
+        checker = _Checker(src, dst, batch, progress or (lambda tally: None))
+        checker.run()
+    return checker.tally
+
+
+class _opened:
+    """Open an endpoint for the duration of a with-block; close it only if we opened it."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.service: MessageService | None = None
+
+    def __enter__(self) -> MessageService:
+        self.service = open_endpoint(self.endpoint)
+        return self.service
+
+    def __exit__(self, *exc: object) -> None:
+        if self.service is not None and self.service is not self.endpoint:
+            self.service.close()
+
+
+def _pages(scan: Callable[[str | None, int], Any], batch: int) -> Iterator[Any]:
+    """Every page of a scan, following cursors until the last page."""
+    cursor: str | None = None
+    while True:
+        page = scan(cursor, batch)
+        yield page
+        cursor = page.cursor
+        if cursor is None:
+            return
+
+
+def _by_conversation(items: tuple[ScannedSlot, ...]) -> dict[str, list[ScannedSlot]]:
+    grouped: dict[str, list[ScannedSlot]] = defaultdict(list)
+    for item in items:
+        grouped[item.conversation_id].append(item)
+    return grouped
+
+
+def _show(slot: Slot | None) -> str:
+    if slot is None or slot.is_empty:
+        return "nothing"
+    if slot.purged:
+        return "purged"
+    parts = [] if slot.message is None else [f"message {slot.message.client_msg_id!r}"]
+    parts += [] if slot.revoke is None else [f"revoked by {slot.revoke.user_id}"]
+    parts += [f"deleted by {sorted(slot.deleted_by)}"] if slot.deleted_by else []
+    parts += [f"early readers {sorted(slot.read_by)}"] if slot.read_by else []
+    parts += ["read"] if slot.is_read else []
+    return ", ".join(parts)
+
+
+class _Copier:
+    """One migration run."""
+
+    def __init__(
+        self, source: MessageService, target: MessageService, batch: int, progress: Progress
+    ) -> None:
+        self.source, self.target = source, target
+        self.store: MessageStore = target.store
+        self.seqs: SeqStore = target.seqs
+        self.batch = batch
+        self.progress = progress
+        self.tally = Tally()
+
+    def run(self) -> None:
+        for page in _pages(self.source.store.scan, self.batch):
+            for conversation_id, items in _by_conversation(page.slots).items():
+                for item in items:
+                    self.tally.saw(item)
+                self._copy_slots(conversation_id, items)
+            self.progress(self.tally)
+        self.tally.phase = "watermarks"
+        self._copy_counters()
+        self._copy_user_seqs()
+        self._copy_sends()
+        self.tally.phase = "done"
+        self.progress(self.tally)
+
+    def _copy_slots(self, conversation_id: str, items: list[ScannedSlot]) -> None:
+        """Complete each target slot to the source's; conflicts are reported, not written."""
+        wanted = {item.seq: normalized(item.slot) for item in items}
+        before = self.store.get(conversation_id, list(wanted))
+        todo: dict[int, tuple[Slot, Slot]] = {}
+        for seq, slot in wanted.items():
+            current = normalized(before.get(seq, EMPTY_SLOT))
+            if current == slot:
+                continue
+            refused = self._refused(conversation_id, slot)
+            if refused is not None:
+                self.tally.differ(Difference(conversation_id, f"seq {seq}", _show(slot), refused))
+            elif reachable(current, slot):
+                todo[seq] = (current, slot)
+            else:
+                self.tally.differ(
+                    Difference(conversation_id, f"seq {seq}", _show(slot), _show(current))
+                )
+        if not todo:
+            return
+        self._complete(conversation_id, todo)
+        after = self.store.get(conversation_id, list(todo))
+        for seq, (_, slot) in todo.items():
+            landed = normalized(after.get(seq, EMPTY_SLOT))
+            if landed == slot:
+                self.tally.written += 1
+            else:
+                self.tally.differ(
+                    Difference(conversation_id, f"seq {seq}", _show(slot), _show(landed))
+                )
+
+    def _refused(self, conversation_id: str, slot: Slot) -> str | None:
+        """Why the target's limits refuse slot's message (its buckets are sized by them)."""
+        if slot.message is None:
+            return None
+        limits = self.target.limits
+        size = message_bytes(slot.message, limits.max_id_length)
+        if size > limits.max_message_bytes:
+            return f"too large for the target ({size} > limits.max_message_bytes)"
+        return None
+
+    def _complete(self, conversation_id: str, todo: dict[int, tuple[Slot, Slot]]) -> None:
+        """Write what each target slot lacks, in an order every kill point can resume from.
+
+        Early readers and deleters go first (early readers only stick before the message),
+        then revokes, then the messages, then is_read (which needs the message).
+        """
+        store = self.store
+        purge = [seq for seq, (_, slot) in todo.items() if slot.purged]
+        if purge:
+            store.purge(conversation_id, purge)
+        rest = {seq: pair for seq, pair in todo.items() if not pair[1].purged}
+        readers: dict[str, list[int]] = defaultdict(list)
+        deleters: dict[str, list[int]] = defaultdict(list)
+        for seq, (current, slot) in rest.items():
+            for reader in sorted(slot.read_by - current.read_by):
+                readers[reader].append(seq)
+            for user in sorted(slot.deleted_by - current.deleted_by):
+                deleters[user].append(seq)
+        for reader, seqs in readers.items():
+            store.mark_read(conversation_id, seqs, reader)
+        for user, seqs in deleters.items():
+            store.delete_for(conversation_id, seqs, user)
+        for seq, (current, slot) in rest.items():
+            if slot.revoke is not None and current.revoke is None:
+                store.revoke(conversation_id, seq, slot.revoke)
+        messages = [
+            slot.message
+            for current, slot in rest.values()
+            if slot.message is not None and current.message is None
+        ]
+        if messages:
+            store.insert(conversation_id, messages)
+        marking: dict[str, list[int]] = defaultdict(list)
+        for seq, (current, slot) in rest.items():
+            if slot.is_read and not current.is_read and slot.message is not None:
+                reader = next(r for r in _READERS if r != slot.message.send_id)
+                marking[reader].append(seq)
+        for reader, seqs in marking.items():
+            store.mark_read(conversation_id, seqs, reader)
+
+    def _copy_counters(self) -> None:
+        for page in _pages(self.source.seqs.scan_counters, self.batch):
+            for row in page.rows:
+                self.tally.seq_rows += 1
+                for name, value, raise_ in (
+                    ("max_seq", row.max_seq, self.seqs.raise_max_seq),
+                    ("min_seq", row.min_seq, self.seqs.raise_min_seq),
+                ):
+                    self._raise(
+                        row.conversation_id, name, value, partial(raise_, row.conversation_id)
+                    )
+            self.progress(self.tally)
+
+    def _copy_user_seqs(self) -> None:
+        for page in _pages(self.source.seqs.scan_user_seqs, self.batch):
+            for row in page.rows:
+                self.tally.seq_rows += 1
+                conv, user = row.conversation_id, row.user_id
+                self._raise(
+                    conv,
+                    f"user {user} min_seq",
+                    row.min_seq,
+                    partial(self.seqs.raise_user_min_seq, conv, user),
+                )
+                self._raise(
+                    conv,
+                    f"user {user} read_seq",
+                    row.read_seq,
+                    partial(self.seqs.raise_read_seq, conv, user),
+                )
+            self.progress(self.tally)
+
+    def _raise(
+        self, conversation_id: str, what: str, value: int, raise_: Callable[[int], int]
+    ) -> None:
+        """Raise a target watermark to the source's value; a higher target is a conflict."""
+        if value <= 0:
+            return
+        got = raise_(value)
+        if got != value:
+            self.tally.differ(Difference(conversation_id, what, str(value), str(got)))
+
+    def _copy_sends(self) -> None:
+        for page in _pages(self.source.seqs.scan_sends, self.batch):
+            # Grouped by claim time too, so that each claim keeps its place in the retention window.
+            claims: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
+            for row in page.rows:
+                self.tally.seq_rows += 1
+                claims[row.conversation_id, row.claimed_at][row.client_msg_id] = row.seq
+            for (conversation_id, at), wanted in claims.items():
+                recorded = self.seqs.claim_sends(conversation_id, wanted, at=at)
+                for cid, seq in wanted.items():
+                    if recorded.get(cid) != seq:
+                        self.tally.differ(
+                            Difference(
+                                conversation_id, f"send {cid}", str(seq), str(recorded.get(cid))
+                            )
+                        )
+            self.progress(self.tally)
+
+
+class _Checker:
+    """One verification run: source against target, then target against source."""
+
+    def __init__(
+        self, source: MessageService, target: MessageService, batch: int, progress: Progress
+    ) -> None:
+        self.source, self.target = source, target
+        self.batch = batch
+        self.progress = progress
+        self.tally = Tally(phase="verify slots")
+
+    def run(self) -> None:
+        self._slots(self.source, self.target, count=True)
+        self._slots(self.target, self.source, count=False)
+        self.tally.phase = "verify watermarks"
+        for scan in ("scan_counters", "scan_user_seqs", "scan_sends"):
+            self._rows(scan)
+        self.tally.phase = "done"
+        self.progress(self.tally)
+
+    def _slots(self, one: MessageService, other: MessageService, *, count: bool) -> None:
+        """Slots of one compared with other's; the second pass only reports what one lacks."""
+        for page in _pages(one.store.scan, self.batch):
+            for conversation_id, items in _by_conversation(page.slots).items():
+                found = other.store.get(conversation_id, [item.seq for item in items])
+                for item in items:
+                    if count:
+                        self.tally.saw(item)
+                    theirs = found.get(item.seq)
+                    if count and not same_views(item.seq, item.slot, theirs):
+                        self._differ(conversation_id, f"seq {item.seq}", item.slot, theirs)
+                    elif not count and theirs is None:
+                        self._differ(conversation_id, f"seq {item.seq}", None, item.slot)
+            self.progress(self.tally)
+
+    def _differ(
+        self, conversation_id: str, what: str, source: Slot | None, target: Slot | None
+    ) -> None:
+        self.tally.differ(Difference(conversation_id, what, _show(source), _show(target)))
+
+    def _rows(self, scan: str) -> None:
+        """Seq-store rows compared both ways, each difference reported once."""
+        for forward in (True, False):
+            one, other = (self.source, self.target) if forward else (self.target, self.source)
+            pages: Iterator[SeqPage[Any]] = _pages(getattr(one.seqs, scan), self.batch)
+            for page in pages:
+                for row in page.rows:
+                    self.tally.seq_rows += forward
+                    for what, mine, theirs in _values(row, other.seqs):
+                        if mine != theirs and (forward or theirs == 0):
+                            source, target = (mine, theirs) if forward else (theirs, mine)
+                            self.tally.differ(
+                                Difference(row.conversation_id, what, str(source), str(target))
+                            )
+                self.progress(self.tally)
+
+
+def _values(row: Any, seqs: SeqStore) -> list[tuple[str, int, int]]:
+    """(what, this row's value, the other store's value) for one scanned seq-store row."""
+    conv = row.conversation_id
+    if isinstance(row, Counters):
+        return [
+            ("max_seq", row.max_seq, seqs.max_seq(conv)),
+            ("min_seq", row.min_seq, seqs.min_seq(conv)),
+        ]
+    if isinstance(row, UserSeqs):
+        user = row.user_id
+        return [
+            (f"user {user} min_seq", row.min_seq, seqs.user_min_seq(conv, user)),
+            (f"user {user} read_seq", row.read_seq, seqs.read_seq(conv, user)),
+        ]
+    recorded = seqs.sent_seqs(conv, [row.client_msg_id]).get(row.client_msg_id, 0)
+    return [(f"send {row.client_msg_id}", row.seq, recorded)]

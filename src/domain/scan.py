@@ -1,0 +1,69 @@
+"""What a store's streaming scan hands out: pages of slots and of seq-store rows.
+
+A scan walks everything a store holds in the engine's own order, one bounded page at a
+time; each page carries the cursor to pass for the next one (None once the scan is done).
+Cursors are opaque strings: only the store that made one reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from domain.model import Slot
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedSlot:
+    """One slot holding anything (a message, a tag or a purge mark), where it lives."""
+
+    conversation_id: str
+    seq: int
+    slot: Slot
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPage:
+    """A page of a MessageStore scan; ``cursor`` is None when nothing follows."""
+
+    slots: tuple[ScannedSlot, ...]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """A conversation's max_seq and min_seq."""
+
+    conversation_id: str
+    max_seq: int
+    min_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class UserSeqs:
+    """A user's clear floor and read seq in one conversation."""
+
+    conversation_id: str
+    user_id: str
+    min_seq: int
+    read_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendClaim:
+    """The seq ``send`` recorded for a client_msg_id, and when (epoch ms)."""
+
+    conversation_id: str
+    client_msg_id: str
+    seq: int
+    claimed_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SeqPage(Generic[T]):
+    """A page of a SeqStore scan; ``cursor`` is None when nothing follows."""
+
+    rows: tuple[T, ...]
+    cursor: str | None
