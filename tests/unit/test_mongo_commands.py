@@ -351,16 +351,6 @@ def test_row_id_is_conversation_then_seq() -> None:
     assert list(c.row_id(CONV, 7).items()) == [("c", CONV), ("s", 7)]
 
 
-def test_new_rows_are_one_unordered_insert_many() -> None:
-    assert c.new_rows(CONV, [message(1), message(2)]) == c.InsertMany(
-        [
-            {"_id": {"c": CONV, "s": 1}, **EMPTY, "msg": msg_doc(message(1))},
-            {"_id": {"c": CONV, "s": 2}, **EMPTY, "msg": msg_doc(message(2))},
-        ],
-        ordered=False,
-    )
-
-
 def test_rows_are_read_by_id_in_one_find() -> None:
     assert c.rows_in(CONV, [3, 1]) == {"_id": {"$in": [{"c": CONV, "s": 3}, {"c": CONV, "s": 1}]}}
 

@@ -292,14 +292,6 @@ def row_id(conversation_id: str, seq: int) -> Doc:
     return {"c": conversation_id, "s": seq}
 
 
-def new_rows(conversation_id: str, messages: Sequence[Message]) -> InsertMany:
-    """Each message as a row with every slot key present; duplicates are reported, not fatal."""
-    documents = [
-        {"_id": row_id(conversation_id, m.seq), **slot_to_doc(Slot(message=m))} for m in messages
-    ]
-    return InsertMany(documents, ordered=False)
-
-
 def rows_in(conversation_id: str, seqs: Iterable[int]) -> Doc:
     """Filter of the rows of seqs: one find per call."""
     return {"_id": {"$in": [row_id(conversation_id, seq) for seq in seqs]}}
