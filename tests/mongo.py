@@ -74,6 +74,11 @@ def mongo_database() -> Iterator[str]:
             client.close()
 
 
+def emulated_mongo() -> bool:
+    """Whether the session's MongoDB is the mongoeco emulator (asked by a Mongo test)."""
+    return described.get("mongo", "").startswith("mongoeco")
+
+
 def server_name(url: str) -> str:
     """What the server says it is, as ``imbucket backends`` prints it."""
     from adapters.mongo.connection import MongoConnection

@@ -30,6 +30,10 @@ VENV = ROOT / ".venv-mongoeco"
 LAUNCHER = ROOT / "tools" / "mongoeco_server.py"
 PYTHON_VARIABLE = "IMBUCKET_MONGOECO_PYTHON"
 START_TIMEOUT = 60.0  # seconds for the server to print its address (imports take ~2 s)
+# mongoeco runs every command on one event loop, and a long one (a bulk write into a large
+# collection takes seconds on a busy 2-core machine) delays the driver's heartbeat; with the
+# adapters' 3 s fail-fast defaults the driver would then cancel the operations in flight.
+PATIENT = "connectTimeoutMS=60000&serverSelectionTimeoutMS=60000"
 
 
 class NoPython(Exception):
@@ -129,7 +133,7 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Emulator]:
             raise RuntimeError(f"mongoeco did not start: {line!r}; see {log}")
         _, bound, port = line.split()
         yield Emulator(
-            f"mongodb://{bound}:{port}",
+            f"mongodb://{bound}:{port}/?{PATIENT}",
             f"mongoeco {VERSION} started by the suite on {bound}:{port}",
         )
     finally:

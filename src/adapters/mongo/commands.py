@@ -151,11 +151,14 @@ def patch_bucket(
 ) -> Update:
     """All tag changes of one bucket in one update; a purge replaces the whole slot.
 
-    With a budget the filter matches only while the patch keeps the bucket within it
-    (``$expr`` over the slots' array sizes, evaluated on the document being updated).
+    The filter matches only while no slot that gets tags is purged (purged slots keep no
+    tags; the caller drops them and retries), and, with a budget, only while the patch keeps
+    the bucket within it (``$expr`` over the slots' array sizes, evaluated on the document
+    being updated).
     """
     sets: Doc = {}
     adds: Doc = {}
+    condition: Doc = {"doc_id": doc_id}
     for index, patch in patches.items():
         if patch.purge:
             sets[slot_path(index)] = slot_to_doc(PURGED_SLOT)
@@ -163,7 +166,7 @@ def patch_bucket(
             tag_sets, tag_adds = _tag_ops(patch, slot_path(index) + ".")
             sets.update(tag_sets)
             adds.update(tag_adds)
-    condition: Doc = {"doc_id": doc_id}
+            condition[slot_path(index, "purged")] = {"$ne": True}
     within = [] if budget is None else _within(patches, budget)
     if within:
         condition["$expr"] = {"$and": within}

@@ -37,6 +37,8 @@ class MongoRowMessageStore(TagWrites):
         # An existing collection is kept as it was created, clustered or not.
         created = connection.ensure_collection(commands.ROWS, options)
         self._clustered = "clusteredIndex" in created
+        # The bucket size shapes what callers see (doc ids, inspect): refuse another one.
+        connection.ensure_layout(commands.ROWS, layout)
         self._rows = connection.collection(commands.ROWS)
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
