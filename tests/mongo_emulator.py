@@ -121,7 +121,7 @@ def running_emulator(host: str = "127.0.0.1") -> Iterator[Emulator]:
     log = VENV / "server.log"
     with open(log, "w") as errors:
         process = subprocess.Popen(
-            [str(python), str(LAUNCHER), "--host", host, "--port", "0"],
+            [str(python), str(LAUNCHER), "--host", host, "--port", "0", "--stop-on-eof"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,
