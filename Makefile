@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null)
 
-.PHONY: bench demo test lint unit contract clean
+.PHONY: bench demo test lint unit contract clean mongoeco
 
 $(BIN)/python:
 ifdef UV
@@ -38,5 +38,10 @@ lint: $(VENV)/.installed-test
 test: lint
 	$(BIN)/pytest
 
+# The MongoDB stand-in's own venv (.venv-mongoeco, Python >= 3.13, pinned mongoeco). The test
+# fixture builds it on first use too; this target builds it up front and fails loudly.
+mongoeco: $(VENV)/.installed-test
+	$(BIN)/python -m tests.mongo_emulator
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-mongoeco .venv-mongoeco.lock .pytest_cache .mypy_cache .ruff_cache

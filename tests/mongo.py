@@ -1,4 +1,8 @@
-"""Where the MongoDB tests run: URL from env or a mongo:7 container, one database per test."""
+"""Where the MongoDB tests run, one database per test.
+
+The server is, in order: IMBUCKET_TEST_MONGO_URL, a mongo:7 container when a Docker engine
+answers, else a mongoeco wire server started for the session (tests/mongo_emulator.py).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
-from tests.servers import server_url
+from tests import mongo_emulator
+from tests.servers import NoServer, origins, server_url
 
 
 def start_mongo(containers: ExitStack) -> str:
@@ -20,6 +25,24 @@ def start_mongo(containers: ExitStack) -> str:
     container = containers.enter_context(MongoDbContainer("mongo:7"))
     url: str = container.get_connection_url()
     return url
+
+
+described: dict[str, str] = {}  # what the session's server says it is, asked once
+
+
+def start_emulator(stack: ExitStack) -> str:
+    """Start the mongoeco server until the session ends; its URL."""
+    try:
+        emulator = stack.enter_context(mongo_emulator.running_emulator())
+    except mongo_emulator.NoPython as error:
+        raise NoServer(str(error)) from None
+    origins["mongo"] = emulator.description
+    return emulator.url
+
+
+def mongo_server() -> str:
+    """URL of the test MongoDB (env, container, mongoeco), or pytest.skip with the reason."""
+    return server_url("mongo", start_mongo, start_emulator)
 
 
 def with_database(url: str, name: str) -> str:
@@ -36,7 +59,9 @@ def mongo_database() -> Iterator[str]:
     """URL of a fresh, uniquely named database, dropped afterwards (or pytest.skip)."""
     from pymongo import MongoClient
 
-    base = server_url("mongo", start_mongo)
+    base = mongo_server()
+    if "mongo" not in described:
+        described["mongo"] = server_name(base)
     name = f"imbucket_test_{uuid.uuid4().hex[:16]}"
     url = with_database(base, name)
     try:
@@ -47,3 +72,27 @@ def mongo_database() -> Iterator[str]:
             client.drop_database(name)
         finally:
             client.close()
+
+
+def emulated_mongo() -> bool:
+    """Whether the session's MongoDB is the mongoeco emulator (asked by a Mongo test)."""
+    return described.get("mongo", "").startswith("mongoeco")
+
+
+def server_name(url: str) -> str:
+    """What the server says it is, as ``imbucket backends`` prints it."""
+    from adapters.mongo.connection import MongoConnection
+
+    connection = MongoConnection(url)
+    try:
+        return connection.describe()
+    finally:
+        connection.close()
+
+
+def summary(outcomes: dict[str, int]) -> str:
+    """The end-of-session line: which server the MongoDB tests ran on, and their outcomes."""
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items() if count)
+    if "mongo" not in origins:
+        return f"MongoDB tests found no server: {counts}"
+    return f"MongoDB tests ran on {described.get('mongo', '?')} from {origins['mongo']}: {counts}"

@@ -12,7 +12,24 @@ from typing import Any
 
 from domain.model import MESSAGE_FIELDS, Message, Revoke, Role, Slot
 
+INT_FIELDS = frozenset(
+    {"seq", "session_type", "content_type", "send_time", "create_time", "status"}
+    | {"sender_platform_id"}
+)
+
 Doc = dict[str, Any]
+
+
+def plain_int(value: Any) -> Any:
+    """Return value as a plain int if a driver decoded it as an int subclass, else as is.
+
+    pymongo decodes every BSON int64 (epoch-ms times, seqs past 2**31) as ``bson.Int64``;
+    the domain accepts exact ints only. bools stay bools and anything else stays what it
+    is, so stored data of the wrong type is still refused by the domain's checks.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
+        return int(value)
+    return value
 
 
 def message_to_doc(message: Message) -> Doc:
@@ -25,8 +42,11 @@ def message_to_doc(message: Message) -> Doc:
 
 
 def message_from_doc(conversation_id: str, doc: Doc) -> Message:
-    """Rebuild a message stored by message_to_doc."""
-    return Message(conversation_id=conversation_id, **{name: doc[name] for name in MESSAGE_FIELDS})
+    """Rebuild a message stored by message_to_doc (driver int types become plain ints)."""
+    fields = {
+        name: plain_int(doc[name]) if name in INT_FIELDS else doc[name] for name in MESSAGE_FIELDS
+    }
+    return Message(conversation_id=conversation_id, **fields)
 
 
 def revoke_to_doc(revoke: Revoke) -> Doc:
@@ -41,7 +61,7 @@ def revoke_to_doc(revoke: Revoke) -> Doc:
 
 def revoke_from_doc(doc: Doc) -> Revoke:
     """Rebuild a revoke stored by revoke_to_doc."""
-    return Revoke(doc["user_id"], Role(doc["role"]), doc["nickname"], doc["time"])
+    return Revoke(doc["user_id"], Role(doc["role"]), doc["nickname"], plain_int(doc["time"]))
 
 
 def slot_to_doc(slot: Slot) -> Doc:

@@ -116,6 +116,14 @@ def _best_effort() -> Iterator[None]:
         warnings.warn(f"could not clean up a scratch namespace: {error}", stacklevel=3)
 
 
+EMULATORS = ("mongoeco",)  # engines that speak a server's protocol without being that server
+
+
+def is_emulated(version: str) -> bool:
+    """Whether an engine_version names an emulator (its latencies say nothing of the server)."""
+    return version.split(" ", 1)[0] in EMULATORS
+
+
 def engine_version(url: str) -> str:
     """Name and version of the engine a store URL points at ('' if it cannot be asked)."""
     scheme = _scheme(url)
@@ -150,9 +158,12 @@ def _sql_version(url: str) -> str:
 def _mongo_version(url: str) -> str:
     from pymongo import MongoClient
 
+    from adapters.mongo.replies import engine_name
+
     client: MongoClient[Any] = MongoClient(url, serverSelectionTimeoutMS=5_000)
     try:
-        return "MongoDB " + str(client.server_info()["version"])
+        # The buildInfo command, not server_info(): see MongoConnection._build_info.
+        return engine_name(client.admin.command("buildInfo"))
     finally:
         client.close()
 

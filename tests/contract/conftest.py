@@ -48,7 +48,7 @@ ROWS = [
     Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
     Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
-    Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT})),
+    Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT, BUCKETS})),
     Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT})),
     Row("memory+redis", "memory_redis_config"),
     Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", frozenset({PERSISTENT})),

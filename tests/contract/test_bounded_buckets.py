@@ -17,6 +17,7 @@ from ports.bucket_repository import BucketRepository
 from tests.concurrency import run_together
 from tests.contract.conftest import BUCKETS, backends
 from tests.factories import CONV, draft, message, messages
+from tests.mongo import emulated_mongo
 
 HOT_DELETERS = 5_000
 WORKERS = 4
@@ -57,7 +58,21 @@ def in_parallel(users: list[str], work: Any) -> list[Any]:
     return [result for share in shares for result in share]
 
 
-def test_a_hot_group_message_deleted_by_5000_users(service: MessageService) -> None:
+# Measured on mongoeco (2 cores shared): 2,488 of the 5,000 deleters in 5 min 47 s on mongo-bucket
+# (92 s of server CPU), each spilled deleter slower than the one before (its cost per write
+# grows with the collection): well over 10 minutes per Mongo row, for ~15,000 commands that
+# check MongoDB's behaviour no better than the same test on real MongoDB does.
+EMULATOR_TOO_SLOW = (
+    "5,000 deleters take over 10 min per row on the mongoeco emulator; this test runs "
+    "unchanged on a real MongoDB (IMBUCKET_TEST_MONGO_URL or Docker, see docs/mongo.md)"
+)
+
+
+def test_a_hot_group_message_deleted_by_5000_users(
+    service: MessageService, backend_config: dict[str, Any]
+) -> None:
+    if backend_config["store"]["backend"].startswith("mongo") and emulated_mongo():
+        pytest.skip(EMULATOR_TOO_SLOW)
     service.ingest(CONV, messages(1, 3))
     users = [f"user-{n:04d}" for n in range(HOT_DELETERS)]
     deleted = in_parallel(users, lambda user: service.delete_for_me(CONV, [2], user))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from app.service import now_ms
 from domain.errors import InvalidMessage, WriteConflict
 from domain.model import Actor, Role
 from domain.projection import MessageView, Tombstone, TombstoneReason
+from ports.seq_store import SeqStore
 from tests.concurrency import WRITERS, run_together
 from tests.dump import dump
 from tests.factories import CONV, draft
@@ -89,17 +91,38 @@ def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
         assert isinstance(entry, MessageView) or entry.reason == TombstoneReason.PURGED
 
 
+class LookupMissesOnce:
+    """A SeqStore whose first ``sent_seqs`` finds nothing: a lookup made before a claim landed."""
+
+    def __init__(self, seqs: SeqStore) -> None:
+        self._seqs = seqs
+        self._missed = False
+
+    def sent_seqs(
+        self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
+    ) -> dict[str, int]:
+        if not self._missed:
+            self._missed = True
+            return {}
+        return self._seqs.sent_seqs(conversation_id, client_msg_ids, since=since)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._seqs, name)
+
+
 def test_a_seq_lost_to_a_concurrent_retry_is_purged(service: MessageService) -> None:
     # The winner allocated seq 1 and claimed draft-1 for it, then stopped before storing it.
     first = service.seqs.allocate(CONV, 1)
     service.seqs.claim_sends(CONV, {"draft-1": first}, at=now_ms())
     # This retry looked before the claim landed: it allocates seq 2 and loses the claim.
-    real_lookup = service.seqs.sent_seqs
-    service.seqs.sent_seqs = lambda conversation_id, ids, **_: {}  # type: ignore[method-assign]
+    # Only the service's own lookup misses: the store is left as it is built (its
+    # claim_sends may read the claims back through its own sent_seqs).
+    real_seqs = service.seqs
+    service.seqs = LookupMissesOnce(real_seqs)  # type: ignore[assignment]
     try:
         [message] = service.send(CONV, [draft(1)])
     finally:
-        service.seqs.sent_seqs = real_lookup  # type: ignore[method-assign]
+        service.seqs = real_seqs
     assert message.seq == 1  # the winner's seq, stored by this retry
     stored, lost = service.pull(CONV, "bob", [1, 2])
     assert isinstance(stored, MessageView) and stored.message == message

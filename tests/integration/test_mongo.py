@@ -1,6 +1,7 @@
 """What only a real MongoDB can show: stored shapes, indexes, round trips, layout checks.
 
-Runs when IMBUCKET_TEST_MONGO_URL is set or a Docker engine answers; skips otherwise.
+Runs on the suite's MongoDB: IMBUCKET_TEST_MONGO_URL, a Docker container, else the mongoeco
+wire server (tests/mongo_emulator.py); skips only when none of them can run.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from typing import Any
 
 import pytest
 from pymongo import MongoClient
-from pymongo.monitoring import CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent
+from pymongo.monitoring import (
+    CommandFailedEvent,
+    CommandListener,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
 
 from adapters.bucket import BucketMessageStore
 from adapters.mongo import commands
@@ -27,8 +33,8 @@ from tests.factories import message, messages
 CONV = "sg_mongo"
 
 
-class Commands:
-    """Counts the commands sent to the server, by name."""
+class Commands(CommandListener):
+    """Counts the commands sent to the server, by name (pymongo accepts only its listener types)."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -128,3 +134,24 @@ def test_watermarks_are_one_round_trip(connection: MongoConnection, sent: Comman
     marks = seqs.watermarks(CONV, "dave")
     assert (marks.max_seq, marks.min_seq, marks.user_min_seq) == (10, 0, 4)
     assert sent.names == ["aggregate"]
+
+
+def test_the_server_is_named_from_the_build_info_command(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    # pymongo's server_info() sends the legacy `buildinfo`, which mongoeco refuses.
+    name = connection.describe()
+    assert name.startswith(("MongoDB ", "mongoeco (MongoDB "))
+    assert connection.version() >= (4, 4)
+    assert sent.names == ["buildInfo"]  # asked once
+
+
+def test_a_second_open_of_the_rows_keeps_the_collection(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    MongoRowMessageStore(connection, BucketLayout(100)).insert(CONV, messages(1, 3, CONV))
+    sent.names.clear()
+    again = MongoRowMessageStore(connection, BucketLayout(100))
+    # found, so no create (whose error for an existing collection differs between servers)
+    assert sent.names == ["listCollections", "findAndModify"]  # and the layout check
+    assert sorted(again.get(CONV, [1, 2, 3])) == [1, 2, 3]

@@ -91,3 +91,19 @@ def test_compare_shows_the_change_per_backend_and_workload(tmp_path: Path) -> No
     result = CliRunner().invoke(cli, ["compare", str(old_path), str(files.results)])
     assert result.exit_code == 0, result.output
     assert "+50%" in result.output
+
+
+def test_an_emulated_engine_is_named_and_its_latencies_marked_not_representative() -> None:
+    results = bench_fakes.results()
+    for b in results["backends"]:
+        if b["store"].startswith("sql-"):
+            b["version"], b["emulated"] = "mongoeco (MongoDB 7.0 wire protocol)", True
+    [pair] = pairs(results)
+    assert pair.name == "sql/sqlite (emulated)"
+    markdown = to_markdown(report.build(results))
+    assert "Emulated engine: sql-row/sqlite on mongoeco (MongoDB 7.0 wire protocol)" in markdown
+    assert "not representative" in markdown and "round trips" in markdown
+
+
+def test_a_report_without_emulated_engines_has_no_such_warning() -> None:
+    assert "Emulated engine" not in to_markdown(report.build(bench_fakes.results()))

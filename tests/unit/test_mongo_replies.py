@@ -8,9 +8,11 @@ from typing import Any
 import bson
 import pytest
 
+from adapters.codec import plain_int
 from adapters.mongo import commands, replies
+from adapters.scratch import is_emulated
 from domain.errors import LayoutMismatch, StoreUnavailable
-from domain.model import Revoke, Role, Slot, StoreStats, Watermarks
+from domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
 from tests.factories import message
 
 CONV = "sg_g1"
@@ -43,7 +45,12 @@ def test_openim_purged_slot_and_missing_elements_read_as_empty() -> None:
 
 
 def test_rows_survive_bson_and_read_back_by_seq() -> None:
-    rows = over_the_wire(commands.new_rows(CONV, [message(1, CONV), message(2, CONV)]).documents)
+    rows = over_the_wire(
+        [
+            {"_id": commands.row_id(CONV, s), **commands.slot_to_doc(Slot(message(s, CONV)))}
+            for s in (1, 2)
+        ]
+    )
     assert replies.row_slots(rows) == {
         1: Slot(message=message(1, CONV)),
         2: Slot(message=message(2, CONV)),
@@ -142,3 +149,59 @@ def test_version_tuple() -> None:
         0,
     )
     assert replies.version_tuple({"version": "5.3.1-rc0"}) == (5, 3, 1)
+
+
+def test_int64_values_read_back_as_plain_ints_the_domain_accepts() -> None:
+    # pymongo decodes BSON int64 (epoch-ms times, seqs past 2**31) as bson.Int64, on any
+    # server; the domain's checks accept exact ints only.
+    seq = 2**40 + 1
+    stored_message = replace(
+        message(seq, CONV), send_time=1_700_000_000_123, create_time=1_700_000_000_456
+    )
+    tagged = Slot(
+        message=stored_message, revoke=Revoke("olivia", Role.OWNER, "", 1_700_000_001_000)
+    )
+    doc_id = f"{CONV}:{(seq - 1) // 100}"
+    bucket = over_the_wire(commands.new_bucket(doc_id, {0: tagged}, 100))
+    assert type(bucket["msgs"][0]["msg"]["send_time"]) is bson.Int64  # what the driver hands back
+    row = over_the_wire({"_id": commands.row_id(CONV, seq), **commands.slot_to_doc(tagged)})
+    assert type(row["_id"]["s"]) is bson.Int64
+
+    from_bucket = replies.bucket_slots(
+        {doc_id: [0]}, [{"doc_id": doc_id, "msgs": bucket["msgs"][:1]}]
+    )
+    from_row = replies.row_slots([row])
+    for slot in (from_bucket[doc_id][0], from_row[seq]):
+        assert slot == tagged
+        assert slot.message is not None and slot.revoke is not None
+        assert check_message(slot.message, CONV) == slot.message
+        times = (
+            slot.message.seq,
+            slot.message.send_time,
+            slot.message.create_time,
+            slot.revoke.time,
+        )
+        assert {type(value) for value in times} == {int}
+    assert [type(seq) for seq in from_row] == [int]
+
+
+@pytest.mark.parametrize("value", [True, False, "5", 5.0, None])
+def test_plain_int_leaves_non_ints_for_the_domain_to_refuse(value: object) -> None:
+    assert plain_int(value) is value
+
+
+def test_plain_int_turns_int_subclasses_into_ints() -> None:
+    assert type(plain_int(bson.Int64(7))) is int
+    assert plain_int(bson.Int64(7)) == 7
+
+
+def test_the_engine_is_named_from_build_info() -> None:
+    real = {"version": "7.0.12", "versionArray": [7, 0, 12, 0], "gitVersion": "b6513ce0", "ok": 1}
+    emulated = {"version": "7.0.0", "versionArray": [7, 0, 0, 0], "gitVersion": "mongoeco"}
+    assert replies.engine_name(real) == "MongoDB 7.0.12"
+    assert replies.engine_name(emulated) == "mongoeco (MongoDB 7.0 wire protocol)"
+    assert (replies.is_emulator(real), replies.is_emulator(emulated)) == (False, True)
+    assert (is_emulated("MongoDB 7.0.12"), is_emulated(replies.engine_name(emulated))) == (
+        False,
+        True,
+    )

@@ -23,8 +23,10 @@ from adapters.mongo.replies import (
     store_stats,
 )
 from domain.budget import TagBudget
+from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from domain.tags import MAX_ROUNDS
 from ports.bucket_repository import Spilled
 
 
@@ -74,10 +76,25 @@ class MongoBucketRepository:
     def patch(
         self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
     ) -> bool:
-        """One update_one with ``$addToSet`` / ``$set`` for all slots, filtered by the budget."""
-        if not patches:
-            return self._exists(doc_id)
-        return self._update(commands.patch_bucket(doc_id, patches, budget), "write tags")
+        """One update_one with ``$addToSet`` / ``$set`` for all slots, filtered by the budget.
+
+        Purged slots are spared: when the update does not match, one read tells a missing
+        bucket or a refused budget (False) from purged target slots, which are dropped
+        before the update is tried again.
+        """
+        for _ in range(MAX_ROUNDS):
+            if not patches:
+                return self._exists(doc_id)
+            if self._update(commands.patch_bucket(doc_id, patches, budget), "write tags"):
+                return True
+            slots = self.read({doc_id: sorted(patches)}).get(doc_id)
+            if slots is None:
+                return False
+            kept = {i: p for i, p in patches.items() if p.purge or not slots[i].purged}
+            if len(kept) == len(patches):
+                return False  # over the budget
+            patches = kept
+        raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """insert_many(ordered=False); the duplicates the unique index reports were there."""

@@ -167,11 +167,14 @@ def patch_bucket(
 ) -> Update:
     """All tag changes of one bucket in one update; a purge replaces the whole slot.
 
-    With a budget the filter matches only while the patch keeps the bucket within it
-    (``$expr`` over the slots' array sizes, evaluated on the document being updated).
+    The filter matches only while no slot that gets tags is purged (purged slots keep no
+    tags; the caller drops them and retries), and, with a budget, only while the patch keeps
+    the bucket within it (``$expr`` over the slots' array sizes, evaluated on the document
+    being updated).
     """
     sets: Doc = {}
     adds: Doc = {}
+    condition: Doc = {"doc_id": doc_id}
     for index, patch in patches.items():
         if patch.purge:
             sets[slot_path(index)] = slot_to_doc(PURGED_SLOT)
@@ -179,7 +182,7 @@ def patch_bucket(
             tag_sets, tag_adds = _tag_ops(patch, slot_path(index) + ".")
             sets.update(tag_sets)
             adds.update(tag_adds)
-    condition: Doc = {"doc_id": doc_id}
+            condition[slot_path(index, "purged")] = {"$ne": True}
     within = [] if budget is None else _within(budget.conditions(patches))
     if within:
         condition["$expr"] = {"$and": within}
@@ -306,14 +309,6 @@ COUNT_BUCKET_MESSAGES: list[Doc] = [
 def row_id(conversation_id: str, seq: int) -> Doc:
     """The _id of a row; field order matters for equality, so it is always c then s."""
     return {"c": conversation_id, "s": seq}
-
-
-def new_rows(conversation_id: str, messages: Sequence[Message]) -> InsertMany:
-    """Each message as a row with every slot key present; duplicates are reported, not fatal."""
-    documents = [
-        {"_id": row_id(conversation_id, m.seq), **slot_to_doc(Slot(message=m))} for m in messages
-    ]
-    return InsertMany(documents, ordered=False)
 
 
 def rows_in(conversation_id: str, seqs: Iterable[int]) -> Doc:

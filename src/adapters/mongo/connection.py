@@ -21,12 +21,10 @@ from pymongo.monitoring import CommandListener
 
 from adapters.mongo import commands
 from adapters.mongo.commands import Doc, FindAndUpdate
-from adapters.mongo.replies import checked_layout, version_tuple
+from adapters.mongo.replies import checked_layout, engine_name, version_tuple
 from adapters.timeouts import Timeouts
 from domain.errors import ConfigError, StoreUnavailable
 from domain.layout import BucketLayout
-
-NAMESPACE_EXISTS = 48
 
 
 @contextmanager
@@ -99,20 +97,35 @@ class MongoConnection:
             with translated(f"create the indexes of {name}"):
                 self.collection(name).create_indexes(models)
 
-    def ensure_collection(self, name: str, options: Doc) -> None:
-        """Create the collection with options unless it exists already."""
+    def ensure_collection(self, name: str, options: Doc) -> Doc:
+        """Create the collection with options unless it exists; the options it has.
+
+        An existing collection is kept as it was created. A create that fails because
+        another opener created the collection meanwhile (MongoDB: code 48, NamespaceExists)
+        is that case too, recognised by the collection being there afterwards.
+        """
+        found = self._collection_options(name)
+        if found is not None:
+            return found
         with translated(f"create collection {name}"):
             try:
                 self.db.create_collection(name, check_exists=False, **options)
-            except OperationFailure as error:
-                if error.code != NAMESPACE_EXISTS:
+            except OperationFailure:
+                found = self._collection_options(name)
+                if found is None:
                     raise
+                return found
+        return dict(options)
+
+    def _collection_options(self, name: str) -> Doc | None:
+        """The options of collection name, None when it does not exist: one round trip."""
+        with translated(f"read the options of {name}"):
+            found = list(self.db.list_collections(filter={"name": name}))
+        return dict(found[0].get("options", {})) if found else None
 
     def is_clustered(self, name: str) -> bool:
         """Whether the existing collection name is clustered on _id."""
-        with translated(f"read the options of {name}"):
-            found = list(self.db.list_collections(filter={"name": name}))
-        return any("clusteredIndex" in info.get("options", {}) for info in found)
+        return "clusteredIndex" in (self._collection_options(name) or {})
 
     def ensure_layout(self, collection: str, layout: BucketLayout) -> None:
         """Record layout.size for collection on first open; LayoutMismatch on another size."""
@@ -150,14 +163,22 @@ class MongoConnection:
         return version_tuple(self._build_info())
 
     def describe(self) -> str:
-        """``MongoDB <version>`` of the server, for ``imbucket backends``."""
-        return f"MongoDB {self._build_info()['version']}"
+        """What the server is, for ``imbucket backends`` (``replies.engine_name``).
+
+        ``MongoDB 7.0.12``, or an emulator speaking the wire protocol named as such.
+        """
+        return engine_name(self._build_info())
 
     def _build_info(self) -> dict[str, Any]:
-        """The server's buildInfo, asked once."""
+        """The server's buildInfo, asked once.
+
+        Asked as the ``buildInfo`` command: pymongo's ``server_info()`` sends the legacy
+        lower-case ``buildinfo``, which real servers accept and wire-protocol emulators
+        (mongoeco) refuse.
+        """
         if self._info is None:
             with translated("read the server version"):
-                self._info = self.client.server_info()
+                self._info = dict(self.client.admin.command("buildInfo"))
         return self._info
 
     def close(self) -> None:

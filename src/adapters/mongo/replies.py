@@ -34,19 +34,20 @@ def spilled_users(found: Iterable[Doc]) -> dict[str, dict[int, set[str]]]:
     """Spilled deleters by doc_id and slot, from the side collection's documents."""
     users: dict[str, dict[int, set[str]]] = {}
     for doc in found:
-        users.setdefault(doc["doc_id"], {}).setdefault(doc["slot"], set()).add(doc["user_id"])
+        slots = users.setdefault(doc["doc_id"], {})
+        slots.setdefault(int(doc["slot"]), set()).add(doc["user_id"])
     return users
 
 
 def bucket_bytes(found: Iterable[Doc]) -> int | None:
     """The size the bucket_size aggregate returned, None when the bucket does not exist."""
-    sizes = [doc["bytes"] for doc in found]
+    sizes = [int(doc["bytes"]) for doc in found]
     return sizes[0] if sizes else None
 
 
 def row_slots(found: Iterable[Doc]) -> dict[int, Slot]:
     """Slots by seq from row documents."""
-    return {doc["_id"]["s"]: slot_from_doc(doc["_id"]["c"], doc) for doc in found}
+    return {int(doc["_id"]["s"]): slot_from_doc(doc["_id"]["c"], doc) for doc in found}
 
 
 def duplicate_positions(details: Mapping[str, Any]) -> list[int]:
@@ -69,7 +70,9 @@ def watermarks(found: Iterable[Doc]) -> Watermarks:
     for doc in found:
         merged.update(doc)
     return Watermarks(
-        merged.get("max_seq", 0), merged.get("min_seq", 0), merged.get("user_min_seq", 0)
+        int(merged.get("max_seq", 0)),
+        int(merged.get("min_seq", 0)),
+        int(merged.get("user_min_seq", 0)),
     )
 
 
@@ -141,3 +144,23 @@ def epoch_ms(value: object) -> int:
         return 0
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return int(aware.timestamp() * 1000)
+
+
+EMULATOR_GIT_VERSION = "mongoeco"  # what mongoeco's buildInfo answers as gitVersion
+
+
+def engine_name(info: Mapping[str, Any]) -> str:
+    """The server named from its buildInfo, e.g. ``MongoDB 7.0.12``.
+
+    mongoeco answers ``version: 7.0.0`` for the protocol it speaks and ``gitVersion:
+    "mongoeco"``, not its own release: it is named ``mongoeco (MongoDB 7.0 wire protocol)``.
+    """
+    if is_emulator(info):
+        major, minor = version_tuple(info)[:2]
+        return f"mongoeco (MongoDB {major}.{minor} wire protocol)"
+    return f"MongoDB {info['version']}"
+
+
+def is_emulator(info: Mapping[str, Any]) -> bool:
+    """Whether buildInfo comes from mongoeco rather than a MongoDB server."""
+    return info.get("gitVersion") == EMULATOR_GIT_VERSION

@@ -40,22 +40,24 @@ class MongoRowMessageStore(TagWrites):
         self.layout = layout
         self._connection = connection
         options = commands.row_collection_options(connection.version())
-        connection.ensure_collection(commands.ROWS, options)
         # An existing collection is kept as it was created, clustered or not.
-        self._clustered = connection.is_clustered(commands.ROWS)
+        created = connection.ensure_collection(commands.ROWS, options)
+        self._clustered = "clusteredIndex" in created
+        # The bucket size shapes what callers see (doc ids, inspect): refuse another one.
+        connection.ensure_layout(commands.ROWS, layout)
         self._rows = connection.collection(commands.ROWS)
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
-        """insert_many(ordered=False); seqs already taken are settled one by one."""
+        """One unordered bulk write of conditional upserts, one per message.
+
+        Each creates its row, or fills a row holding only tags (written before the message),
+        so a batch costs one write either way; a row holding a message or purged makes its
+        upsert collide on _id, and those seqs are read once and classified.
+        """
         if not messages:
             return InsertResult()
-        command = commands.new_rows(conversation_id, messages)
-        taken: list[int] = []
-        with translated("insert messages"):
-            try:
-                self._rows.insert_many(command.documents, ordered=command.ordered)
-            except BulkWriteError as error:
-                taken = duplicate_positions(error.details)
+        fills = [commands.fill_row(conversation_id, m) for m in messages]
+        taken = self._bulk_upsert(fills, "insert messages")
         pending = {messages[i].seq: messages[i] for i in taken}
         outcome = {m.seq: InsertOutcome.INSERTED for m in messages if m.seq not in pending}
         self._settle(conversation_id, pending, outcome)
@@ -142,13 +144,17 @@ class MongoRowMessageStore(TagWrites):
         for _ in range(MAX_ROUNDS):
             if not pending:
                 return len(changes)
-            operations = [UpdateOne(c.filter, c.update, upsert=c.upsert) for c in pending]
-            with translated("write tags"):
-                try:
-                    self._rows.bulk_write(operations, ordered=False)
-                    return len(changes)
-                except BulkWriteError as error:
-                    # Two first upserts of one _id collided; the retry finds the row.
-                    pending = [pending[i] for i in duplicate_positions(error.details)]
-                    contention.record(contention.ROW_UPSERT_LOST, len(pending))
+            # Two first upserts of one _id may collide; the retry finds the row.
+            pending = [pending[i] for i in self._bulk_upsert(pending, "write tags")]
+            contention.record(contention.ROW_UPSERT_LOST, len(pending))
         raise StoreUnavailable(f"tag write to {conversation_id} did not settle under contention")
+
+    def _bulk_upsert(self, updates: Sequence[commands.Update], action: str) -> list[int]:
+        """One unordered bulk_write; the positions of the updates that collided on _id."""
+        operations = [UpdateOne(c.filter, c.update, upsert=c.upsert) for c in updates]
+        with translated(action):
+            try:
+                self._rows.bulk_write(operations, ordered=False)
+            except BulkWriteError as error:
+                return duplicate_positions(error.details)
+        return []

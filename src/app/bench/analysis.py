@@ -45,9 +45,10 @@ class Pair:
 
     @property
     def name(self) -> str:
-        """E.g. ``sql/sqlite`` or ``mongo/mongodb+redis``."""
+        """E.g. ``sql/sqlite``, ``mongo/mongodb+redis`` or ``mongo/mongodb (emulated)``."""
         cache = "" if self.bucket["cache"] == "none" else f"+{self.bucket['cache']}"
-        return f"{self.bucket['family']}/{self.engine}{cache}"
+        emulated = " (emulated)" if self.bucket.get("emulated") else ""
+        return f"{self.bucket['family']}/{self.engine}{cache}{emulated}"
 
 
 def ok_backends(results: Results) -> list[BackendResults]:

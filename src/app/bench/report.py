@@ -82,6 +82,7 @@ def write(results: Results, folder: Path, previous: Results | None = None) -> Re
 def build(results: Results, previous: Results | None = None) -> list[Block]:
     """The report as blocks, rendered alike to Markdown and HTML."""
     blocks: list[Block] = [Heading(1, TITLE), Para(_overview(results))]
+    blocks += _emulated(results)
     blocks += _how_to_read()
     blocks += _targets(results)
     blocks += _pairs(results)
@@ -109,6 +110,22 @@ def _overview(results: Results) -> str:
         f"seed {p['seed']}. Commit {commit}{dirty}. {results['duration_s']:.0f} s on "
         f"{machine.get('cpu_count')} cores ({machine.get('cpu', '?')})."
     )
+
+
+def _emulated(results: Results) -> list[Block]:
+    """A warning when some backends ran on an emulator rather than the engine it speaks for."""
+    emulated = [b for b in results["backends"] if b.get("emulated")]
+    if not emulated:
+        return []
+    names = ", ".join(f"{b['label']} on {b['version']}" for b in emulated)
+    return [
+        Para(
+            f"Emulated engine: {names}. An emulator of the server's wire protocol ran these "
+            "backends, so their latencies, the bucket/row latency ratios marked (emulated) "
+            "and their footprint bytes are not representative of the real server; their "
+            "round trips, document and message counts stand (docs/mongo.md)."
+        )
+    ]
 
 
 def _how_to_read() -> list[Block]:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from adapters.scratch import engine_version, scratch_redis, scratch_store
+from adapters.scratch import engine_version, is_emulated, scratch_redis, scratch_store
 from app import open_service
 from app.bench import contention
 from app.bench.dataset import SCALES, Dataset
@@ -217,6 +217,7 @@ def _describe(setup: Setup) -> dict[str, Any]:
         "cache": spec.cache,
         "status": "skipped",
         "version": setup.version,
+        "emulated": is_emulated(setup.version),
     } | ({} if spec.bucket_size is None else {"bucket_size": spec.bucket_size})
 
 
