@@ -31,9 +31,14 @@ LAUNCHER = ROOT / "tools" / "mongoeco_server.py"
 PYTHON_VARIABLE = "IMBUCKET_MONGOECO_PYTHON"
 START_TIMEOUT = 60.0  # seconds for the server to print its address (imports take ~2 s)
 # mongoeco runs every command on one event loop, and a long one (a bulk write into a large
-# collection takes seconds on a busy 2-core machine) delays the driver's heartbeat; with the
-# adapters' 3 s fail-fast defaults the driver would then cancel the operations in flight.
-PATIENT = "connectTimeoutMS=60000&serverSelectionTimeoutMS=60000"
+# collection takes seconds on a busy 2-core machine) delays the driver's heartbeat and every
+# reply queued behind it; with the adapters' fail-fast defaults (store.*_timeout_seconds) the
+# driver would then cancel operations that are merely slow. Tests of the timeouts themselves
+# (tests/faults/test_black_hole.py) drop these options and set their own.
+PATIENT = (
+    "connectTimeoutMS=60000&serverSelectionTimeoutMS=60000"
+    "&socketTimeoutMS=60000&waitQueueTimeoutMS=60000"
+)
 
 
 class NoPython(Exception):

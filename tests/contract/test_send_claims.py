@@ -8,6 +8,8 @@ most once a minute, and stats() counts the claims kept. See docs/sending.md.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from app import MessageService
@@ -20,10 +22,14 @@ WINDOW_MS = RETENTION_SECONDS * 1000
 
 
 class Clock:
-    """Epoch milliseconds that move only when told."""
+    """Epoch milliseconds that move only when told.
+
+    It starts at the real time: a MongoDB TTL index deletes by the server's clock, so claims
+    stamped in the past would vanish behind the test's back.
+    """
 
     def __init__(self) -> None:
-        self.now = 1_700_000_000_000
+        self.now = int(time.time() * 1000)
 
     def __call__(self) -> int:
         return self.now

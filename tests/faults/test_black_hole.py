@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -134,9 +135,11 @@ def test_with_default_settings_a_silent_server_still_answers(
 def mongo(mongo_url: str) -> Iterator[tuple[MessageService, TcpProxy]]:
     """mongo-bucket on the test's MongoDB (skips without one), behind a proxy, waits of 1 s."""
     proxy = TcpProxy(mongo_url, 27017)
-    # One server, addressed through the proxy: never discover members behind its back.
-    separator = "&" if "?" in proxy.url else "?"
-    config = store_config("mongo-bucket", f"{proxy.url}{separator}directConnection=true")
+    # One server, addressed through the proxy: never discover members behind its back. The
+    # URL's own options go (an emulator's patient timeouts would win over SHORT).
+    parts = urlsplit(proxy.url)
+    bare = parts._replace(path=parts.path or "/", query="").geturl()
+    config = store_config("mongo-bucket", f"{bare}?directConnection=true")
     config["store"].update(SHORT)
     service = open_service(config)
     try:

@@ -49,8 +49,9 @@ def test_a_new_bucket_of_the_largest_messages_stays_under_its_bound(
 
 
 def test_every_row_of_the_largest_batch_fits_a_document() -> None:
-    rows = commands.new_rows(CONVERSATION, [largest_message(1, CONVERSATION)])
-    assert len(bson.encode(rows.documents[0])) <= DEFAULT_LIMITS.max_message_bytes + 1024
+    fill = commands.fill_row(CONVERSATION, largest_message(1, CONVERSATION))
+    statement = {"q": fill.filter, "u": fill.update, "upsert": True}
+    assert len(bson.encode(statement)) <= DEFAULT_LIMITS.max_message_bytes + 1024
 
 
 def test_a_bucket_bound_above_mongodb_document_limit_is_a_config_error() -> None:
