@@ -9,6 +9,10 @@ Lua script that writes only if the generation is unchanged. Every invalidation r
 generation by a fresh random token and deletes its keys in one script, so a reader that
 loaded a slot before a write cannot cache it after that write was invalidated. See
 docs/redis.md.
+
+On Redis Cluster (``make_client(url, cluster=True)``) every command of a conversation goes to
+the master of its hash slot, and each invalidation waits (``WAIT``) until that master's
+replica has it too, so a failover cannot bring back what was invalidated.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from typing import Any, TypeVar
 import orjson
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from adapters.codec import slot_from_doc, slot_to_doc
@@ -71,8 +76,23 @@ end
 return 1
 """
 
+# The cluster's invalidation: the same, and it answers how many replicas its master has, so the
+# client knows how many to WAIT for. ARGV as for _INVALIDATE.
+_INVALIDATE_REPLICATED = (
+    _INVALIDATE.replace("return 1\n", "")
+    + "return tonumber(string.match(redis.call('INFO', 'replication'), "
+    + "'connected_slaves:(%d+)')) or 0\n"
+)
+
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
+
+# How long (ms) an invalidation on a cluster waits for a replica to acknowledge it.
+DEFAULT_REPLICA_WAIT_MS = 100
+
+Client = redis.Redis | RedisCluster
+# Everything a Redis or cluster client raises for an unreachable or failing Redis.
+REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
 
 
 def client_options(timeout: float = DEFAULT_TIMEOUT_SECONDS) -> dict[str, Any]:
@@ -83,6 +103,26 @@ def client_options(timeout: float = DEFAULT_TIMEOUT_SECONDS) -> dict[str, Any]:
         # One immediate retry for a dropped connection; none for timeouts (slow = skip).
         "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     }
+
+
+def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
+    """The one place cache clients are built: a Redis, or a cluster client for ``cluster``.
+
+    ``options`` are client keyword arguments on top of ``client_options()``; querystring options
+    of url win over both. A cluster url names any node (``redis://host:port``); the client
+    asks it for the topology at once, and raises ``RedisClusterException`` (or a ``RedisError``)
+    when no node answers. On a cluster the retry covers redirections and topology refreshes:
+    one immediate retry, so a dead master costs one quick failure, not a backoff.
+    """
+    settings = {**client_options(), **options}
+    if not cluster:
+        return redis.Redis.from_url(url, **settings)
+    # Reads go to masters only (the default): a replica may lag behind an invalidation.
+    return RedisCluster.from_url(url, **settings)
+
+
+class ReplicaLag(RedisError):
+    """An invalidation reached its master but no replica acknowledged it in time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +144,14 @@ class RedisMessageCache:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         *,
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         key_prefix: str = "imbucket",
         retry_interval: float = 1.0,
         max_pending: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
+        replica_wait_ms: int = DEFAULT_REPLICA_WAIT_MS,
     ) -> None:
         if not key_prefix or "{" in key_prefix or "}" in key_prefix:
             raise ConfigError(f"cache key prefix must be non-empty without braces: {key_prefix!r}")
@@ -124,6 +165,9 @@ class RedisMessageCache:
         self._clock = clock
         self._fill = client.register_script(_FILL)
         self._invalidate = client.register_script(_INVALIDATE)
+        self._cluster = isinstance(client, RedisCluster)
+        self._replica_wait_ms = replica_wait_ms
+        self._replicas: dict[str, int] = {}  # per cluster master: replicas it had last time
         self._lock = threading.Lock()  # guards the state below
         self._flush_lock = threading.Lock()  # one thread delivers pending invalidations
         self._down_since: float | None = None
@@ -135,10 +179,15 @@ class RedisMessageCache:
 
     @classmethod
     def from_url(
-        cls, url: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS, **options: Any
+        cls,
+        url: str,
+        *,
+        cluster: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        **options: Any,
     ) -> RedisMessageCache:
         """A cache on a new client for url; querystring options (socket_timeout=…) win."""
-        return cls(redis.Redis.from_url(url, **client_options(timeout)), **options)
+        return cls(make_client(url, cluster=cluster, **client_options(timeout)), **options)
 
     def slot_key(self, conversation_id: str, seq: int) -> str:
         """The key of one cached slot."""
@@ -199,7 +248,45 @@ class RedisMessageCache:
     def _run_invalidate(self, conversation_id: str, seqs: Sequence[int], client: Any = None) -> Any:
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
+        if self._cluster:
+            return self._invalidate_replicated(keys)
         return self._invalidate(keys=keys, args=[self.ttl_seconds, _token()], client=client)
+
+    def _invalidate_replicated(self, keys: list[str]) -> bool:
+        """One round trip to the slot's master: the script, then WAIT on the same connection.
+
+        Redis replicates asynchronously; a master killed right after answering would lose the
+        invalidation to the replica promoted in its place, and the old slot would come back.
+        WAIT makes the master answer only once a replica has it (or the wait timed out). How
+        many replicas to wait for is what the master said last time (the script reports it),
+        so a master left without replicas after a failover costs no wait. Raises ReplicaLag
+        when fewer acknowledged than the master has now: the caller keeps it pending.
+        """
+        cluster: Any = self.client  # RedisCluster's routing helpers are untyped
+        try:
+            node = cluster.get_node_from_key(keys[0])
+            expected = self._replicas.get(node.name, 1)
+            pipe: Any = cluster.get_redis_connection(node).pipeline(transaction=False)
+            pipe.execute_command(
+                "EVAL", _INVALIDATE_REPLICATED, len(keys), *keys, self.ttl_seconds, _token()
+            )
+            pipe.execute_command("WAIT", min(expected, 1), self._replica_wait_ms)
+            replicas, acknowledged = pipe.execute()
+        except REDIS_ERRORS:
+            self._refresh_topology()
+            raise
+        self._replicas[node.name] = int(replicas)
+        if int(acknowledged) < min(int(replicas), 1):
+            raise ReplicaLag(f"no replica of {node.name} acknowledged an invalidation")
+        return True
+
+    def _refresh_topology(self) -> None:
+        """Ask the cluster who serves which slots now (after a failover or a MOVED)."""
+        cluster: Any = self.client
+        try:
+            cluster.nodes_manager.initialize()
+        except REDIS_ERRORS as error:
+            log.debug("redis cluster topology refresh failed: %s", error)
 
     def _remember(self, conversation_id: str, seqs: Sequence[int]) -> None:
         with self._lock:
@@ -247,6 +334,8 @@ class RedisMessageCache:
             self._flush_lock.release()
 
     def _flush(self, chunk: list[tuple[str, list[int]]]) -> list[Any]:
+        if self._cluster:  # one replicated invalidation after the other, each to its master
+            return [self._run_invalidate(conv, seqs) for conv, seqs in chunk]
         pipe = self.client.pipeline(transaction=False)
         for conversation_id, seqs in chunk:
             self._run_invalidate(conversation_id, seqs, client=pipe)
@@ -277,7 +366,7 @@ class RedisMessageCache:
         """Run a Redis command; None (and outage bookkeeping) if it fails."""
         try:
             result = command()
-        except (RedisError, OSError) as error:
+        except REDIS_ERRORS as error:
             self._failed(error)
             return None
         self._succeeded()

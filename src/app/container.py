@@ -65,6 +65,16 @@ class Container(containers.DeclarativeContainer):
             ttl_seconds=config.cache.ttl_seconds,
             key_prefix=config.cache.key_prefix,
         ),
+        **{
+            "redis-cluster": providers.Singleton(
+                backends.redis_cached_store,
+                backend=backend,
+                url=config.cache.url,
+                ttl_seconds=config.cache.ttl_seconds,
+                key_prefix=config.cache.key_prefix,
+                cluster=True,
+            )
+        },
     )
     seqs = providers.Callable(backends.seqs_of, backend)
     version = providers.Callable(backends.version_of, backend)

@@ -1,0 +1,200 @@
+"""A Redis Cluster of the test run's own: 3 masters, 3 replicas, on free loopback ports.
+
+Started once per session by the ``redis_cluster`` fixture (tests/conftest.py) with the
+``redis-server`` and ``redis-cli`` found on PATH, in a temporary directory, without
+persistence; stopped (every process killed) at the end. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+NODES = 6
+# Failure detection and replica promotion take about this long (ms); the default is 15 s.
+NODE_TIMEOUT_MS = 1000
+START_SECONDS = 30.0
+
+
+def _free_port() -> int:
+    """A free loopback port whose +10000 cluster bus port is free too."""
+    for _ in range(100):
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            port: int = listener.getsockname()[1]
+        if port + 10000 < 65536 and _free(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+def _free(port: int) -> bool:
+    try:
+        with socket.create_server(("127.0.0.1", port)):
+            return True
+    except OSError:
+        return False
+
+
+def _cli(port: int, *args: str, timeout: float = 10.0) -> str:
+    result = subprocess.run(
+        ["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return result.stdout
+
+
+@dataclass
+class ClusterNode:
+    """One redis-server process of the cluster."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@dataclass
+class RedisClusterProcesses:
+    """The cluster's processes; ``url`` names one of its nodes."""
+
+    directory: Path
+    nodes: list[ClusterNode] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.alive_nodes()[0].address}"
+
+    def alive_nodes(self) -> list[ClusterNode]:
+        return [node for node in self.nodes if node.alive()]
+
+    def start(self) -> None:
+        """Start the six servers, join them, wait until every slot is served."""
+        for _ in range(NODES):
+            port = _free_port()
+            self.nodes.append(ClusterNode(port, self._spawn(port)))
+        for node in self.nodes:
+            self._wait(lambda n=node: _cli(n.port, "ping").strip() == "PONG", f"{node.address}")
+        result = subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(node.address for node in self.nodes),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=START_SECONDS,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {result.stdout[-2000:]}")
+        self.wait_ok()
+
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
+        node_dir = self.directory / str(port)
+        node_dir.mkdir()
+        return subprocess.Popen(
+            [
+                "redis-server",
+                "--port", str(port),
+                "--bind", "127.0.0.1",
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", str(node_dir / "nodes.conf"),
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                "--dir", str(node_dir),
+                "--save", "",
+                "--appendonly", "no",
+                "--logfile", str(node_dir / "redis.log"),
+                # Replicas sync at once, and one may always take over its dead master.
+                "--repl-diskless-sync-delay", "0",
+                "--cluster-replica-validity-factor", "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def healthy(self, replicas: int) -> bool:
+        """Every live node says cluster_state:ok, all slots served; replicas in sync."""
+        for node in self.alive_nodes():
+            info = _cli(node.port, "cluster", "info")
+            if "cluster_state:ok" not in info or "cluster_slots_ok:16384" not in info:
+                return False
+        replication = [_cli(m.port, "info", "replication") for m in self.masters()]
+        return sum(info.count("state=online") for info in replication) >= replicas
+
+    def wait_ok(self, replicas: int = NODES // 2, timeout: float = START_SECONDS) -> float:
+        """Wait until healthy with that many working replicas; returns the seconds waited."""
+        return self._wait(lambda: self.healthy(replicas), "cluster_state:ok", timeout)
+
+    def masters(self) -> list[ClusterNode]:
+        """The live nodes that are masters now."""
+        return [n for n in self.alive_nodes() if "role:master" in _cli(n.port, "info")]
+
+    def master_of(self, slot: int) -> ClusterNode:
+        """The live node that serves slot now, as the cluster says."""
+        client = redis.Redis(port=self.alive_nodes()[0].port)
+        try:
+            ranges = client.execute_command("CLUSTER SLOTS")
+        finally:
+            client.close()
+        for (start, end), nodes in ranges.items():
+            if start <= slot <= end:
+                return self.node_of(nodes["primary"][1])
+        raise LookupError(f"slot {slot} is not served")
+
+    def node_of(self, port: int) -> ClusterNode:
+        return next(node for node in self.nodes if node.port == port)
+
+    def kill(self, node: ClusterNode) -> None:
+        """SIGKILL one node (no shutdown, no goodbye to the cluster)."""
+        node.process.send_signal(signal.SIGKILL)
+        node.process.wait(10)
+
+    def stop(self) -> None:
+        """Kill every process and remove the directory."""
+        for node in self.nodes:
+            if node.alive():
+                node.process.kill()
+                node.process.wait(10)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @staticmethod
+    def _wait(ready: object, what: str, timeout: float = START_SECONDS) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if ready():  # type: ignore[operator]
+                return time.monotonic() - started
+            time.sleep(0.1)
+        raise RuntimeError(f"redis cluster: {what} not reached within {timeout} s")
+
+
+def start_cluster() -> RedisClusterProcesses:
+    """A started cluster (stopped again if starting fails); skips without redis-server."""
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("redis-cluster: redis-server and redis-cli are not on PATH")
+    cluster = RedisClusterProcesses(Path(tempfile.mkdtemp(prefix="imbucket-redis-cluster-")))
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
