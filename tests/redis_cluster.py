@@ -133,10 +133,14 @@ class RedisClusterProcesses:
         )  # fmt: skip
 
     def healthy(self, replicas: int) -> bool:
-        """Every live node says cluster_state:ok, all slots served; replicas in sync."""
-        for node in self.alive_nodes():
-            info = _cli(node.port, "cluster", "info")
+        """Every live node says cluster_state:ok and that live masters serve all 16384 slots;
+        at least ``replicas`` replicas are in sync."""
+        live = {node.port for node in self.alive_nodes()}
+        for port in live:
+            info = _cli(port, "cluster", "info")
             if "cluster_state:ok" not in info or "cluster_slots_ok:16384" not in info:
+                return False
+            if not {master.port for master, _, _ in self._slot_masters(port)} <= live:
                 return False
         replication = [_cli(m.port, "info", "replication") for m in self.masters()]
         return sum(info.count("state=online") for info in replication) >= replicas
@@ -150,16 +154,21 @@ class RedisClusterProcesses:
         return [n for n in self.alive_nodes() if "role:master" in _cli(n.port, "info")]
 
     def master_of(self, slot: int) -> ClusterNode:
-        """The live node that serves slot now, as the cluster says."""
-        client = redis.Redis(port=self.alive_nodes()[0].port)
+        """The node that serves slot, as the first live node says."""
+        for master, start, end in self._slot_masters(self.alive_nodes()[0].port):
+            if start <= slot <= end:
+                return master
+        raise LookupError(f"slot {slot} is not served")
+
+    def _slot_masters(self, port: int) -> list[tuple[ClusterNode, int, int]]:
+        """(master, first slot, last slot) of each slot range, as the node at port says."""
+        client = redis.Redis(port=port, socket_timeout=5)
         try:
             ranges = client.execute_command("CLUSTER SLOTS")
         finally:
             client.close()
-        for (start, end), nodes in ranges.items():
-            if start <= slot <= end:
-                return self.node_of(nodes["primary"][1])
-        raise LookupError(f"slot {slot} is not served")
+        # Each range: first, last, then [ip, port, id] of its master and of each replica.
+        return [(self.node_of(int(master[1])), start, end) for start, end, master, *_ in ranges]
 
     def node_of(self, port: int) -> ClusterNode:
         return next(node for node in self.nodes if node.port == port)

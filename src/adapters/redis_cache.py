@@ -11,8 +11,10 @@ loaded a slot before a write cannot cache it after that write was invalidated. S
 docs/redis.md.
 
 On Redis Cluster (``make_client(url, cluster=True)``) every command of a conversation goes to
-the master of its hash slot, and each invalidation waits (``WAIT``) until that master's
-replica has it too, so a failover cannot bring back what was invalidated.
+the master of its hash slot, and every generation and slot value is stamped with that master's
+replication id. A replica promoted after a failover has a new one, so nothing written under
+the old master (entries the old master invalidated too late, or whose invalidation it never
+passed on) is served again: reads go through a script that drops stamps of another id.
 """
 
 from __future__ import annotations
@@ -76,19 +78,59 @@ end
 return 1
 """
 
-# The cluster's invalidation: the same, and it answers how many replicas its master has, so the
-# client knows how many to WAIT for. ARGV as for _INVALIDATE.
-_INVALIDATE_REPLICATED = (
-    _INVALIDATE.replace("return 1\n", "")
-    + "return tonumber(string.match(redis.call('INFO', 'replication'), "
-    + "'connected_slaves:(%d+)')) or 0\n"
+# The cluster variants stamp the generation ("<replid>:<token>") and every slot value
+# ("<replid><json>") with the replication id of the master that wrote them. A promoted replica
+# has a new id: what the old master wrote counts as absent, and a ticket taken there fills
+# nothing. INFO is the one way a script can learn the id.
+_REPLID = "local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')\n"
+
+# KEYS[1] generation, KEYS[2..] slot keys: the generation, then each slot, or false.
+_CLUSTER_READ = (
+    _REPLID
+    + """
+local n = #replid
+local values = redis.call('MGET', unpack(KEYS))
+for i = 1, #values do
+  local v = values[i]
+  if v and string.sub(v, 1, n) ~= replid then values[i] = false
+  elseif v and i > 1 then values[i] = string.sub(v, n + 1) end
+end
+return values
+"""
+)
+
+# As _FILL.
+_CLUSTER_FILL = (
+    _REPLID
+    + """
+local current = redis.call('GET', KEYS[1])
+if not current or string.sub(current, 1, #replid) ~= replid then
+  redis.call('SET', KEYS[1], replid .. ':' .. ARGV[3], 'EX', ARGV[2])
+  return 0
+end
+if current ~= ARGV[1] then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+for i = 2, #KEYS do
+  redis.call('SET', KEYS[i], replid .. ARGV[i + 2], 'EX', ARGV[2])
+end
+return 1
+"""
+)
+
+# As _INVALIDATE.
+_CLUSTER_INVALIDATE = (
+    _REPLID
+    + """
+redis.call('SET', KEYS[1], replid .. ':' .. ARGV[2], 'EX', ARGV[1])
+for i = 2, #KEYS, 500 do
+  redis.call('DEL', unpack(KEYS, i, math.min(i + 499, #KEYS)))
+end
+return 1
+"""
 )
 
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
-
-# How long (ms) an invalidation on a cluster waits for a replica to acknowledge it.
-DEFAULT_REPLICA_WAIT_MS = 100
 
 Client = redis.Redis | RedisCluster
 # Everything a Redis or cluster client raises for an unreachable or failing Redis.
@@ -121,10 +163,6 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
     return RedisCluster.from_url(url, **settings)
 
 
-class ReplicaLag(RedisError):
-    """An invalidation reached its master but no replica acknowledged it in time."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Ticket:
     """Fill permission: the generation seen by the lookup and the local failure epoch."""
@@ -138,8 +176,10 @@ class RedisMessageCache:
 
     Never raises for Redis trouble: a failed lookup is a miss without a fill ticket, a failed
     fill is dropped, and a failed invalidation is remembered and delivered before this cache
-    serves anything again. While Redis is unreachable the cache is skipped entirely and
-    retried every ``retry_interval`` seconds; one warning is logged per outage.
+    serves that conversation again. While Redis is unreachable the cache is skipped and
+    retried every ``retry_interval`` seconds; one warning is logged per outage. On a cluster
+    all of this is per master: a dead master makes only the conversations it served skip the
+    cache, and invalidations for the other masters keep being delivered at once.
     """
 
     def __init__(
@@ -151,7 +191,6 @@ class RedisMessageCache:
         retry_interval: float = 1.0,
         max_pending: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
-        replica_wait_ms: int = DEFAULT_REPLICA_WAIT_MS,
     ) -> None:
         if not key_prefix or "{" in key_prefix or "}" in key_prefix:
             raise ConfigError(f"cache key prefix must be non-empty without braces: {key_prefix!r}")
@@ -163,15 +202,14 @@ class RedisMessageCache:
         self._retry_interval = retry_interval
         self._max_pending = max_pending
         self._clock = clock
-        self._fill = client.register_script(_FILL)
-        self._invalidate = client.register_script(_INVALIDATE)
         self._cluster = isinstance(client, RedisCluster)
-        self._replica_wait_ms = replica_wait_ms
-        self._replicas: dict[str, int] = {}  # per cluster master: replicas it had last time
+        cluster = self._cluster
+        self._read = client.register_script(_CLUSTER_READ) if cluster else None
+        self._fill = client.register_script(_CLUSTER_FILL if cluster else _FILL)
+        self._invalidate = client.register_script(_CLUSTER_INVALIDATE if cluster else _INVALIDATE)
         self._lock = threading.Lock()  # guards the state below
         self._flush_lock = threading.Lock()  # one thread delivers pending invalidations
-        self._down_since: float | None = None
-        self._last_failure = 0.0
+        self._health: dict[str, _Health] = {}  # per scope: "" or a cluster master's name
         self._pending: dict[str, set[int]] = {}
         self._pending_count = 0
         self._distrust_until = float("-inf")
@@ -205,12 +243,13 @@ class RedisMessageCache:
 
     def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
         """One MGET of the generation and the slots; a miss-only result if Redis fails."""
-        if not seqs or not self._usable() or not self._deliver_pending():
+        scope = self._scope(conversation_id)
+        if not seqs or not self._usable(scope) or not self._deliver_pending(conversation_id):
             return CacheRead()
         epoch = self._epoch
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
-        values = self._call(lambda: self.client.mget(keys))
+        values = self._call(partial(self._lookup, keys), scope)
         if values is None:
             return CacheRead()
         slots: dict[int, Slot] = {}
@@ -224,19 +263,20 @@ class RedisMessageCache:
         """One script call: SET EX every slot, unless the generation moved since the lookup."""
         if not slots or not isinstance(ticket, _Ticket) or ticket.epoch != self._epoch:
             return
-        if not self._usable():
+        scope = self._scope(conversation_id)
+        if not self._usable(scope):
             return
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in slots)
         args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds, _token()]
         args.extend(orjson.dumps(slot_to_doc(slot)) for slot in slots.values())
-        self._call(lambda: self._fill(keys=keys, args=args))
+        self._call(lambda: self._fill(keys=keys, args=args), scope)
 
     def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
         """Bump the generation and delete the keys; remember them if Redis cannot be reached."""
         if not seqs:
             return
-        if self._usable() and self._call(lambda: self._run_invalidate(conversation_id, seqs)):
+        if self._try_invalidate(conversation_id, seqs):
             self._deliver_pending()  # a process that only writes must deliver them too
             return
         self._remember(conversation_id, seqs)
@@ -245,48 +285,38 @@ class RedisMessageCache:
         """Close the client's connections."""
         self.client.close()
 
+    def _lookup(self, keys: list[str]) -> list[Any]:
+        """The values of keys: one MGET, or on a cluster one script (same-id stamps only)."""
+        if self._read is None:
+            return list(self.client.mget(keys))
+        return list(self._read(keys=keys))
+
+    def _scope(self, conversation_id: str) -> str:
+        """Whose health a conversation's commands depend on: "" or its cluster master's name."""
+        if not self._cluster:
+            return ""
+        cluster: Any = self.client
+        try:
+            return str(cluster.get_node_from_key(self.generation_key(conversation_id)).name)
+        except REDIS_ERRORS:
+            return "?"  # slot not covered right now: the command itself will tell
+
+    def _try_invalidate(self, conversation_id: str, seqs: Sequence[int]) -> bool:
+        """Invalidate now if the conversation's Redis is usable; True if it was delivered.
+
+        On a cluster an invalidation is always tried: a master that failed may have been
+        replaced by its replica, which others may read already. The client then learns the
+        new topology from the failure and retries once on the new master.
+        """
+        scope = self._scope(conversation_id)
+        if not self._cluster and not self._usable(scope):
+            return False
+        return bool(self._call(partial(self._run_invalidate, conversation_id, seqs), scope))
+
     def _run_invalidate(self, conversation_id: str, seqs: Sequence[int], client: Any = None) -> Any:
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
-        if self._cluster:
-            return self._invalidate_replicated(keys)
         return self._invalidate(keys=keys, args=[self.ttl_seconds, _token()], client=client)
-
-    def _invalidate_replicated(self, keys: list[str]) -> bool:
-        """One round trip to the slot's master: the script, then WAIT on the same connection.
-
-        Redis replicates asynchronously; a master killed right after answering would lose the
-        invalidation to the replica promoted in its place, and the old slot would come back.
-        WAIT makes the master answer only once a replica has it (or the wait timed out). How
-        many replicas to wait for is what the master said last time (the script reports it),
-        so a master left without replicas after a failover costs no wait. Raises ReplicaLag
-        when fewer acknowledged than the master has now: the caller keeps it pending.
-        """
-        cluster: Any = self.client  # RedisCluster's routing helpers are untyped
-        try:
-            node = cluster.get_node_from_key(keys[0])
-            expected = self._replicas.get(node.name, 1)
-            pipe: Any = cluster.get_redis_connection(node).pipeline(transaction=False)
-            pipe.execute_command(
-                "EVAL", _INVALIDATE_REPLICATED, len(keys), *keys, self.ttl_seconds, _token()
-            )
-            pipe.execute_command("WAIT", min(expected, 1), self._replica_wait_ms)
-            replicas, acknowledged = pipe.execute()
-        except REDIS_ERRORS:
-            self._refresh_topology()
-            raise
-        self._replicas[node.name] = int(replicas)
-        if int(acknowledged) < min(int(replicas), 1):
-            raise ReplicaLag(f"no replica of {node.name} acknowledged an invalidation")
-        return True
-
-    def _refresh_topology(self) -> None:
-        """Ask the cluster who serves which slots now (after a failover or a MOVED)."""
-        cluster: Any = self.client
-        try:
-            cluster.nodes_manager.initialize()
-        except REDIS_ERRORS as error:
-            log.debug("redis cluster topology refresh failed: %s", error)
 
     def _remember(self, conversation_id: str, seqs: Sequence[int]) -> None:
         with self._lock:
@@ -313,29 +343,39 @@ class RedisMessageCache:
                 self.ttl_seconds,
             )
 
-    def _deliver_pending(self) -> bool:
-        """Deliver remembered invalidations; False (skip the cache) while any remain."""
-        with self._lock:
-            if not self._pending:
-                return True
+    def _deliver_pending(self, conversation_id: str | None = None) -> bool:
+        """Deliver remembered invalidations; False while any remain for conversation_id.
+
+        False means: skip the cache for that conversation (for any, when None).
+        """
+        if self._settled(conversation_id):
+            return True
         if not self._flush_lock.acquire(blocking=False):
             return False  # another thread is delivering: read from the store meanwhile
         try:
             with self._lock:
                 batch = [(conv, sorted(seqs)) for conv, seqs in self._pending.items()]
-            for start in range(0, len(batch), _FLUSH_BATCH):
-                chunk = batch[start : start + _FLUSH_BATCH]
-                if self._call(partial(self._flush, chunk)) is None:
-                    return False
-                self._forget(chunk)
-            with self._lock:
-                return not self._pending
+            if self._cluster:
+                for conv, seqs in batch:  # each to its own master, skipping the dead ones
+                    if self._try_invalidate(conv, seqs):
+                        self._forget([(conv, seqs)])
+            else:
+                for start in range(0, len(batch), _FLUSH_BATCH):
+                    chunk = batch[start : start + _FLUSH_BATCH]
+                    if self._call(partial(self._flush, chunk), "") is None:
+                        break
+                    self._forget(chunk)
+            return self._settled(conversation_id)
         finally:
             self._flush_lock.release()
 
+    def _settled(self, conversation_id: str | None) -> bool:
+        with self._lock:
+            if conversation_id is None:
+                return not self._pending
+            return conversation_id not in self._pending
+
     def _flush(self, chunk: list[tuple[str, list[int]]]) -> list[Any]:
-        if self._cluster:  # one replicated invalidation after the other, each to its master
-            return [self._run_invalidate(conv, seqs) for conv, seqs in chunk]
         pipe = self.client.pipeline(transaction=False)
         for conversation_id, seqs in chunk:
             self._run_invalidate(conversation_id, seqs, client=pipe)
@@ -354,45 +394,61 @@ class RedisMessageCache:
                 if not known:
                     del self._pending[conversation_id]
 
-    def _usable(self) -> bool:
-        """False while an outage is recent: skip Redis instead of waiting for timeouts."""
+    def _usable(self, scope: str) -> bool:
+        """False while an outage of scope is recent: skip Redis instead of waiting for timeouts."""
         with self._lock:
             now = self._clock()
             if now < self._distrust_until:
                 return False
-            return self._down_since is None or now - self._last_failure >= self._retry_interval
+            health = self._health.get(scope)
+            if health is None or health.down_since is None:
+                return True
+            return now - health.last_failure >= self._retry_interval
 
-    def _call(self, command: Callable[[], T]) -> T | None:
-        """Run a Redis command; None (and outage bookkeeping) if it fails."""
+    def _call(self, command: Callable[[], T], scope: str) -> T | None:
+        """Run a Redis command for scope; None (and outage bookkeeping) if it fails."""
         try:
             result = command()
         except REDIS_ERRORS as error:
-            self._failed(error)
+            self._failed(error, scope)
             return None
-        self._succeeded()
+        self._succeeded(scope)
         return result
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception, scope: str) -> None:
         with self._lock:
             now = self._clock()
-            self._last_failure = now
-            if self._down_since is not None:
+            health = self._health.setdefault(scope, _Health())
+            health.last_failure = now
+            if health.down_since is not None:
                 return
-            self._down_since = now
+            health.down_since = now
         log.warning(
-            "redis cache unavailable (%s: %s); reading and writing through to the store until "
-            "it answers again",
+            "redis cache unavailable%s (%s: %s); reading and writing through to the store "
+            "until it answers again",
+            f" at {scope}" if scope else "",
             type(error).__name__,
             error,
         )
 
-    def _succeeded(self) -> None:
+    def _succeeded(self, scope: str) -> None:
         with self._lock:
-            if self._down_since is None:
+            health = self._health.get(scope)
+            if health is None or health.down_since is None:
                 return
-            outage = self._clock() - self._down_since
-            self._down_since = None
-        log.info("redis cache available again after %.1f s", outage)
+            outage = self._clock() - health.down_since
+            health.down_since = None
+        log.info(
+            "redis cache%s available again after %.1f s", f" at {scope}" if scope else "", outage
+        )
+
+
+@dataclass(slots=True)
+class _Health:
+    """Outage bookkeeping of one Redis (or one cluster master)."""
+
+    down_since: float | None = None
+    last_failure: float = 0.0
 
 
 def _token() -> str:
