@@ -39,7 +39,8 @@ from app import MessageService
 from domain.model import Actor
 from domain.projection import Entry
 from ports.message_store import MessageStore
-from tests.cache.conftest import NOW_MS, SpyStore
+from tests.cache.cases import CONV, MUTATIONS, seed
+from tests.cache.conftest import NOW_MS, Rig, SpyStore, Target
 from tests.factories import messages
 from tests.redis_cluster import ClusterNode, RedisClusterProcesses, start_cluster
 
@@ -82,7 +83,7 @@ class History:
 
 
 @dataclass
-class Rig:
+class Load:
     """The store, its truth service, the cluster, and what the threads saw."""
 
     cluster: RedisClusterProcesses
@@ -111,6 +112,12 @@ class Rig:
 
 
 @pytest.fixture
+def target(redis_cluster: RedisClusterProcesses) -> Target:
+    """The white-box tests of this module run on the session's cluster."""
+    return Target(redis_cluster.url, cluster=True)
+
+
+@pytest.fixture
 def own_cluster() -> Iterator[RedisClusterProcesses]:
     """A cluster for this test alone: it kills one of its masters."""
     cluster = start_cluster()
@@ -119,12 +126,12 @@ def own_cluster() -> Iterator[RedisClusterProcesses]:
 
 
 @pytest.fixture
-def rig(own_cluster: RedisClusterProcesses) -> Iterator[Rig]:
+def load(own_cluster: RedisClusterProcesses) -> Iterator[Load]:
     store = BucketMessageStore(MemoryBucketRepository())
     seqs = MemorySeqStore()
-    rig = Rig(own_cluster, store, SpyStore(store), seqs, MessageService(store, seqs))
-    yield rig
-    for cache in rig.caches:
+    load = Load(own_cluster, store, SpyStore(store), seqs, MessageService(store, seqs))
+    yield load
+    for cache in load.caches:
         cache.close()
 
 
@@ -156,32 +163,32 @@ def write(service: MessageService, conversation_id: str, step: int) -> None:
         service.mark_read(conversation_id, [seq], VIEWER)
 
 
-def writer(rig: Rig, owned: list[str]) -> None:
+def writer(load: Load, owned: list[str]) -> None:
     """Write each owned conversation in turn; after each write, its pull must be the truth."""
-    service = rig.service()
+    service = load.service()
     for step in range(MAX_OPS):
-        if rig.stop.is_set():
+        if load.stop.is_set():
             return
         conversation_id = owned[step % len(owned)]
         write(service, conversation_id, step)
-        truth = rig.truth.pull_latest(conversation_id, VIEWER, WHOLE)
-        rig.history.add(conversation_id, truth)
+        truth = load.truth.pull_latest(conversation_id, VIEWER, WHOLE)
+        load.history.add(conversation_id, truth)
         assert service.pull_latest(conversation_id, VIEWER, WHOLE) == truth, "a writer read stale"
-        rig.ops[f"writes {rig.phase}"] += 1
+        load.ops[f"writes {load.phase}"] += 1
 
 
-def reader(rig: Rig, watched: list[str]) -> None:
+def reader(load: Load, watched: list[str]) -> None:
     """Pull every conversation in turn; note which writes had completed before each pull."""
-    service = rig.service()
+    service = load.service()
     for step in range(MAX_OPS):
-        if rig.stop.is_set():
+        if load.stop.is_set():
             return
         conversation_id = watched[step % len(watched)]
-        before = rig.history.completed(conversation_id)
+        before = load.history.completed(conversation_id)
         seen = service.pull_latest(conversation_id, VIEWER, WHOLE)
-        after = rig.history.completed(conversation_id)
-        rig.reads.append((conversation_id, before, after, seen))
-        rig.ops[f"reads {rig.phase}"] += 1
+        after = load.history.completed(conversation_id)
+        load.reads.append((conversation_id, before, after, seen))
+        load.ops[f"reads {load.phase}"] += 1
 
 
 def current(entry: Entry, states: list[list[Entry]]) -> bool:
@@ -189,93 +196,127 @@ def current(entry: Entry, states: list[list[Entry]]) -> bool:
     return any(entry in state for state in states)
 
 
-def guarded(rig: Rig, target: Any, *args: Any) -> threading.Thread:
+def guarded(load: Load, target: Any, *args: Any) -> threading.Thread:
     def run() -> None:
         try:
-            target(rig, *args)
+            target(load, *args)
         except BaseException as error:
-            rig.errors.append(error)
-            rig.stop.set()
+            load.errors.append(error)
+            load.stop.set()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
 
 
-def wait_for_writes(rig: Rig, count: int, phase: str) -> None:
+def wait_for_writes(load: Load, count: int, phase: str) -> None:
     """Until the writers did count more writes in phase (bounded by MAX_OPS and 60 s)."""
     deadline = time.monotonic() + 60
-    while rig.ops[f"writes {phase}"] < count and time.monotonic() < deadline:
-        assert not rig.stop.is_set(), rig.errors
+    while load.ops[f"writes {phase}"] < count and time.monotonic() < deadline:
+        assert not load.stop.is_set(), load.errors
         time.sleep(0.05)
-    assert rig.ops[f"writes {phase}"] >= count, f"the writers stalled in phase {phase}"
+    assert load.ops[f"writes {phase}"] >= count, f"the writers stalled in phase {phase}"
 
 
-def cache_serves(rig: Rig, service: MessageService, conversation_id: str) -> int:
+def cache_serves(load: Load, service: MessageService, conversation_id: str) -> int:
     """Pulls until one is served without reading the store; how many it took (0: never).
 
     Bounded: 20 pulls, 0.2 s apart (a cache that just failed waits 1 s before trying again).
     """
-    truth = rig.truth.pull_latest(conversation_id, VIEWER, WHOLE)
+    truth = load.truth.pull_latest(conversation_id, VIEWER, WHOLE)
     for attempt in range(1, 21):
-        before = len(rig.spy.reads)
+        before = len(load.spy.reads)
         assert service.pull_latest(conversation_id, VIEWER, WHOLE) == truth
-        if len(rig.spy.reads) == before:
+        if len(load.spy.reads) == before:
             return attempt
         time.sleep(0.2)
     return 0
 
 
 def test_killing_a_master_under_load_gives_no_wrong_answer_and_the_cache_serves_again(
-    rig: Rig,
+    load: Load,
 ) -> None:
-    by_master = conversations(rig.cluster)
+    by_master = conversations(load.cluster)
     victim_port, doomed = next(iter(by_master.items()))
-    victim: ClusterNode = rig.cluster.node_of(victim_port)
+    victim: ClusterNode = load.cluster.node_of(victim_port)
     everything = [c for group in by_master.values() for c in group]
     for conversation_id in everything:
-        rig.truth.ingest(conversation_id, messages(1, 5, conversation_id))
-        rig.history.add(conversation_id, rig.truth.pull_latest(conversation_id, VIEWER, WHOLE))
+        load.truth.ingest(conversation_id, messages(1, 5, conversation_id))
+        load.history.add(conversation_id, load.truth.pull_latest(conversation_id, VIEWER, WHOLE))
 
     # Writer i owns one conversation of master i and one of master i+1.
     groups = list(by_master.values())
     owned = [[groups[i][0], groups[(i + 1) % 3][1]] for i in range(WRITERS)]
-    threads = [guarded(rig, writer, conversations_) for conversations_ in owned]
-    threads += [guarded(rig, reader, everything) for _ in range(READERS)]
+    threads = [guarded(load, writer, conversations_) for conversations_ in owned]
+    threads += [guarded(load, reader, everything) for _ in range(READERS)]
 
-    wait_for_writes(rig, OPS_BEFORE * WRITERS, "before")
-    rig.phase = "failover"
+    wait_for_writes(load, OPS_BEFORE * WRITERS, "before")
+    load.phase = "failover"
     killed_at = time.monotonic()
-    rig.cluster.kill(victim)
-    promoted_after = rig.cluster.wait_ok(replicas=2, timeout=60)
-    rig.phase = "after"
-    wait_for_writes(rig, OPS_AFTER * WRITERS, "after")
-    rig.stop.set()
+    load.cluster.kill(victim)
+    promoted_after = load.cluster.wait_ok(replicas=2, timeout=60)
+    load.phase = "after"
+    wait_for_writes(load, OPS_AFTER * WRITERS, "after")
+    load.stop.set()
     for thread in threads:
         thread.join(JOIN_SECONDS)
     assert not any(thread.is_alive() for thread in threads)
-    assert rig.errors == []
+    assert load.errors == []
 
     stale = [
         (conversation_id, entry)
-        for conversation_id, before, after, seen in rig.reads
+        for conversation_id, before, after, seen in load.reads
         for entry in seen
-        if not current(entry, rig.history.states[conversation_id][before - 1 : after + 1])
+        if not current(entry, load.history.states[conversation_id][before - 1 : after + 1])
     ]
     assert stale == []
-    fallbacks = sum(cache.failures for cache in rig.caches)
+    fallbacks = sum(cache.failures for cache in load.caches)
     assert fallbacks > 0  # the kill was felt: some calls failed over to the store
 
     # The promoted replica serves the doomed conversations from the cache again, to every
     # service that lived through the failover and to a new one.
-    assert rig.cluster.master_of(key_slot(doomed[0].encode())).port != victim_port
-    services = [*rig.services, rig.service()]
-    pulls = {(i, c): cache_serves(rig, s, c) for i, s in enumerate(services) for c in doomed}
+    assert load.cluster.master_of(key_slot(doomed[0].encode())).port != victim_port
+    services = [*load.services, load.service()]
+    pulls = {(i, c): cache_serves(load, s, c) for i, s in enumerate(services) for c in doomed}
     assert 0 not in pulls.values(), pulls
 
     print(
-        f"\nfailover: {dict(rig.ops)}; reads checked {len(rig.reads)}; "
+        f"\nfailover: {dict(load.ops)}; reads checked {len(load.reads)}; "
         f"fallbacks (failed Redis calls) {fallbacks}; replica promoted and cluster ok "
         f"{promoted_after:.2f} s after the kill (observed, {time.monotonic() - killed_at:.2f} s "
         f"to the end of the run); pulls until served by the cache again: {pulls}"
     )
+
+
+def restamp(rig: Rig, key: str) -> None:
+    """Make key look written by another master (the one a failover replaced)."""
+    value = rig.raw.get(key)
+    assert value is not None
+    rig.raw.set(key, b"0" * 40 + value[40:])
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
+def test_what_another_master_wrote_is_never_served_and_its_ticket_fills_nothing(
+    mutation: Any, rig: Rig
+) -> None:
+    """The state a promoted replica may hold: old slots, an old generation, lost invalidations.
+
+    The mutation reaches the store but not Redis (its invalidation lost with the old master);
+    a lookup ticket from before the failover tries to fill the old slot afterwards.
+    """
+    seed(rig.service)
+    rig.service.pull_latest(CONV, "bob")  # cached, stamped by the current master
+    ticket = rig.cache.get_many(CONV, [mutation.seq]).ticket
+    old = rig.spy.store.get(CONV, [mutation.seq])
+    for key in (rig.cache.generation_key(CONV), rig.cache.slot_key(CONV, mutation.seq)):
+        if rig.raw.exists(key):
+            restamp(rig, key)
+    uncached = MessageService(rig.spy.store, rig.service.seqs, clock=lambda: NOW_MS)
+    mutation.apply(uncached)  # no invalidation reaches Redis
+
+    rig.cache.put_many(CONV, old, ticket)  # the ticket of the old master fills nothing
+    assert rig.cache.get_many(CONV, [mutation.seq]).slots == {}
+    assert mutation.shows(rig.service.pull(CONV, "bob", [mutation.seq])[0])
+    rig.spy.reads.clear()
+    assert mutation.shows(rig.service.pull(CONV, "bob", [mutation.seq])[0])
+    assert rig.spy.reads == []  # the new master's own fill serves again
