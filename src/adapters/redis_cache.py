@@ -89,7 +89,11 @@ _CLUSTER_READ = (
     _REPLID
     + """
 local n = #replid
-local values = redis.call('MGET', unpack(KEYS))
+local values = {}
+for i = 1, #KEYS, 500 do
+  local part = redis.call('MGET', unpack(KEYS, i, math.min(i + 499, #KEYS)))
+  for j = 1, #part do values[i + j - 1] = part[j] end
+end
 for i = 1, #values do
   local v = values[i]
   if v and string.sub(v, 1, n) ~= replid then values[i] = false
@@ -242,7 +246,10 @@ class RedisMessageCache:
             return {conv: frozenset(seqs) for conv, seqs in self._pending.items()}
 
     def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
-        """One MGET of the generation and the slots; a miss-only result if Redis fails."""
+        """One lookup of the generation and the slots; a miss-only result if Redis fails.
+
+        The lookup is an MGET, or on a cluster the read script (one EVALSHA, same keys).
+        """
         scope = self._scope(conversation_id)
         if not seqs or not self._usable(scope) or not self._deliver_pending(conversation_id):
             return CacheRead()
@@ -276,7 +283,7 @@ class RedisMessageCache:
         """Bump the generation and delete the keys; remember them if Redis cannot be reached."""
         if not seqs:
             return
-        if self._try_invalidate(conversation_id, seqs):
+        if self._try_invalidate(conversation_id, seqs, always=self._cluster):
             self._deliver_pending()  # a process that only writes must deliver them too
             return
         self._remember(conversation_id, seqs)
@@ -301,15 +308,16 @@ class RedisMessageCache:
         except REDIS_ERRORS:
             return "?"  # slot not covered right now: the command itself will tell
 
-    def _try_invalidate(self, conversation_id: str, seqs: Sequence[int]) -> bool:
-        """Invalidate now if the conversation's Redis is usable; True if it was delivered.
+    def _try_invalidate(self, conversation_id: str, seqs: Sequence[int], always: bool) -> bool:
+        """Invalidate now if the conversation's Redis is usable (or always); True if delivered.
 
-        On a cluster an invalidation is always tried: a master that failed may have been
-        replaced by its replica, which others may read already. The client then learns the
-        new topology from the failure and retries once on the new master.
+        A write's own invalidation on a cluster is always tried: a master that failed may have
+        been replaced by its replica, which others may read already; the client learns the new
+        topology from the failure and retries once on the new master. (Writes from before the
+        promotion need no delivery there: the replica's new replication id voids them.)
         """
         scope = self._scope(conversation_id)
-        if not self._cluster and not self._usable(scope):
+        if not always and not self._usable(scope):
             return False
         return bool(self._call(partial(self._run_invalidate, conversation_id, seqs), scope))
 
@@ -357,7 +365,7 @@ class RedisMessageCache:
                 batch = [(conv, sorted(seqs)) for conv, seqs in self._pending.items()]
             if self._cluster:
                 for conv, seqs in batch:  # each to its own master, skipping the dead ones
-                    if self._try_invalidate(conv, seqs):
+                    if self._try_invalidate(conv, seqs, always=False):
                         self._forget([(conv, seqs)])
             else:
                 for start in range(0, len(batch), _FLUSH_BATCH):

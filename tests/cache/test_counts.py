@@ -50,3 +50,12 @@ def test_a_mutation_sends_one_invalidation_and_a_no_op_sends_nothing(rig: Rig) -
     rig.service.delete_for_me(CONV, list(range(1, 21)), "bob")
     assert commands(rig.cache) == []
     assert rig.spy.reads == []
+
+
+def test_a_cached_pull_of_a_thousand_seqs_is_still_one_lookup(rig: Rig) -> None:
+    rig.service.ingest(CONV, chat(1, 1000))
+    first = rig.service.pull_range(CONV, "bob", 1, 1000)
+    zero(rig)
+    assert rig.service.pull_range(CONV, "bob", 1, 1000) == first
+    assert rig.spy.reads == []
+    assert commands(rig.cache) == [rig.target.lookup]
