@@ -42,7 +42,12 @@ from ports.message_store import MessageStore
 from tests.cache.cases import CONV, MUTATIONS, seed
 from tests.cache.conftest import NOW_MS, Rig, SpyStore, Target
 from tests.factories import messages
-from tests.redis_cluster import ClusterNode, RedisClusterProcesses, start_cluster
+from tests.redis_cluster import (
+    FAST_NODE_TIMEOUT_MS,
+    ClusterNode,
+    RedisClusterProcesses,
+    start_cluster,
+)
 
 VIEWER = "bob"
 WHOLE = 1000  # pull_latest count: every seq of a conversation (fewer than MAX_OPS / 4 + 5)
@@ -120,7 +125,7 @@ def target(redis_cluster: RedisClusterProcesses) -> Target:
 @pytest.fixture
 def own_cluster() -> Iterator[RedisClusterProcesses]:
     """A cluster for this test alone: it kills one of its masters."""
-    cluster = start_cluster()
+    cluster = start_cluster(FAST_NODE_TIMEOUT_MS)
     yield cluster
     cluster.stop()
 
