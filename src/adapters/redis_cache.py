@@ -12,9 +12,9 @@ docs/redis.md.
 
 On Redis Cluster (``make_client(url, cluster=True)``) every command of a conversation goes to
 the master of its hash slot, and every generation and slot value is stamped with that master's
-replication id. A replica promoted after a failover has a new one, so nothing written under
-the old master (entries the old master invalidated too late, or whose invalidation it never
-passed on) is served again: reads go through a script that drops stamps of another id.
+replication id and the cluster's epoch. Both change with a failover, so nothing written before
+it (entries whose invalidation was lost with the old master, or could not be delivered while
+the cluster was down) is served again: reads go through a script that drops other stamps.
 """
 
 from __future__ import annotations
@@ -78,17 +78,25 @@ end
 return 1
 """
 
-# The cluster variants stamp the generation ("<replid>:<token>") and every slot value
-# ("<replid><json>") with the replication id of the master that wrote them. A promoted replica
-# has a new id: what the old master wrote counts as absent, and a ticket taken there fills
-# nothing. INFO is the one way a script can learn the id.
-_REPLID = "local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')\n"
+# The cluster variants stamp the generation ("<stamp><token>") and every slot value
+# ("<stamp><json>") with where and when they were written: "<replid>/<epoch>|", the writing
+# master's replication id and the cluster's current epoch. A failover gives the promoted replica
+# a new replication id and raises the epoch of every master that serves again (they voted for
+# it, or learn of it before their slots are ok again). So after a failover nothing written
+# before it counts: neither what the promoted replica inherited (invalidations its master lost)
+# nor what the other masters held while the cluster refused every command (invalidations
+# nobody could deliver). A ticket from before fills nothing. INFO and CLUSTER INFO are the one
+# way a script can learn either.
+_STAMP = """
+local stamp = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') .. '/' ..
+  string.match(redis.call('CLUSTER', 'INFO'), 'cluster_current_epoch:(%d+)') .. '|'
+"""
 
 # KEYS[1] generation, KEYS[2..] slot keys: the generation, then each slot, or false.
 _CLUSTER_READ = (
-    _REPLID
+    _STAMP
     + """
-local n = #replid
+local n = #stamp
 local values = {}
 for i = 1, #KEYS, 500 do
   local part = redis.call('MGET', unpack(KEYS, i, math.min(i + 499, #KEYS)))
@@ -96,7 +104,7 @@ for i = 1, #KEYS, 500 do
 end
 for i = 1, #values do
   local v = values[i]
-  if v and string.sub(v, 1, n) ~= replid then values[i] = false
+  if v and string.sub(v, 1, n) ~= stamp then values[i] = false
   elseif v and i > 1 then values[i] = string.sub(v, n + 1) end
 end
 return values
@@ -105,17 +113,17 @@ return values
 
 # As _FILL.
 _CLUSTER_FILL = (
-    _REPLID
+    _STAMP
     + """
 local current = redis.call('GET', KEYS[1])
-if not current or string.sub(current, 1, #replid) ~= replid then
-  redis.call('SET', KEYS[1], replid .. ':' .. ARGV[3], 'EX', ARGV[2])
+if not current or string.sub(current, 1, #stamp) ~= stamp then
+  redis.call('SET', KEYS[1], stamp .. ARGV[3], 'EX', ARGV[2])
   return 0
 end
 if current ~= ARGV[1] then return 0 end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 for i = 2, #KEYS do
-  redis.call('SET', KEYS[i], replid .. ARGV[i + 2], 'EX', ARGV[2])
+  redis.call('SET', KEYS[i], stamp .. ARGV[i + 2], 'EX', ARGV[2])
 end
 return 1
 """
@@ -123,9 +131,9 @@ return 1
 
 # As _INVALIDATE.
 _CLUSTER_INVALIDATE = (
-    _REPLID
+    _STAMP
     + """
-redis.call('SET', KEYS[1], replid .. ':' .. ARGV[2], 'EX', ARGV[1])
+redis.call('SET', KEYS[1], stamp .. ARGV[2], 'EX', ARGV[1])
 for i = 2, #KEYS, 500 do
   redis.call('DEL', unpack(KEYS, i, math.min(i + 499, #KEYS)))
 end

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -50,8 +50,8 @@ from tests.redis_cluster import (
 )
 
 VIEWER = "bob"
-WHOLE = 1000  # pull_latest count: every seq of a conversation (fewer than MAX_OPS / 4 + 5)
-WRITERS = 3  # each owns two conversations, one per master... see conversations()
+WHOLE = 1000  # pull_latest count: every seq (a conversation gets under MAX_OPS / 2 writes)
+WRITERS = 3  # each owns two conversations, on two different masters
 READERS = 2
 OPS_BEFORE = 40  # per writer, before the kill
 OPS_AFTER = 40  # per writer, after the replica took over
@@ -293,29 +293,44 @@ def test_killing_a_master_under_load_gives_no_wrong_answer_and_the_cache_serves_
     )
 
 
-def restamp(rig: Rig, key: str) -> None:
-    """Make key look written by another master (the one a failover replaced)."""
+BEFORE = {
+    # written by the master a failover replaced: what the promoted replica inherited
+    "another master": lambda replid, epoch: (b"0" * len(replid), epoch),
+    # written before a failover elsewhere, while the cluster refused every command
+    "an earlier epoch": lambda replid, epoch: (replid, str(int(epoch) - 1).encode()),
+}
+
+
+def restamp(rig: Rig, key: str, before: str) -> None:
+    """Make key look written before a failover (stamp "<replid>/<epoch>|")."""
     value = rig.raw.get(key)
     assert value is not None
-    rig.raw.set(key, b"0" * 40 + value[40:])
+    stamp, rest = value.split(b"|", 1)
+    replid, epoch = BEFORE[before](*stamp.split(b"/"))
+    rig.raw.set(key, replid + b"/" + epoch + b"|" + rest)
 
 
+@pytest.mark.parametrize("before", list(BEFORE))
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
-def test_what_another_master_wrote_is_never_served_and_its_ticket_fills_nothing(
-    mutation: Any, rig: Rig
+def test_what_was_written_before_a_failover_is_never_served_and_its_ticket_fills_nothing(
+    mutation: Any, before: str, rig: Rig
 ) -> None:
-    """The state a promoted replica may hold: old slots, an old generation, lost invalidations.
+    """The state a master may hold after a failover: old slots, an old generation, and lost
+    invalidations (lost with the old master, or refused while the cluster was down).
 
-    The mutation reaches the store but not Redis (its invalidation lost with the old master);
-    a lookup ticket from before the failover tries to fill the old slot afterwards.
+    The mutation reaches the store but not Redis; a lookup ticket from before the failover
+    tries to fill the old slot afterwards.
     """
     seed(rig.service)
     rig.service.pull_latest(CONV, "bob")  # cached, stamped by the current master
     ticket = rig.cache.get_many(CONV, [mutation.seq]).ticket
+    assert ticket is not None
     old = rig.spy.store.get(CONV, [mutation.seq])
     for key in (rig.cache.generation_key(CONV), rig.cache.slot_key(CONV, mutation.seq)):
         if rig.raw.exists(key):
-            restamp(rig, key)
+            restamp(rig, key, before)
+    # The ticket a reader took on the old master: the generation Redis holds now.
+    ticket = replace(ticket, generation=rig.raw.get(rig.cache.generation_key(CONV)))
     uncached = MessageService(rig.spy.store, rig.service.seqs, clock=lambda: NOW_MS)
     mutation.apply(uncached)  # no invalidation reaches Redis
 
