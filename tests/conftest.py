@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.mongo import mongo_database, summary
+from tests.redis_cluster import RedisClusterProcesses, start_cluster
 from tests.servers import close_containers
 
 _mongo_tests: set[str] = set()  # node ids of the tests that asked for a MongoDB database
@@ -38,3 +39,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         outcomes[outcome] = len(nodes)
     terminalreporter.write_sep("-", "MongoDB")
     terminalreporter.write_line(summary(dict(outcomes)))
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterProcesses]:
+    """A Redis Cluster of this run's own (3 masters, 3 replicas), stopped at the end."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()

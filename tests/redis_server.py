@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import redis
+from redis.cluster import RedisCluster
 
 from tests.servers import server_url
 
@@ -30,9 +31,9 @@ def redis_url() -> str:
     return server_url("redis", _start_redis)
 
 
-def delete_prefix(url: str, prefix: str) -> int:
-    """Delete every key under prefix; returns how many there were."""
-    client = redis.Redis.from_url(url)
+def delete_prefix(url: str, prefix: str, cluster: bool = False) -> int:
+    """Delete every key under prefix (on every master of a cluster); returns how many."""
+    client = RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     try:
         keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
         for start in range(0, len(keys), 500):
@@ -43,10 +44,10 @@ def delete_prefix(url: str, prefix: str) -> int:
 
 
 @contextmanager
-def redis_prefix(url: str) -> Iterator[str]:
+def redis_prefix(url: str, cluster: bool = False) -> Iterator[str]:
     """A fresh key prefix whose keys are deleted on exit."""
     prefix = f"imbucket-test-{uuid.uuid4().hex}"
     try:
         yield prefix
     finally:
-        delete_prefix(url, prefix)
+        delete_prefix(url, prefix, cluster)

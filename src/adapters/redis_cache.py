@@ -9,6 +9,12 @@ Lua script that writes only if the generation is unchanged. Every invalidation r
 generation by a fresh random token and deletes its keys in one script, so a reader that
 loaded a slot before a write cannot cache it after that write was invalidated. See
 docs/redis.md.
+
+On Redis Cluster (``make_client(url, cluster=True)``) every command of a conversation goes to
+the master of its hash slot, and every generation and slot value is stamped with that master's
+replication id and the cluster's epoch. Both change with a failover, so nothing written before
+it (entries whose invalidation was lost with the old master, or could not be delivered while
+the cluster was down) is served again: reads go through a script that drops other stamps.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ from typing import Any, TypeVar
 import orjson
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from adapters.codec import slot_from_doc, slot_to_doc
@@ -71,8 +78,75 @@ end
 return 1
 """
 
+# The cluster variants stamp the generation ("<stamp><token>") and every slot value
+# ("<stamp><json>") with where and when they were written: "<replid>/<epoch>|", the writing
+# master's replication id and the cluster's current epoch. A failover gives the promoted replica
+# a new replication id and raises the epoch of every master that serves again (they voted for
+# it, or learn of it before their slots are ok again). So after a failover nothing written
+# before it counts: neither what the promoted replica inherited (invalidations its master lost)
+# nor what the other masters held while the cluster refused every command (invalidations
+# nobody could deliver). A ticket from before fills nothing. INFO and CLUSTER INFO are the one
+# way a script can learn either.
+_STAMP = """
+local stamp = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') .. '/' ..
+  string.match(redis.call('CLUSTER', 'INFO'), 'cluster_current_epoch:(%d+)') .. '|'
+"""
+
+# KEYS[1] generation, KEYS[2..] slot keys: the generation, then each slot, or false.
+_CLUSTER_READ = (
+    _STAMP
+    + """
+local n = #stamp
+local values = {}
+for i = 1, #KEYS, 500 do
+  local part = redis.call('MGET', unpack(KEYS, i, math.min(i + 499, #KEYS)))
+  for j = 1, #part do values[i + j - 1] = part[j] end
+end
+for i = 1, #values do
+  local v = values[i]
+  if v and string.sub(v, 1, n) ~= stamp then values[i] = false
+  elseif v and i > 1 then values[i] = string.sub(v, n + 1) end
+end
+return values
+"""
+)
+
+# As _FILL.
+_CLUSTER_FILL = (
+    _STAMP
+    + """
+local current = redis.call('GET', KEYS[1])
+if not current or string.sub(current, 1, #stamp) ~= stamp then
+  redis.call('SET', KEYS[1], stamp .. ARGV[3], 'EX', ARGV[2])
+  return 0
+end
+if current ~= ARGV[1] then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+for i = 2, #KEYS do
+  redis.call('SET', KEYS[i], stamp .. ARGV[i + 2], 'EX', ARGV[2])
+end
+return 1
+"""
+)
+
+# As _INVALIDATE.
+_CLUSTER_INVALIDATE = (
+    _STAMP
+    + """
+redis.call('SET', KEYS[1], stamp .. ARGV[2], 'EX', ARGV[1])
+for i = 2, #KEYS, 500 do
+  redis.call('DEL', unpack(KEYS, i, math.min(i + 499, #KEYS)))
+end
+return 1
+"""
+)
+
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
+
+Client = redis.Redis | RedisCluster
+# Everything a Redis or cluster client raises for an unreachable or failing Redis.
+REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
 
 
 def client_options(
@@ -92,6 +166,22 @@ def client_options(
     }
 
 
+def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
+    """The one place cache clients are built: a Redis, or a cluster client for ``cluster``.
+
+    ``options`` are client keyword arguments on top of ``client_options()``; querystring options
+    of url win over both. A cluster url names any node (``redis://host:port``); the client
+    asks it for the topology at once, and raises ``RedisClusterException`` (or a ``RedisError``)
+    when no node answers. On a cluster the retry covers redirections and topology refreshes:
+    one immediate retry, so a dead master costs one quick failure, not a backoff.
+    """
+    settings = {**client_options(), **options}
+    if not cluster:
+        return redis.Redis.from_url(url, **settings)
+    # Reads go to masters only (the default): a replica may lag behind an invalidation.
+    return RedisCluster.from_url(url, **settings)
+
+
 @dataclass(frozen=True, slots=True)
 class _Ticket:
     """Fill permission: the generation seen by the lookup and the local failure epoch."""
@@ -105,13 +195,15 @@ class RedisMessageCache:
 
     Never raises for Redis trouble: a failed lookup is a miss without a fill ticket, a failed
     fill is dropped, and a failed invalidation is remembered and delivered before this cache
-    serves anything again. While Redis is unreachable the cache is skipped entirely and
-    retried every ``retry_interval`` seconds; one warning is logged per outage.
+    serves that conversation again. While Redis is unreachable the cache is skipped and
+    retried every ``retry_interval`` seconds; one warning is logged per outage. On a cluster
+    all of this is per master: a dead master makes only the conversations it served skip the
+    cache, and invalidations for the other masters keep being delivered at once.
     """
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         *,
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         key_prefix: str = "imbucket",
@@ -129,12 +221,14 @@ class RedisMessageCache:
         self._retry_interval = retry_interval
         self._max_pending = max_pending
         self._clock = clock
-        self._fill = client.register_script(_FILL)
-        self._invalidate = client.register_script(_INVALIDATE)
+        self._cluster = isinstance(client, RedisCluster)
+        cluster = self._cluster
+        self._read = client.register_script(_CLUSTER_READ) if cluster else None
+        self._fill = client.register_script(_CLUSTER_FILL if cluster else _FILL)
+        self._invalidate = client.register_script(_CLUSTER_INVALIDATE if cluster else _INVALIDATE)
         self._lock = threading.Lock()  # guards the state below
         self._flush_lock = threading.Lock()  # one thread delivers pending invalidations
-        self._down_since: float | None = None
-        self._last_failure = 0.0
+        self._health: dict[str, _Health] = {}  # per scope: "" or a cluster master's name
         self._pending: dict[str, set[int]] = {}
         self._pending_count = 0
         self._distrust_until = float("-inf")
@@ -145,13 +239,14 @@ class RedisMessageCache:
         cls,
         url: str,
         *,
+        cluster: bool = False,
         socket_timeout: float = DEFAULT_TIMEOUT_SECONDS,
         connect_timeout: float = DEFAULT_TIMEOUT_SECONDS,
         **options: Any,
     ) -> RedisMessageCache:
         """A cache on a new client for url; querystring options (socket_timeout=…) win."""
-        client = redis.Redis.from_url(url, **client_options(socket_timeout, connect_timeout))
-        return cls(client, **options)
+        timeouts = client_options(socket_timeout, connect_timeout)
+        return cls(make_client(url, cluster=cluster, **timeouts), **options)
 
     def slot_key(self, conversation_id: str, seq: int) -> str:
         """The key of one cached slot."""
@@ -168,13 +263,17 @@ class RedisMessageCache:
             return {conv: frozenset(seqs) for conv, seqs in self._pending.items()}
 
     def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
-        """One MGET of the generation and the slots; a miss-only result if Redis fails."""
-        if not seqs or not self._usable() or not self._deliver_pending():
+        """One lookup of the generation and the slots; a miss-only result if Redis fails.
+
+        The lookup is an MGET, or on a cluster the read script (one EVALSHA, same keys).
+        """
+        scope = self._scope(conversation_id)
+        if not seqs or not self._usable(scope) or not self._deliver_pending(conversation_id):
             return CacheRead()
         epoch = self._epoch
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
-        values = self._call(lambda: self.client.mget(keys))
+        values = self._call(partial(self._lookup, keys), scope)
         if values is None:
             return CacheRead()
         slots: dict[int, Slot] = {}
@@ -188,19 +287,20 @@ class RedisMessageCache:
         """One script call: SET EX every slot, unless the generation moved since the lookup."""
         if not slots or not isinstance(ticket, _Ticket) or ticket.epoch != self._epoch:
             return
-        if not self._usable():
+        scope = self._scope(conversation_id)
+        if not self._usable(scope):
             return
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in slots)
         args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds, _token()]
         args.extend(orjson.dumps(slot_to_doc(slot)) for slot in slots.values())
-        self._call(lambda: self._fill(keys=keys, args=args))
+        self._call(lambda: self._fill(keys=keys, args=args), scope)
 
     def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
         """Bump the generation and delete the keys; remember them if Redis cannot be reached."""
         if not seqs:
             return
-        if self._usable() and self._call(lambda: self._run_invalidate(conversation_id, seqs)):
+        if self._try_invalidate(conversation_id, seqs, always=self._cluster):
             self._deliver_pending()  # a process that only writes must deliver them too
             return
         self._remember(conversation_id, seqs)
@@ -208,6 +308,35 @@ class RedisMessageCache:
     def close(self) -> None:
         """Close the client's connections."""
         self.client.close()
+
+    def _lookup(self, keys: list[str]) -> list[Any]:
+        """The values of keys: one MGET, or on a cluster one script (same-id stamps only)."""
+        if self._read is None:
+            return list(self.client.mget(keys))
+        return list(self._read(keys=keys))
+
+    def _scope(self, conversation_id: str) -> str:
+        """Whose health a conversation's commands depend on: "" or its cluster master's name."""
+        if not self._cluster:
+            return ""
+        cluster: Any = self.client
+        try:
+            return str(cluster.get_node_from_key(self.generation_key(conversation_id)).name)
+        except REDIS_ERRORS:
+            return "?"  # slot not covered right now: the command itself will tell
+
+    def _try_invalidate(self, conversation_id: str, seqs: Sequence[int], always: bool) -> bool:
+        """Invalidate now if the conversation's Redis is usable (or always); True if delivered.
+
+        A write's own invalidation on a cluster is always tried: a master that failed may have
+        been replaced by its replica, which others may read already; the client learns the new
+        topology from the failure and retries once on the new master. (Writes from before the
+        promotion need no delivery there: the replica's new replication id voids them.)
+        """
+        scope = self._scope(conversation_id)
+        if not always and not self._usable(scope):
+            return False
+        return bool(self._call(partial(self._run_invalidate, conversation_id, seqs), scope))
 
     def _run_invalidate(self, conversation_id: str, seqs: Sequence[int], client: Any = None) -> Any:
         keys = [self.generation_key(conversation_id)]
@@ -239,25 +368,37 @@ class RedisMessageCache:
                 self.ttl_seconds,
             )
 
-    def _deliver_pending(self) -> bool:
-        """Deliver remembered invalidations; False (skip the cache) while any remain."""
-        with self._lock:
-            if not self._pending:
-                return True
+    def _deliver_pending(self, conversation_id: str | None = None) -> bool:
+        """Deliver remembered invalidations; False while any remain for conversation_id.
+
+        False means: skip the cache for that conversation (for any, when None).
+        """
+        if self._settled(conversation_id):
+            return True
         if not self._flush_lock.acquire(blocking=False):
             return False  # another thread is delivering: read from the store meanwhile
         try:
             with self._lock:
                 batch = [(conv, sorted(seqs)) for conv, seqs in self._pending.items()]
-            for start in range(0, len(batch), _FLUSH_BATCH):
-                chunk = batch[start : start + _FLUSH_BATCH]
-                if self._call(partial(self._flush, chunk)) is None:
-                    return False
-                self._forget(chunk)
-            with self._lock:
-                return not self._pending
+            if self._cluster:
+                for conv, seqs in batch:  # each to its own master, skipping the dead ones
+                    if self._try_invalidate(conv, seqs, always=False):
+                        self._forget([(conv, seqs)])
+            else:
+                for start in range(0, len(batch), _FLUSH_BATCH):
+                    chunk = batch[start : start + _FLUSH_BATCH]
+                    if self._call(partial(self._flush, chunk), "") is None:
+                        break
+                    self._forget(chunk)
+            return self._settled(conversation_id)
         finally:
             self._flush_lock.release()
+
+    def _settled(self, conversation_id: str | None) -> bool:
+        with self._lock:
+            if conversation_id is None:
+                return not self._pending
+            return conversation_id not in self._pending
 
     def _flush(self, chunk: list[tuple[str, list[int]]]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
@@ -278,45 +419,61 @@ class RedisMessageCache:
                 if not known:
                     del self._pending[conversation_id]
 
-    def _usable(self) -> bool:
-        """False while an outage is recent: skip Redis instead of waiting for timeouts."""
+    def _usable(self, scope: str) -> bool:
+        """False while an outage of scope is recent: skip Redis instead of waiting for timeouts."""
         with self._lock:
             now = self._clock()
             if now < self._distrust_until:
                 return False
-            return self._down_since is None or now - self._last_failure >= self._retry_interval
+            health = self._health.get(scope)
+            if health is None or health.down_since is None:
+                return True
+            return now - health.last_failure >= self._retry_interval
 
-    def _call(self, command: Callable[[], T]) -> T | None:
-        """Run a Redis command; None (and outage bookkeeping) if it fails."""
+    def _call(self, command: Callable[[], T], scope: str) -> T | None:
+        """Run a Redis command for scope; None (and outage bookkeeping) if it fails."""
         try:
             result = command()
-        except (RedisError, OSError) as error:
-            self._failed(error)
+        except REDIS_ERRORS as error:
+            self._failed(error, scope)
             return None
-        self._succeeded()
+        self._succeeded(scope)
         return result
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception, scope: str) -> None:
         with self._lock:
             now = self._clock()
-            self._last_failure = now
-            if self._down_since is not None:
+            health = self._health.setdefault(scope, _Health())
+            health.last_failure = now
+            if health.down_since is not None:
                 return
-            self._down_since = now
+            health.down_since = now
         log.warning(
-            "redis cache unavailable (%s: %s); reading and writing through to the store until "
-            "it answers again",
+            "redis cache unavailable%s (%s: %s); reading and writing through to the store "
+            "until it answers again",
+            f" at {scope}" if scope else "",
             type(error).__name__,
             error,
         )
 
-    def _succeeded(self) -> None:
+    def _succeeded(self, scope: str) -> None:
         with self._lock:
-            if self._down_since is None:
+            health = self._health.get(scope)
+            if health is None or health.down_since is None:
                 return
-            outage = self._clock() - self._down_since
-            self._down_since = None
-        log.info("redis cache available again after %.1f s", outage)
+            outage = self._clock() - health.down_since
+            health.down_since = None
+        log.info(
+            "redis cache%s available again after %.1f s", f" at {scope}" if scope else "", outage
+        )
+
+
+@dataclass(slots=True)
+class _Health:
+    """Outage bookkeeping of one Redis (or one cluster master)."""
+
+    down_since: float | None = None
+    last_failure: float = 0.0
 
 
 def _token() -> str:

@@ -114,17 +114,24 @@ def redis_cached_store(
     key_prefix: str,
     connect_timeout: float = 0.25,
     socket_timeout: float = 0.25,
+    cluster: bool = False,
 ) -> MessageStore:
-    """The backend's store behind the Redis read cache (connects lazily, on first use)."""
+    """The backend's store behind the Redis read cache.
+
+    A single Redis is connected lazily, on first use. A cluster client (``cluster``) asks the
+    node named by url for the topology now; ConfigError if no node answers.
+    """
     from adapters.cached_store import CachedMessageStore
 
+    name = "redis-cluster" if cluster else "redis"
     try:
-        from adapters.redis_cache import RedisMessageCache
+        from adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
     except ImportError as error:
-        raise ConfigError(f"cache backend 'redis' needs imbucket[redis]: {error}") from None
+        raise ConfigError(f"cache backend {name!r} needs imbucket[redis]: {error}") from None
     try:
         cache = RedisMessageCache.from_url(
             url,
+            cluster=cluster,
             socket_timeout=socket_timeout,
             connect_timeout=connect_timeout,
             ttl_seconds=ttl_seconds,
@@ -132,4 +139,8 @@ def redis_cached_store(
         )
     except ValueError as error:
         raise ConfigError(f"invalid cache url {url!r}: {error}") from None
+    except REDIS_ERRORS as error:
+        raise ConfigError(
+            f"cache backend {name!r}: no cluster node answers at {url!r}: {error}"
+        ) from None
     return CachedMessageStore(backend.store, cache)

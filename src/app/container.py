@@ -14,6 +14,7 @@ from app.service import MessageService
 from app.settings import limits_of, tag_budget
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
+from ports.message_store import MessageStore
 
 
 def _backend_selector(
@@ -36,6 +37,24 @@ def _backend_selector(
     return providers.Selector(config.store.backend, **choices)
 
 
+def _cached_store(
+    config: providers.Configuration,
+    backend: providers.Provider[backends.Backend],
+    cluster: bool,
+) -> providers.Singleton[MessageStore]:
+    """The backend's store behind the Redis read cache, on one Redis or on a cluster."""
+    return providers.Singleton(
+        backends.redis_cached_store,
+        backend=backend,
+        url=config.cache.url,
+        ttl_seconds=config.cache.ttl_seconds,
+        key_prefix=config.cache.key_prefix,
+        connect_timeout=config.cache.connect_timeout_seconds,
+        socket_timeout=config.cache.socket_timeout_seconds,
+        cluster=cluster,
+    )
+
+
 class Container(containers.DeclarativeContainer):
     """Wires MessageService from a config dict shaped like ``app.settings.Settings``."""
 
@@ -49,15 +68,8 @@ class Container(containers.DeclarativeContainer):
     store = providers.Selector(
         config.cache.backend,
         none=providers.Callable(backends.store_of, backend),
-        redis=providers.Singleton(
-            backends.redis_cached_store,
-            backend=backend,
-            url=config.cache.url,
-            ttl_seconds=config.cache.ttl_seconds,
-            key_prefix=config.cache.key_prefix,
-            connect_timeout=config.cache.connect_timeout_seconds,
-            socket_timeout=config.cache.socket_timeout_seconds,
-        ),
+        redis=_cached_store(config, backend, cluster=False),
+        **{"redis-cluster": _cached_store(config, backend, cluster=True)},
     )
     seqs = providers.Callable(backends.seqs_of, backend)
     version = providers.Callable(backends.version_of, backend)

@@ -34,7 +34,7 @@ from domain.errors import ConfigError
 from domain.model import Limits
 
 StoreBackend = Literal["memory", "sql-row", "sql-bucket", "mongo-bucket", "mongo-row"]
-CacheBackend = Literal["none", "redis"]
+CacheBackend = Literal["none", "redis", "redis-cluster"]
 STORE_BACKENDS: tuple[str, ...] = get_args(StoreBackend)
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
 BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
@@ -65,7 +65,7 @@ class StoreSettings(BaseModel):
 
 
 class CacheSettings(BaseModel):
-    """Optional Redis read cache in front of the store."""
+    """Optional Redis read cache in front of the store (redis-cluster: url names any node)."""
 
     backend: CacheBackend = "none"
     url: str = "redis://127.0.0.1:6379/0"

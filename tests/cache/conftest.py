@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from adapters.bucket import BucketMessageStore
 from adapters.cached_store import CachedMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.redis_cache import RedisMessageCache, client_options
+from adapters.redis_cache import RedisMessageCache, client_options, make_client
 from app import MessageService
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
 from ports.message_store import MessageStore
@@ -42,6 +43,19 @@ class CountingRedis(redis.Redis):
 
         pipe.execute = counted  # type: ignore[method-assign]
         return pipe
+
+
+class CountingRedisCluster(RedisCluster):
+    """A cluster client that records the name of every command it sends (or tries to)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.commands: list[str] = []  # the constructor already sends commands
+        super().__init__(*args, **kwargs)
+        self.commands.clear()
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        self.commands.append(str(args[0]).upper())
+        return super().execute_command(*args, **kwargs)
 
 
 class SpyStore:
@@ -103,21 +117,42 @@ class Clock:
         self.now += seconds
 
 
+@dataclass(frozen=True)
+class Target:
+    """The Redis the cache tests run on: the shared server, or this run's own cluster."""
+
+    url: str
+    cluster: bool
+
+    @property
+    def lookup(self) -> str:
+        """The one command of a cache lookup: MGET, or on a cluster the read script."""
+        return "EVALSHA" if self.cluster else "MGET"
+
+
 @pytest.fixture
 def url() -> str:
     return redis_url()
 
 
+@pytest.fixture(params=["redis", "redis-cluster"])
+def target(request: pytest.FixtureRequest) -> Target:
+    """Each cache test runs on a single Redis and on a Redis Cluster."""
+    if request.param == "redis":
+        return Target(redis_url(), cluster=False)
+    return Target(request.getfixturevalue("redis_cluster").url, cluster=True)
+
+
 @pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    with redis_prefix(url) as prefix:
+def prefix(target: Target) -> Iterator[str]:
+    with redis_prefix(target.url, target.cluster) as prefix:
         yield prefix
 
 
 @pytest.fixture
-def raw(url: str) -> Iterator[redis.Redis]:
+def raw(target: Target) -> Iterator[redis.Redis]:
     """A plain client for looking at what the cache left in Redis."""
-    client = redis.Redis.from_url(url)
+    client: Any = make_client(target.url, cluster=target.cluster)
     yield client
     client.close()
 
@@ -131,14 +166,15 @@ CacheFactory = Callable[..., RedisMessageCache]
 
 
 @pytest.fixture
-def make_cache(url: str, prefix: str, clock: Clock) -> Iterator[CacheFactory]:
-    """Build caches under this test's prefix on a CountingRedis (closed afterwards)."""
+def make_cache(target: Target, prefix: str, clock: Clock) -> Iterator[CacheFactory]:
+    """Build caches under this test's prefix on a counting client (closed afterwards)."""
     made: list[RedisMessageCache] = []
 
     def make(
         cache_url: str | None = None, timeout: float = 0.25, **options: Any
     ) -> RedisMessageCache:
-        client = CountingRedis.from_url(cache_url or url, **client_options(timeout))
+        counting = CountingRedisCluster if target.cluster else CountingRedis
+        client = counting.from_url(cache_url or target.url, **client_options(timeout))
         options.setdefault("key_prefix", prefix)
         options.setdefault("clock", clock)
         cache = RedisMessageCache(client, **options)
@@ -153,7 +189,7 @@ def make_cache(url: str, prefix: str, clock: Clock) -> Iterator[CacheFactory]:
 def commands(cache: RedisMessageCache) -> list[str]:
     """The commands the cache's CountingRedis sent so far."""
     client = cache.client
-    assert isinstance(client, CountingRedis)
+    assert isinstance(client, CountingRedis | CountingRedisCluster)
     return client.commands
 
 
@@ -194,6 +230,7 @@ class Rig:
     spy: SpyStore
     cache: RedisMessageCache
     raw: redis.Redis
+    target: Target
 
     def cached(self, conversation_id: str, seq: int) -> Any:
         """The raw cache value of seq, if any."""
@@ -201,5 +238,11 @@ class Rig:
 
 
 @pytest.fixture
-def rig(service: MessageService, spy: SpyStore, cache: RedisMessageCache, raw: redis.Redis) -> Rig:
-    return Rig(service, spy, cache, raw)
+def rig(
+    service: MessageService,
+    spy: SpyStore,
+    cache: RedisMessageCache,
+    raw: redis.Redis,
+    target: Target,
+) -> Rig:
+    return Rig(service, spy, cache, raw, target)

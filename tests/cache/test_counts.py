@@ -19,7 +19,7 @@ def zero(rig: Rig) -> None:
     commands(rig.cache).clear()
 
 
-def test_a_fully_cached_pull_latest_is_one_mget_and_no_store_read(rig: Rig) -> None:
+def test_a_fully_cached_pull_latest_is_one_lookup_and_no_store_read(rig: Rig) -> None:
     start(rig)
     first = rig.service.pull_latest(CONV, "bob", 20)
     zero(rig)
@@ -28,17 +28,17 @@ def test_a_fully_cached_pull_latest_is_one_mget_and_no_store_read(rig: Rig) -> N
     assert entries == first
     assert [e.seq for e in entries] == list(range(31, 51))
     assert rig.spy.reads == []
-    assert commands(rig.cache) == ["MGET"]
+    assert commands(rig.cache) == [rig.target.lookup]
 
 
-def test_a_cold_pull_sends_one_mget_one_fill_and_reads_the_store_once(rig: Rig) -> None:
+def test_a_cold_pull_sends_one_lookup_one_fill_and_reads_the_store_once(rig: Rig) -> None:
     start(rig)
     rig.service.pull(CONV, "bob", [35, 36])  # partly warm
     zero(rig)
 
     rig.service.pull_latest(CONV, "bob", 20)
     assert rig.spy.reads == [[s for s in range(31, 51) if s not in (35, 36)]]
-    assert commands(rig.cache) == ["MGET", "EVALSHA"]
+    assert commands(rig.cache) == [rig.target.lookup, "EVALSHA"]
 
 
 def test_a_mutation_sends_one_invalidation_and_a_no_op_sends_nothing(rig: Rig) -> None:
@@ -50,3 +50,12 @@ def test_a_mutation_sends_one_invalidation_and_a_no_op_sends_nothing(rig: Rig) -
     rig.service.delete_for_me(CONV, list(range(1, 21)), "bob")
     assert commands(rig.cache) == []
     assert rig.spy.reads == []
+
+
+def test_a_cached_pull_of_a_thousand_seqs_is_still_one_lookup(rig: Rig) -> None:
+    rig.service.ingest(CONV, chat(1, 1000))
+    first = rig.service.pull_range(CONV, "bob", 1, 1000)
+    zero(rig)
+    assert rig.service.pull_range(CONV, "bob", 1, 1000) == first
+    assert rig.spy.reads == []
+    assert commands(rig.cache) == [rig.target.lookup]

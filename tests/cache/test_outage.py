@@ -27,6 +27,7 @@ from tests.cache.conftest import (
     Clock,
     CountingRedis,
     SpyStore,
+    Target,
     cached_service,
     commands,
     plain_service,
@@ -64,6 +65,12 @@ def closed_port_url() -> str:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
     return f"redis://127.0.0.1:{port}/0"
+
+
+@pytest.fixture
+def target(url: str) -> Target:
+    """Outages are staged through a proxy to the single Redis (failover: test_failover.py)."""
+    return Target(url, cluster=False)
 
 
 @dataclass(frozen=True)

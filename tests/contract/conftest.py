@@ -20,6 +20,7 @@ import pytest
 
 from app import MessageService, open_service
 from ports.message_store import MessageStore
+from tests.redis_cluster import RedisClusterProcesses
 from tests.redis_server import redis_prefix, redis_url
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
@@ -53,6 +54,8 @@ ROWS = [
     Row("memory+redis", "memory_redis_config"),
     Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", frozenset({PERSISTENT})),
     Row("sql-bucket-sqlite+redis", "sql_bucket_sqlite_redis_config"),
+    Row("memory+redis-cluster", "memory_redis_cluster_config"),
+    Row("sql-bucket-sqlite+redis-cluster", "sql_bucket_sqlite_redis_cluster_config"),
     # One deleter per slot inline: every further deleter goes through the side table.
     Row("memory-spill", "memory_spill_config", frozenset({BUCKETS})),
     Row("sql-bucket-sqlite-spill", "sql_bucket_sqlite_spill_config", frozenset({SQL, BUCKETS})),
@@ -132,6 +135,25 @@ def redis_cache() -> Iterator[Config]:
     url = redis_url()
     with redis_prefix(url) as prefix:
         yield {"backend": "redis", "url": url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def redis_cluster_cache(redis_cluster: RedisClusterProcesses) -> Iterator[Config]:
+    """Cache config on this run's Redis Cluster, under a key prefix of its own."""
+    with redis_prefix(redis_cluster.url, cluster=True) as prefix:
+        yield {"backend": "redis-cluster", "url": redis_cluster.url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def memory_redis_cluster_config(memory_config: Config, redis_cluster_cache: Config) -> Config:
+    return {**memory_config, "cache": redis_cluster_cache}
+
+
+@pytest.fixture
+def sql_bucket_sqlite_redis_cluster_config(
+    sql_bucket_sqlite_config: Config, redis_cluster_cache: Config
+) -> Config:
+    return {**sql_bucket_sqlite_config, "cache": redis_cluster_cache}
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,14 @@ def test_json_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 )
 def test_invalid_configuration_is_a_config_error(config: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
+        open_service(config)
+
+
+def test_a_redis_cluster_no_node_of_which_answers_is_a_config_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+    config = {"cache": {"backend": "redis-cluster", "url": f"redis://127.0.0.1:{port}"}}
+    with pytest.raises(ConfigError, match="no cluster node answers"):
         open_service(config)
 
 

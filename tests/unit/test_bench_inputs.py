@@ -27,6 +27,11 @@ def test_backend_spec_with_cache_and_sqlalchemy_url() -> None:
     assert redact(spec.url) == "postgresql+psycopg://u:***@db:5432/chat"
 
 
+def test_backend_spec_with_the_cluster_cache() -> None:
+    spec = parse_backend("memory+redis-cluster", "redis://10.0.0.5:7000")
+    assert spec.config()["cache"] == {"backend": "redis-cluster", "url": "redis://10.0.0.5:7000"}
+
+
 def test_plain_ids_name_their_engine() -> None:
     assert parse_backend("memory").label == "memory"
     assert parse_backend("sql-bucket").label == "sql-bucket/sqlite"

@@ -80,11 +80,11 @@ class BackendSpec:
         return {"store": store, "cache": cache}
 
 
-_SPEC = re.compile(r"^(?P<store>[a-z-]+)(?:\+(?P<cache>[a-z]+))?(?:@(?P<url>.+))?$")
+_SPEC = re.compile(r"^(?P<store>[a-z-]+)(?:\+(?P<cache>[a-z-]+))?(?:@(?P<url>.+))?$")
 
 
 def parse_backend(text: str, cache_url: str = "") -> BackendSpec:
-    """Parse ``ID[+redis][@URL]``; raises ConfigError on unknown ids."""
+    """Parse ``ID[+redis|+redis-cluster][@URL]``; raises ConfigError on unknown ids."""
     match = _SPEC.match(text.strip())
     if match is None:
         raise ConfigError(f"backend {text!r} is not of the form ID[+redis][@URL]")
