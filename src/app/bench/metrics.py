@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from hdrh.histogram import HdrHistogram
 
-from adapters.roundtrips import RoundTrips
+from app.instrument.roundtrips import RoundTrips
 
 _T = TypeVar("_T")
 _MAX_US = 600_000_000  # ten minutes: no single operation takes longer

@@ -23,15 +23,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from adapters.scratch import engine_version, scratch_redis, scratch_store
-from app import open_service
 from app.bench import contention
 from app.bench.dataset import SCALES, Dataset
 from app.bench.metrics import Recorder
-from app.bench.probe import Probe, probing
 from app.bench.spec import BackendSpec, redact
 from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
+from app.instrument.probe import Probe, probing
+from app.instrument.scratch import engine_version, scratch_redis, scratch_store
 from app.service import MessageService
 from domain.model import StoreStats
 
@@ -232,10 +231,9 @@ def _open(setup: Setup, stack: ExitStack, probe: Probe) -> tuple[Subject, dict[s
         config["cache"]["key_prefix"] = stack.enter_context(
             scratch_redis(spec.cache_url, setup.namespace)
         )
-    service = open_service(config)
+    service = probe.open_service(config)
     stack.callback(service.close)
     service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
-    probe.attach(service)
     return Subject(service, _raw_arm(spec, service)), config
 
 
@@ -281,11 +279,13 @@ def _run_workload(
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
     """The hand-written SQL arm for an uncached sql-row store."""
-    if spec.store != "sql-row" or spec.cache != "none":
-        return None
-    from adapters.raw_sql import RawRowLatest
+    from adapters.sql import SqlRowStore
 
-    return RawRowLatest(service.store)
+    if spec.cache != "none" or not isinstance(service.store, SqlRowStore):
+        return None
+    from app.instrument.raw_sql import RawRowLatest
+
+    return RawRowLatest(service.store.engine, service.store.schema)
 
 
 def footprint(service: MessageService) -> dict[str, Any]:
