@@ -115,6 +115,7 @@ def run(
     loaded = "redeliver" if "redeliver" in plans else "ingest"
     run_id = uuid.uuid4().hex[:8]
     results: list[BackendResult] = []
+    plan = contention.PLANS.get(options.scale) if options.contention else None
     with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
         probe = stack.enter_context(probing())
         labels: set[str] = set()
@@ -123,31 +124,15 @@ def run(
             setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
             result = _describe(setup)
             results.append(result)
-            try:
-                subject, config = _open(setup, stack, probe)
-            except Exception as error:  # any failure to open means: skip this backend, say why
-                result.reason = f"{type(error).__name__}: {error}"
-                observer.done(setup.label, "skipped", result.reason)
-                continue
-            result.raw_arm = subject.raw is not None
-            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or subject.raw is not None)
-            observer.backend(setup.label, ops)
-            shareable = spec.store != "memory"  # another process sees the same data
-            backends.append(_Open(setup, subject, result, config=config if shareable else None))
+            ops = {w.name: len(plans[w.name]) for w in chosen}
+            opened = _open_backend(setup, result, stack, probe, observer, ops)
+            backends += [] if opened is None else [opened]
         for workload in chosen:
             for backend in backends:
-                if workload.raw and backend.subject.raw is None:
-                    continue
-                clock = time.perf_counter()
-                backend.result.workloads[workload.name] = _run_workload(
-                    workload, plans[workload.name], backend, probe, observer
-                )
-                if workload.name == loaded:
-                    backend.result.footprint.after_ingest = footprint(backend.subject.service)
-                backend.seconds += time.perf_counter() - clock
+                if not workload.raw or backend.subject.raw is not None:
+                    _measure(workload, plans[workload.name], backend, probe, observer, loaded)
         for backend in backends:
             backend.result.footprint.end = footprint(backend.subject.service)
-        plan = contention.PLANS.get(options.scale) if options.contention else None
         for backend in backends if plan is not None else ():
             assert plan is not None
             clock = time.perf_counter()
@@ -167,6 +152,46 @@ def run(
         git=git_info(),
         backends=results,
     )
+
+
+def _open_backend(
+    setup: Setup,
+    result: BackendResult,
+    stack: ExitStack,
+    probe: Probe,
+    observer: Observer,
+    ops: dict[str, int],
+) -> _Open | None:
+    """Open one backend, or record in result why it was skipped (None)."""
+    try:
+        subject, config = _open(setup, stack, probe)
+    except Exception as error:  # any failure to open means: skip this backend, say why
+        result.reason = f"{type(error).__name__}: {error}"
+        observer.done(setup.label, "skipped", result.reason)
+        return None
+    result.raw_arm = subject.raw is not None
+    runs = {w.name for w in WORKLOADS if not w.raw or subject.raw is not None}
+    observer.backend(setup.label, sum(n for name, n in ops.items() if name in runs))
+    shareable = setup.spec.store != "memory"  # another process sees the same data
+    return _Open(setup, subject, result, config=config if shareable else None)
+
+
+def _measure(
+    workload: Workload,
+    plan: list[Op],
+    backend: _Open,
+    probe: Probe,
+    observer: Observer,
+    loaded: str,
+) -> None:
+    """Run one workload on one backend; after the loading workload, size the store."""
+    clock = time.perf_counter()
+    backend.result.workloads[workload.name] = _run_workload(
+        workload, plan, backend, probe, observer
+    )
+    if workload.name == loaded:
+        backend.result.footprint.after_ingest = footprint(backend.subject.service)
+    backend.seconds += time.perf_counter() - clock
 
 
 def _parameters(
