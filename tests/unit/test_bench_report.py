@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from app.bench import report
 from app.bench.analysis import analysis, pairs
 from app.bench.compare import compare
 from app.bench.document import Table, to_markdown
+from app.bench.results import to_json
 from app.bench.targets import targets
 from app.cli import cli
 from tests.unit import bench_fakes
@@ -95,3 +97,23 @@ def test_compare_shows_the_change_per_backend_and_workload(tmp_path: Path) -> No
     result = CliRunner().invoke(cli, ["compare", str(old_path), str(files.results)])
     assert result.exit_code == 0, result.output
     assert "+50%" in result.output
+
+
+def test_results_json_reads_back_into_the_same_results(tmp_path: Path) -> None:
+    data = bench_fakes.results()
+    assert to_json(typed(data)) == data
+    files = report.write(typed(data), tmp_path)
+    again = report.load(files.results)
+    assert to_json(again) == json.loads(files.results.read_text())
+    assert [b.label for b in again.ok_backends()] == [
+        "memory",
+        "sql-row/sqlite",
+        "sql-bucket/sqlite",
+    ]
+
+
+def test_a_file_that_is_not_a_results_json_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"schema": "something else"}))
+    with pytest.raises(ValueError, match=r"not a benchmark results\.json"):
+        report.load(path)

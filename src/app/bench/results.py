@@ -3,7 +3,8 @@
 report, charts, console, compare, sweep, concurrency and analysis read these dataclasses,
 never string keys. results.json is ``to_json(RunResults)`` and reads back with
 ``RunResults.from_json``; the JSON keeps the field names, and a field holding None is left
-out (unless its metadata says ``keep``, for values where null means "not measured").
+out (unless its metadata says ``keep``, for values where null means "not measured"), and so
+is an empty field marked ``omit_empty``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from app.bench.traffic import Traffic
 
 SCHEMA = "imbucket-bench/1"
 _KEEP = {"keep": True}  # a None that is written as null: "not measured"
+_OMIT_EMPTY = {"omit_empty": True}  # absent from the JSON while empty (a backend that never ran)
 
 T = TypeVar("T")
 
@@ -138,9 +140,9 @@ class BackendResult:
     bucket_size: int | None = None  # set in a sweep only
     reason: str | None = None
     raw_arm: bool | None = None
-    workloads: dict[str, WorkloadResult] = field(default_factory=dict)
-    footprint: Footprints = field(default_factory=Footprints)
-    contention: list[ContentionRun] = field(default_factory=list)
+    workloads: dict[str, WorkloadResult] = field(default_factory=dict, metadata=_OMIT_EMPTY)
+    footprint: Footprints = field(default_factory=Footprints, metadata=_OMIT_EMPTY)
+    contention: list[ContentionRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
     contention_s: float | None = None
     duration_s: float | None = None
 
@@ -332,7 +334,10 @@ def to_json(value: Any) -> Any:
             item = getattr(value, f.name)
             if item is None and not f.metadata.get("keep"):
                 continue
-            out[f.name] = to_json(item)
+            converted = to_json(item)
+            if f.metadata.get("omit_empty") and not converted:
+                continue
+            out[f.name] = converted
         return out
     if isinstance(value, Mapping):
         return {k: to_json(v) for k, v in value.items()}
