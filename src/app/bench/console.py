@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -22,11 +20,12 @@ from app.bench.prose import verdict_summary
 from app.bench.results import RunResults
 from app.bench.runner import Observer
 from app.bench.targets import targets
+from app.live import LiveProgress
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "n/a": "dim"}
 
 
-class RichObserver(Observer):
+class RichObserver(LiveProgress, Observer):
     """One bar per backend; a workload runs on every backend before the next one starts."""
 
     def __init__(self, console: Console) -> None:
@@ -40,18 +39,6 @@ class RichObserver(Observer):
             disable=not console.is_terminal,
         )
         self.tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> RichObserver:
-        self.progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.progress.stop()
 
     def backend(self, label: str, ops: int) -> None:
         """Add the bar of an opened backend."""
