@@ -117,3 +117,11 @@ def test_a_file_that_is_not_a_results_json_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": "something else"}))
     with pytest.raises(ValueError, match=r"not a benchmark results\.json"):
         report.load(path)
+
+
+def test_a_store_that_cannot_be_sized_keeps_its_reason(tmp_path: Path) -> None:
+    data = bench_fakes.results()
+    data["backends"][0]["footprint"]["end"] = {"error": "StoreUnavailable: gone"}
+    results = typed(data)
+    assert to_json(results) == data
+    assert "StoreUnavailable: gone" in report.write(results, tmp_path).markdown.read_text()

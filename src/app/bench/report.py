@@ -24,7 +24,7 @@ from app.bench.document import (
 )
 from app.bench.formatting import fmt_num, fmt_us
 from app.bench.prose import pair_rows, reading, verdict_summary
-from app.bench.results import BackendResult, Footprint, RunResults, to_json
+from app.bench.results import BackendResult, Footprint, RunResults, Unsized, to_json
 from app.bench.targets import targets
 from app.bench.traffic import Traffic
 
@@ -228,8 +228,8 @@ def _workloads(results: RunResults) -> list[Block]:
     return blocks
 
 
-def _footprint_row(label: str, when: str, f: Footprint) -> tuple[str, ...]:
-    if f.error is not None:
+def _footprint_row(label: str, when: str, f: Footprint | Unsized) -> tuple[str, ...]:
+    if isinstance(f, Unsized):
         return (label, when, f.error, "", "", "", "")
     return (
         label,

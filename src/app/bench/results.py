@@ -80,29 +80,35 @@ class WorkloadResult:
 
 @dataclass(frozen=True, slots=True)
 class Footprint:
-    """Storage footprint from a store's stats(); error says why it could not be sized."""
+    """Storage footprint from a store's stats(), with bytes per stored message."""
 
-    messages: int = 0
-    documents: int = 0
-    data_bytes: int = 0
-    index_bytes: int = 0
-    data_bytes_per_message: float = 0.0
-    index_bytes_per_message: float = 0.0
-    messages_per_document: float = 0.0
-    error: str | None = None
+    messages: int
+    documents: int
+    data_bytes: int
+    index_bytes: int
+    data_bytes_per_message: float
+    index_bytes_per_message: float
+    messages_per_document: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unsized:
+    """Why a store could not be sized (its stats() failed)."""
+
+    error: str
 
 
 @dataclass(slots=True)
 class Footprints:
     """Footprint after the data was loaded, and at the end of the run."""
 
-    after_ingest: Footprint | None = None
-    end: Footprint | None = None
+    after_ingest: Footprint | Unsized | None = None
+    end: Footprint | Unsized | None = None
 
     def measured(self) -> Footprint | None:
         """The footprint after ingest when it was sized, else None."""
         found = self.after_ingest
-        return None if found is None or found.error is not None else found
+        return found if isinstance(found, Footprint) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,13 +360,23 @@ def from_json(kind: type[T], data: Any) -> T:
     return kind(**values)
 
 
+def _member(members: tuple[Any, ...], value: Any) -> Any:
+    """The member of a union a JSON value stands for: the dataclass having all its keys."""
+    kinds = [m for m in members if m is not type(None)]
+    for kind in kinds:
+        keyed = is_dataclass(kind) and isinstance(value, Mapping)
+        if keyed and set(value) <= {f.name for f in fields(kind)}:
+            return kind
+    return kinds[0]
+
+
 def _convert(hint: Any, value: Any) -> Any:
     """Value (parsed JSON) as the type hint says."""
     if value is None:
         return None
     origin, args = get_origin(hint), get_args(hint)
     if origin in (Union, types.UnionType):
-        return _convert(next(a for a in args if a is not type(None)), value)
+        return _convert(_member(args, value), value)
     if isinstance(hint, type) and is_dataclass(hint):
         return from_json(hint, value)
     if origin in (list, tuple):

@@ -37,6 +37,7 @@ from app.bench.results import (
     Parameters,
     Plan,
     RunResults,
+    Unsized,
     WorkloadInfo,
     WorkloadResult,
 )
@@ -322,12 +323,12 @@ def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
     return RawRowLatest(service.store.engine, service.store.schema)
 
 
-def footprint(service: MessageService) -> Footprint:
+def footprint(service: MessageService) -> Footprint | Unsized:
     """Storage footprint from stats(), with bytes per stored message."""
     try:
         stats: StoreStats = service.stats()
     except Exception as error:  # reported, not fatal: some engines cannot size themselves
-        return Footprint(error=f"{type(error).__name__}: {error}")
+        return Unsized(f"{type(error).__name__}: {error}")
     per = max(stats.messages, 1)
     return Footprint(
         messages=stats.messages,
