@@ -1,7 +1,8 @@
 """The test Redis: its URL (env, testcontainers, or skip) and per-test key prefixes.
 
 Other test runs share the server: each test gets its own key prefix and deletes exactly the
-keys under it afterwards (SCAN + DEL, never FLUSHDB).
+keys under it afterwards (SCAN + UNLINK, never FLUSHDB), through ``app.instrument.scratch``
+as the benchmark does.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-import redis
-from redis.cluster import RedisCluster
-
+from app.instrument.scratch import scratch_redis
 from tests.servers import server_url
 
 
@@ -31,23 +30,8 @@ def redis_url() -> str:
     return server_url("redis", _start_redis)
 
 
-def delete_prefix(url: str, prefix: str, cluster: bool = False) -> int:
-    """Delete every key under prefix (on every master of a cluster); returns how many."""
-    client = RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
-        return len(keys)
-    finally:
-        client.close()
-
-
 @contextmanager
 def redis_prefix(url: str, cluster: bool = False) -> Iterator[str]:
     """A fresh key prefix whose keys are deleted on exit."""
-    prefix = f"imbucket-test-{uuid.uuid4().hex}"
-    try:
+    with scratch_redis(url, f"imbucket-test-{uuid.uuid4().hex}", cluster) as prefix:
         yield prefix
-    finally:
-        delete_prefix(url, prefix, cluster)

@@ -1,8 +1,8 @@
 """PostgreSQL and MariaDB for tests: where the server is, and a fresh namespace per test.
 
 Other test runs share the same servers, so every test gets its own PostgreSQL schema or
-MariaDB database (a uuid name), created here and dropped afterwards. Nothing shared is
-ever dropped.
+MariaDB database (a uuid name), created and dropped by ``app.instrument.scratch`` as the
+benchmark's are. Nothing shared is ever dropped.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from sqlalchemy.engine import make_url
-
-from adapters.sql.engine import Database
+from app.instrument.scratch import scratch_store
 from tests.servers import server_url
 
 
@@ -30,31 +28,15 @@ def mariadb_server() -> str:
 @contextmanager
 def postgres_schema(server: str) -> Iterator[str]:
     """A new schema on server; yields a URL whose search_path points at it."""
-    name = _unique_name()
-    url = make_url(server).update_query_dict({"options": f"-csearch_path={name}"})
-    with _admin(server, f'CREATE SCHEMA "{name}"', f'DROP SCHEMA IF EXISTS "{name}" CASCADE'):
-        yield url.render_as_string(hide_password=False)
+    with scratch_store(server, _unique_name()) as url:
+        yield url
 
 
 @contextmanager
 def mariadb_database(server: str) -> Iterator[str]:
     """A new database on server; yields a URL naming it."""
-    name = _unique_name()
-    url = make_url(server).set(database=name)
-    create = f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
-    with _admin(server, create, f"DROP DATABASE IF EXISTS `{name}`"):
-        yield url.render_as_string(hide_password=False)
-
-
-@contextmanager
-def _admin(server: str, create: str, drop: str) -> Iterator[None]:
-    db = Database(server)
-    try:
-        db.run(lambda connection: connection.exec_driver_sql(create))
-        yield
-    finally:
-        db.run(lambda connection: connection.exec_driver_sql(drop))
-        db.close()
+    with scratch_store(server, _unique_name()) as url:
+        yield url
 
 
 def _unique_name() -> str:

@@ -209,7 +209,7 @@ def bench(
     from app.bench import console as bench_console
     from app.bench import report, runner, spec
     from app.bench.compare import compare as compare_runs
-    from app.bench.compare import describe
+    from app.bench.compare import name_run
     from app.bench.traffic import load_traffic
     from app.bench.workloads import WORKLOAD_NAMES
 
@@ -252,15 +252,15 @@ def bench(
     console.print(bench_console.targets_table(results))
     if previous is not None:
         console.print(
-            bench_console.compare_table(compare_runs(previous, results), describe(previous))
+            bench_console.compare_table(compare_runs(previous, results), name_run(previous))
         )
-    skipped = [b for b in results["backends"] if b["status"] != "ok"]
+    skipped = [b for b in results.backends if not b.ok]
     for b in skipped:
-        console.print(f"[yellow]skipped[/] {b['label']}: {b.get('reason', '')}")
+        console.print(f"[yellow]skipped[/] {b.label}: {b.reason or ''}")
     console.print(f"report: {files.html}")
     console.print(f"        {files.markdown}")
     console.print(f"        {files.results}")
-    if len(skipped) == len(results["backends"]):
+    if len(skipped) == len(results.backends):
         raise typer.Exit(1)
 
 
@@ -301,14 +301,14 @@ def compare_command(
     from app.bench import console as bench_console
     from app.bench import report
     from app.bench.compare import compare as compare_runs
-    from app.bench.compare import describe
+    from app.bench.compare import name_run
 
     try:
         before, after = report.load(old), report.load(new)
     except (OSError, ValueError) as error:
         console.print(f"[red]compare:[/] {error}")
         raise typer.Exit(2) from None
-    console.print(bench_console.compare_table(compare_runs(before, after), describe(before)))
+    console.print(bench_console.compare_table(compare_runs(before, after), name_run(before)))
 
 
 @cli.command("migrate")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from app.live import LiveProgress
 from app.migrate import Tally
 
 
@@ -16,7 +15,7 @@ def _rate(count: int, seconds: float) -> str:
     return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
 
 
-class MigrateProgress:
+class MigrateProgress(LiveProgress):
     """One bar of messages out of the source's count, with conversation and message rates.
 
     Pass it as the ``progress`` callback of ``migrate`` or ``verify``.
@@ -34,18 +33,6 @@ class MigrateProgress:
         )
         self.task = self.progress.add_task(title, total=messages, rates="")
         self.title = title
-
-    def __enter__(self) -> MigrateProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.progress.stop()
 
     def __call__(self, tally: Tally) -> None:
         """Show the tally after a page."""

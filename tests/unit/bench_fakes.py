@@ -1,8 +1,21 @@
-"""Hand-made results dicts (the shape of results.json) for report and compare tests."""
+"""Hand-made results (as results.json holds them) for report and compare tests.
+
+The builders return the JSON form so that a test can change one number in place; ``typed``
+reads it into the ``RunResults`` every benchmark stage takes.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from app.bench.dataset import SCALES
+from app.bench.results import RunResults, to_json
+
+
+def typed(data: dict[str, Any]) -> RunResults:
+    """The results a JSON form stands for."""
+    return RunResults.from_json(data)
+
 
 WORKLOADS = (
     ("pull_latest", "pull_latest(20)"),
@@ -109,7 +122,7 @@ def results(row_latest: float = 200.0, bucket_latest: float = 100.0) -> dict[str
         "parameters": {
             "scale": "small",
             "seed": 42,
-            "scale_detail": {"ops": 10},
+            "scale_detail": {**to_json(SCALES["tiny"]), "ops": 10},
             "dataset": {
                 "conversations": 3,
                 "single_chats": 2,

@@ -14,6 +14,7 @@ from adapters.bucket import BucketMessageStore
 from adapters.sql.engine import Database
 from app import open_service
 from app.bench import concurrency, contention
+from app.bench.results import BackendResult, from_json
 from domain.model import Message, Revoke, Role, Slot
 from tests.factories import CONV, message, messages
 from tests.unit.test_bucket_engine import RecordingRepository
@@ -88,9 +89,13 @@ def test_threads_in_a_hot_group_store_every_send_once_and_report_counts() -> Non
     with open_service({"store": {"backend": "memory", "bucket_size": 5}}) as service:
         measured, background = contention.jobs("hot_group", 4, plan, "t1")
         result = contention.summarise(
-            *contention.run_threads(service, measured, background), planned=32
+            *contention.run_threads(service, measured, background),
+            planned=32,
+            scenario="hot_group",
+            mode="threads",
+            workers=4,
         )
-        assert (result["ops"], result["planned"], result["writes"], result["errors"]) == (
+        assert (result.ops, result.planned, result.writes, result.errors) == (
             32,
             32,
             32,
@@ -99,7 +104,7 @@ def test_threads_in_a_hot_group_store_every_send_once_and_report_counts() -> Non
         assert service.max_seq("sg_t1_hot") == 32
         entries = service.pull_range("sg_t1_hot", "w00", 1, 32)
         assert len({e.message.client_msg_id for e in entries}) == 32  # type: ignore[union-attr]
-        assert set(result["conflicts"]) == set(counters.KINDS)
+        assert set(result.conflicts) == set(counters.KINDS)
 
 
 def test_many_groups_spread_the_writers_and_readers_read_while_writers_write() -> None:
@@ -150,6 +155,7 @@ def run(scenario: str, mode: str, workers: int, ops_per_s: float, conflicts: int
         "ops": 10,
         "planned": 10 if workers < 16 else 12,
         "writes": 10,
+        "seconds": 0.01,
         "ops_per_s": ops_per_s,
         "latency_us": {"p50": 100, "p99": 900, "max": 1000},
         "conflicts": {"bucket_create_lost": conflicts, "sql_retry": 0},
@@ -173,15 +179,15 @@ def test_the_contention_reading_names_scaling_layouts_and_conflicts() -> None:
             "engine": "sqlite",
             "cache": "none",
             "status": "ok",
+            "url": "",
+            "version": "SQLite",
             "contention": runs,
         }
 
-    results = {
-        "backends": [
-            backend("sql-row", "row", (100.0, 150.0, 200.0), 0),
-            backend("sql-bucket", "bucket", (100.0, 200.0, 300.0), 1),
-        ]
-    }
+    results = [
+        from_json(BackendResult, backend("sql-row", "row", (100.0, 150.0, 200.0), 0)),
+        from_json(BackendResult, backend("sql-bucket", "bucket", (100.0, 200.0, 300.0), 1)),
+    ]
     text = concurrency.reading(results, "hot_group")
     assert "sql-row/sqlite 2.0×" in text and "sql-bucket/sqlite 3.0×" in text
     assert "1.50× the row layout's" in text

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.roundtrips import sql_is_write
 from app.bench.dataset import SCALES, Dataset
 from app.bench.spec import load_config, parse_backend, redact
+from app.instrument.roundtrips import sql_is_write
 from domain.errors import ConfigError
 
 

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from app.bench import report
-from app.bench.analysis import analysis, pairs, targets
+from app.bench.analysis import analysis, pairs
 from app.bench.compare import compare
 from app.bench.document import Table, to_markdown
+from app.bench.results import to_json
+from app.bench.targets import targets
 from app.cli import cli
 from tests.unit import bench_fakes
+from tests.unit.bench_fakes import typed
 
 
-def _verdicts(results: dict) -> dict[tuple[str, str], str]:
-    return {(t.target, t.scope): t.verdict for t in targets(results)}
+def _verdicts(results: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {(t.target, t.scope): t.verdict for t in targets(typed(results))}
 
 
 def test_pairs_match_bucket_and_row_of_one_engine_only() -> None:
-    found = pairs(bench_fakes.results())
-    assert [(p.name, p.bucket["store"], p.row["store"]) for p in found] == [
+    found = pairs(typed(bench_fakes.results()))
+    assert [(p.name, p.bucket.store, p.row.store) for p in found] == [
         ("sql/sqlite", "sql-bucket", "sql-row")
     ]
 
@@ -44,17 +49,17 @@ def test_a_pull_needing_three_round_trips_fails_its_target() -> None:
 
 
 def test_reading_states_the_ratio_and_who_wins() -> None:
-    ratios = analysis(bench_fakes.results(row_latest=200, bucket_latest=100))["ratios"]
-    latest = next(r for r in ratios if r["workload"] == "pull_latest")
-    assert latest["p50_ratio"] == 0.5
-    first, second = latest["reading"]
+    ratios = analysis(typed(bench_fakes.results(row_latest=200, bucket_latest=100))).ratios
+    latest = next(r for r in ratios if r.workload == "pull_latest")
+    assert latest.p50_ratio == 0.5
+    first, second = latest.reading
     assert "0.50×" in first and "bucket layout is 2.0× faster" in first
     assert second.startswith("Both need 2 round trips per op")
 
 
 def test_report_files_hold_every_backend_and_workload(tmp_path: Path) -> None:
     results = bench_fakes.results()
-    files = report.write(results, tmp_path / "r")
+    files = report.write(typed(results), tmp_path / "r")
     markdown, html = files.markdown.read_text(), files.html.read_text()
     for b in results["backends"]:
         assert b["label"] in markdown and b["label"] in html
@@ -75,7 +80,8 @@ def test_markdown_tables_escape_pipes_and_align_numbers() -> None:
 
 
 def test_compare_shows_the_change_per_backend_and_workload(tmp_path: Path) -> None:
-    old, new = bench_fakes.results(row_latest=200), bench_fakes.results(row_latest=300)
+    old = typed(bench_fakes.results(row_latest=200))
+    new = typed(bench_fakes.results(row_latest=300))
     changes = {(c.backend, c.workload): c for c in compare(old, new)}
     assert changes[("sql-row/sqlite", "pull_latest")].p50_change == 0.5
     assert changes[("sql-bucket/sqlite", "pull_latest")].p50_change == 0.0
@@ -87,7 +93,7 @@ def test_compare_shows_the_change_per_backend_and_workload(tmp_path: Path) -> No
     assert summary["slower"] == 2  # the service and the raw arm
 
     old_path = tmp_path / "old.json"
-    old_path.write_text(json.dumps(old))
+    old_path.write_text(json.dumps(bench_fakes.results(row_latest=200)))
     result = CliRunner().invoke(cli, ["compare", str(old_path), str(files.results)])
     assert result.exit_code == 0, result.output
     assert "+50%" in result.output
@@ -98,12 +104,40 @@ def test_an_emulated_engine_is_named_and_its_latencies_marked_not_representative
     for b in results["backends"]:
         if b["store"].startswith("sql-"):
             b["version"], b["emulated"] = "mongoeco (MongoDB 7.0 wire protocol)", True
-    [pair] = pairs(results)
+    [pair] = pairs(typed(results))
     assert pair.name == "sql/sqlite (emulated)"
-    markdown = to_markdown(report.build(results))
+    markdown = to_markdown(report.build(typed(results)))
     assert "Emulated engine: sql-row/sqlite on mongoeco (MongoDB 7.0 wire protocol)" in markdown
     assert "not representative" in markdown and "round trips" in markdown
 
 
 def test_a_report_without_emulated_engines_has_no_such_warning() -> None:
-    assert "Emulated engine" not in to_markdown(report.build(bench_fakes.results()))
+    assert "Emulated engine" not in to_markdown(report.build(typed(bench_fakes.results())))
+
+
+def test_results_json_reads_back_into_the_same_results(tmp_path: Path) -> None:
+    data = bench_fakes.results()
+    assert to_json(typed(data)) == data
+    files = report.write(typed(data), tmp_path)
+    again = report.load(files.results)
+    assert to_json(again) == json.loads(files.results.read_text())
+    assert [b.label for b in again.ok_backends()] == [
+        "memory",
+        "sql-row/sqlite",
+        "sql-bucket/sqlite",
+    ]
+
+
+def test_a_file_that_is_not_a_results_json_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"schema": "something else"}))
+    with pytest.raises(ValueError, match=r"not a benchmark results\.json"):
+        report.load(path)
+
+
+def test_a_store_that_cannot_be_sized_keeps_its_reason(tmp_path: Path) -> None:
+    data = bench_fakes.results()
+    data["backends"][0]["footprint"]["end"] = {"error": "StoreUnavailable: gone"}
+    results = typed(data)
+    assert to_json(results) == data
+    assert "StoreUnavailable: gone" in report.write(results, tmp_path).markdown.read_text()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from app.bench.spec import sweep as expand
 from domain.budget import DEFAULT_MAX_BUCKET_BYTES
 from domain.errors import ConfigError
 from tests.unit import bench_fakes
+from tests.unit.bench_fakes import typed
 
 
 def test_sizes_parse_from_a_list_distinct_and_ascending() -> None:
@@ -105,9 +105,9 @@ def test_the_reading_finds_the_bend_the_best_size_and_why() -> None:
     # weighted cost: (0.5 latest + 0.25 scattered + 0.25 × 100) at 20, 50, 100, 200
     results = swept([(20, 400, 100, 300), (50, 200, 100, 400), (100, 190, 110, 500),
                      (200, 190, 400, 900)])  # fmt: skip
-    (s,) = sweep.series(results)
+    (s,) = sweep.series(typed(results))
     assert s.sizes == (20, 50, 100, 200) and s.row is not None
-    weights = sweep.mix(results)
+    weights = sweep.mix(typed(results))
     assert [round(c or 0) for c in sweep.costs(s, weights)] == [250, 150, 148, 220]
     assert sweep.bend(s.sizes, [250, 150, 148, 220]) == 50
     text = sweep.reading(s, weights, TITLES)
@@ -124,11 +124,11 @@ def test_a_curve_still_falling_or_flat_from_the_start_says_so() -> None:
     assert sweep.bend((20, 50, 100, 200, 500), [124.0, 121.0, 120.0, 119.0, 113.0]) is None
     assert sweep.bend((20, 50, 100), [100.0, 99.0, 98.0]) == 20
     falling = swept([(20, 400, 100, 300), (50, 300, 100, 400), (100, 100, 100, 500)])
-    (s,) = sweep.series(falling)
-    assert "keeps falling up to 100" in sweep.reading(s, sweep.mix(falling), TITLES)
+    (s,) = sweep.series(typed(falling))
+    assert "keeps falling up to 100" in sweep.reading(s, sweep.mix(typed(falling)), TITLES)
     flat = swept([(20, 100, 100, 300), (50, 100, 100, 400), (100, 300, 100, 500)])
-    (s,) = sweep.series(flat)
-    text = sweep.reading(s, sweep.mix(flat), TITLES)
+    (s,) = sweep.series(typed(flat))
+    text = sweep.reading(s, sweep.mix(typed(flat)), TITLES)
     assert (
         "Bigger buckets do not pay here" in text
         and "Best for this traffic: 20 (on par within 5 %: 50;" in text
@@ -137,13 +137,13 @@ def test_a_curve_still_falling_or_flat_from_the_start_says_so() -> None:
 
 def test_the_bucket_vs_row_section_takes_the_size_nearest_100() -> None:
     results = swept([(20, 400, 100, 300), (90, 200, 100, 400), (500, 190, 110, 500)])
-    (pair,) = pairs(results)
-    assert pair.bucket["bucket_size"] == 90
+    (pair,) = pairs(typed(results))
+    assert pair.bucket.bucket_size == 90
 
 
 def test_the_report_gains_a_sweep_section_with_charts(tmp_path: Path) -> None:
     results = swept([(20, 400, 100, 300), (50, 200, 100, 400), (100, 190, 110, 500)])
-    files = report.write(copy.deepcopy(results), tmp_path)
+    files = report.write(typed(results), tmp_path)
     markdown = files.markdown.read_text()
     assert "## Bucket size sweep" in markdown and "### sql/sqlite" in markdown
     assert "| p50 · round trips | row layout | 20 slots | 50 slots | 100 slots |" in markdown
@@ -153,6 +153,6 @@ def test_the_report_gains_a_sweep_section_with_charts(tmp_path: Path) -> None:
 
 
 def test_without_a_sweep_the_report_has_no_sweep_section(tmp_path: Path) -> None:
-    files = report.write(bench_fakes.results(), tmp_path)
+    files = report.write(typed(bench_fakes.results()), tmp_path)
     assert "Bucket size sweep" not in files.markdown.read_text()
     assert "Contention" not in files.markdown.read_text()

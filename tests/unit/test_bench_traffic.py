@@ -23,7 +23,7 @@ def test_no_traffic_and_an_empty_table_give_the_built_in_dataset() -> None:
         assert same.conversations == built_in.conversations
         conv = built_in.largest
         assert same.message(conv, 5) == built_in.message(conv, 5)
-    assert "traffic" not in built_in.summary()
+    assert built_in.reported_traffic() is None
 
 
 def test_the_shape_parameters_shape_the_dataset() -> None:
@@ -49,7 +49,8 @@ def test_the_shape_parameters_shape_the_dataset() -> None:
     assert 1_075 <= sum(groups) <= 1_080
     texts = [data.message(c, 1).content for c in data.conversations]
     assert {len(t) // 10 for t in texts} <= {19, 20}  # sigma 0: every text near the median
-    assert data.summary()["traffic"]["source"] == "team.toml"
+    reported = data.reported_traffic()
+    assert reported is not None and reported.source == "team.toml"
 
 
 def test_group_share_sets_the_group_messages_against_the_singles() -> None:

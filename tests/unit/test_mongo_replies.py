@@ -10,7 +10,7 @@ import pytest
 
 from adapters.codec import plain_int
 from adapters.mongo import commands, replies
-from adapters.scratch import is_emulated
+from app.instrument.scratch import is_emulated
 from domain.errors import LayoutMismatch, StoreUnavailable
 from domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
 from tests.factories import message

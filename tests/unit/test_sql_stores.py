@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from adapters.sql import RoundTrips
 from adapters.sql.engine import Database
 from adapters.sql.schema import KEY_LENGTH, drop_schema, row_schema
 from app import MessageService, open_service
+from app.instrument.roundtrips import EngineStatements
 from domain.errors import ConfigError, InvalidArgument, LayoutMismatch, StoreUnavailable
 from tests.factories import CONV, messages
 
@@ -103,7 +103,7 @@ def test_ids_longer_than_a_key_column_are_refused_before_writing(backend: str) -
 def test_round_trips_ignore_transaction_control() -> None:
     db = Database("sqlite://")
     db.run(lambda c: c.exec_driver_sql("CREATE TABLE t (x INTEGER)"))
-    with RoundTrips(db.engine) as trips:
+    with EngineStatements(db.engine) as trips:
         db.run(lambda c: c.exec_driver_sql("SELECT 1").all(), atomic=True)  # BEGIN … COMMIT
         db.run(lambda c: c.exec_driver_sql("INSERT INTO t VALUES (1)"))
     db.run(lambda c: c.exec_driver_sql("SELECT 2"))  # detached: not counted

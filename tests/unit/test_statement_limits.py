@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from adapters.sql import RoundTrips
 from adapters.sql.engine import translate
 from adapters.sql.sizing import (
     STATEMENT_OVERHEAD,
@@ -19,6 +18,7 @@ from adapters.sql.sizing import (
     value_bytes,
 )
 from app import MessageService, open_service
+from app.instrument.roundtrips import EngineStatements
 from domain.errors import WriteRefused
 from domain.model import PURGED_SLOT, Slot
 from tests.factories import CONV, message
@@ -56,7 +56,7 @@ def test_sql_row_splits_an_insert_by_encoded_bytes() -> None:
     # would put all 10 in one statement over the 150 kB limit.
     service = service_with_limits("sql-row", StatementLimits(150_000, 1000))
     batch = [message(seq, content=BIG) for seq in range(1, 11)]
-    with RoundTrips(service.store.engine) as trips:  # type: ignore[attr-defined]
+    with EngineStatements(service.store.engine) as trips:  # type: ignore[attr-defined]
         assert service.store.insert(CONV, batch).inserted == tuple(range(1, 11))
     assert trips.writes == 4  # 3 + 3 + 3 + 1 messages of ~40 kB under 150 kB
     assert [slot.message for slot in service.store.get(CONV, list(range(1, 11))).values()] == batch
@@ -64,7 +64,7 @@ def test_sql_row_splits_an_insert_by_encoded_bytes() -> None:
 
 def test_sql_row_splits_an_insert_by_bind_parameters() -> None:
     service = service_with_limits("sql-row", StatementLimits(1 << 30, 40))
-    with RoundTrips(service.store.engine) as trips:  # type: ignore[attr-defined]
+    with EngineStatements(service.store.engine) as trips:  # type: ignore[attr-defined]
         service.store.insert(CONV, [message(seq) for seq in range(1, 6)])
     assert trips.writes == 3  # 18 parameters a row, 40 a statement: 2 + 2 + 1 rows
     assert len(service.store.get(CONV, list(range(1, 6)))) == 5
@@ -81,7 +81,7 @@ def test_sql_bucket_writes_a_large_bucket_in_parts_all_or_nothing() -> None:
     assert all(
         slot.message is None for slot in repository.read({doc: list(range(8))})[doc].values()
     )
-    with RoundTrips(service.store.engine) as trips:  # type: ignore[attr-defined]
+    with EngineStatements(service.store.engine) as trips:  # type: ignore[attr-defined]
         assert repository.write_messages(doc, batch)
     assert trips.writes == 3
     stored = repository.read({doc: list(range(8))})[doc]

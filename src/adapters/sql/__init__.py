@@ -11,7 +11,6 @@ from typing import TypeVar
 
 from adapters.sql.bucket import SqlBucketRepository, SqlBucketStore
 from adapters.sql.engine import Database
-from adapters.sql.instrument import RoundTrips
 from adapters.sql.row import SqlRowStore
 from adapters.sql.schema import Schema, bucket_schema, row_schema
 from adapters.sql.seq import SqlSeqStore
@@ -20,7 +19,6 @@ from domain.budget import TagBudget
 from domain.layout import BucketLayout
 
 __all__ = [
-    "RoundTrips",
     "SqlBucketRepository",
     "SqlBucketStore",
     "SqlRowStore",

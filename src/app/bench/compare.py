@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from app.bench.analysis import Results, fmt_num, fmt_us, ok_backends, p50, ratio, trips
+from app.bench.analysis import ratio
+from app.bench.defaults import NOTABLE_CHANGE
+from app.bench.formatting import fmt_num, fmt_us
+from app.bench.results import CompareSummary, Comparison, RunResults
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,12 @@ class Change:
         value = ratio(self.new_p50, self.old_p50)
         return None if value is None else value - 1
 
+    @property
+    def notable(self) -> bool:
+        """Whether the median latency moved by more than NOTABLE_CHANGE either way."""
+        change = self.p50_change
+        return change is not None and abs(change) > NOTABLE_CHANGE
+
     def cells(self) -> tuple[str, ...]:
         """Table cells: backend, workload, old, new, change, round trips."""
         change = self.p50_change
@@ -41,42 +49,52 @@ class Change:
 HEADERS = ("backend", "workload", "old p50", "new p50", "change", "round trips")
 
 
-def compare(old: Results, new: Results) -> list[Change]:
+def compare(old: RunResults, new: RunResults) -> list[Change]:
     """Changes for every backend label and workload present in both runs."""
-    before = {b["label"]: b for b in ok_backends(old)}
+    before = {b.label: b for b in old.ok_backends()}
     changes = []
-    for backend in ok_backends(new):
-        previous = before.get(backend["label"])
+    for backend in new.ok_backends():
+        previous = before.get(backend.label)
         if previous is None:
             continue
-        for name in backend["workloads"]:
-            if name not in previous["workloads"]:
+        for name in backend.workloads:
+            if name not in previous.workloads:
                 continue
             changes.append(
                 Change(
-                    backend["label"],
+                    backend.label,
                     name,
-                    p50(previous, name),
-                    p50(backend, name),
-                    trips(previous, name),
-                    trips(backend, name),
+                    previous.p50(name),
+                    backend.p50(name),
+                    previous.trips(name),
+                    backend.trips(name),
                 )
             )
     return changes
 
 
-def describe(run: Results) -> str:
+def name_run(run: RunResults) -> str:
     """One line naming a run: when, which commit, which scale."""
-    commit = run.get("git", {}).get("commit", "")[:10] or "unknown commit"
-    return f"{run['created']} ({commit}, scale {run['parameters']['scale']})"
+    commit = (run.git.commit or "")[:10] or "unknown commit"
+    return f"{run.created} ({commit}, scale {run.parameters.scale})"
 
 
-def summary(changes: list[Change]) -> dict[str, Any]:
+def summary(changes: list[Change]) -> CompareSummary:
     """Counts of notable changes (more than 10 % either way, or other round trips)."""
-    known = [c for c in changes if c.p50_change is not None]
-    return {
-        "compared": len(changes),
-        "slower": sum(c.p50_change > 0.10 for c in known if c.p50_change is not None),
-        "faster": sum(c.p50_change < -0.10 for c in known if c.p50_change is not None),
-        "round_trips_changed": sum(c.old_trips != c.new_trips for c in changes),
-    }
+    notable = [c for c in changes if c.notable and c.p50_change is not None]
+    return CompareSummary(
+        compared=len(changes),
+        slower=sum(c.p50_change is not None and c.p50_change > 0 for c in notable),
+        faster=sum(c.p50_change is not None and c.p50_change < 0 for c in notable),
+        round_trips_changed=sum(c.old_trips != c.new_trips for c in changes),
+    )
+
+
+def comparison(old: RunResults, new: RunResults) -> Comparison:
+    """The change since old, as results.json stores it."""
+    changes = compare(old, new)
+    return Comparison(
+        against=name_run(old),
+        summary=summary(changes),
+        changes=[dict(zip(HEADERS, c.cells(), strict=True)) for c in changes],
+    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -15,25 +13,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from app.bench.analysis import (
-    Results,
-    fmt_num,
-    fmt_us,
-    ok_backends,
-    p50,
-    pairs,
-    targets,
-    trips,
-    verdict_summary,
-    workload_titles,
-)
+from app.bench.analysis import pairs
 from app.bench.compare import HEADERS, Change
+from app.bench.formatting import fmt_num, fmt_us
+from app.bench.prose import verdict_summary
+from app.bench.results import RunResults
 from app.bench.runner import Observer
+from app.bench.targets import targets
+from app.live import LiveProgress
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "n/a": "dim"}
 
 
-class RichObserver(Observer):
+class RichObserver(LiveProgress, Observer):
     """One bar per backend; a workload runs on every backend before the next one starts."""
 
     def __init__(self, console: Console) -> None:
@@ -47,18 +39,6 @@ class RichObserver(Observer):
             disable=not console.is_terminal,
         )
         self.tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> RichObserver:
-        self.progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.progress.stop()
 
     def backend(self, label: str, ops: int) -> None:
         """Add the bar of an opened backend."""
@@ -82,32 +62,31 @@ class RichObserver(Observer):
             self.console.print(f"done {label}")
 
 
-def summary_table(results: Results) -> Table:
+def summary_table(results: RunResults) -> Table:
     """Workloads × backends: p50 and round trips per operation."""
-    backends = ok_backends(results)
+    backends = results.ok_backends()
     table = Table(title="p50 latency · round trips per op", title_justify="left")
     table.add_column("workload")
     for b in backends:
-        table.add_column(b["label"], justify="right")
-    for workload in results["parameters"]["workloads"]:
-        name = workload["name"]
-        if not any(name in b["workloads"] for b in backends):
+        table.add_column(b.label, justify="right")
+    for name, title in results.parameters.titles().items():
+        if not any(name in b.workloads for b in backends):
             continue
         cells = [
-            f"{fmt_us(p50(b, name))} · {fmt_num(trips(b, name))}" if name in b["workloads"] else ""
+            f"{fmt_us(b.p50(name))} · {fmt_num(b.trips(name))}" if name in b.workloads else ""
             for b in backends
         ]
-        table.add_row(workload["title"], *cells)
+        table.add_row(title, *cells)
     return table
 
 
-def verdicts(results: Results) -> list[str]:
+def verdicts(results: RunResults) -> list[str]:
     """One sentence per bucket/row pair: where each layout wins."""
-    titles = workload_titles(results, layouts_only=True)
+    titles = results.parameters.titles(layouts_only=True)
     return [verdict_summary(pair, titles) for pair in pairs(results)]
 
 
-def targets_table(results: Results) -> Table:
+def targets_table(results: RunResults) -> Table:
     """The issue's targets as measured."""
     table = Table(title="targets", title_justify="left")
     for header in ("target", "where", "measured", "result"):
@@ -126,17 +105,18 @@ def compare_table(changes: list[Change], against: str) -> Table:
     for change in changes:
         cells = list(change.cells())
         delta = change.p50_change
-        if delta is not None and abs(delta) > 0.10:
+        if delta is not None and change.notable:
             cells[4] = f"[{'red' if delta > 0 else 'green'}]{cells[4]}[/]"
         table.add_row(*cells)
     return table
 
 
-def contention_lines(results: Results) -> list[str]:
+def contention_lines(results: RunResults) -> list[str]:
     """One line per contention scenario: how throughput scales and what the stores counted."""
     from app.bench import concurrency
 
+    backends = results.ok_backends()
     return [
-        f"contention, {concurrency.SCENARIO_TITLES[s]}: {concurrency.reading(results, s)}"
-        for s in concurrency.scenarios(results)
+        f"contention, {concurrency.SCENARIO_TITLES[s]}: {concurrency.reading(backends, s)}"
+        for s in concurrency.scenarios(backends)
     ]

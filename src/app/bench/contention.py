@@ -26,10 +26,11 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from adapters import contention
+from app.bench import results
+from app.bench.results import Plan
 from app.service import MessageService
 from domain.model import Draft, SessionType
 
-WORKERS = (1, 4, 16)
 READER_WRITERS = 4  # writers sending while the readers of the readers scenario pull
 GROUPS = 64  # groups of the many_groups scenario
 _MAX_US = 600_000_000
@@ -54,26 +55,6 @@ SCENARIOS = (
         f"N readers pull_latest(20) of the hot group while {READER_WRITERS} writers send to it",
     ),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """How big each run is: operations in all (split over the workers) and a deadline."""
-
-    ops: int
-    seconds: float
-    workers: tuple[int, ...] = WORKERS
-    # Scenarios also run as worker processes (N > 1; each process opens its own store).
-    processes: tuple[str, ...] = ("hot_group",)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "ops": self.ops,
-            "seconds": self.seconds,
-            "workers": list(self.workers),
-            "processes": list(self.processes),
-        }
 
 
 _ALL = tuple(s.name for s in SCENARIOS)
@@ -176,8 +157,17 @@ def jobs(
     return readers, writers
 
 
-def summarise(measured: Tally, background: Tally, seconds: float, planned: int) -> dict[str, Any]:
-    """The JSON form of one run: throughput, latency, conflicts per write, errors."""
+def summarise(
+    measured: Tally,
+    background: Tally,
+    seconds: float,
+    *,
+    planned: int,
+    scenario: str,
+    mode: str,
+    workers: int,
+) -> results.ContentionRun:
+    """One run: throughput, latency, conflicts per write, errors."""
     histogram = HdrHistogram(1, _MAX_US, 3)
     for value in measured.latencies:
         histogram.record_value(min(value, _MAX_US))
@@ -187,22 +177,25 @@ def summarise(measured: Tally, background: Tally, seconds: float, planned: int) 
         k: measured.conflicts.get(k, 0) + background.conflicts.get(k, 0) for k in contention.KINDS
     }
     errors = measured.errors + background.errors
-    return {
-        "ops": ops,
-        "planned": planned,
-        "writes": writes,
-        "seconds": round(seconds, 4),
-        "ops_per_s": round(ops / seconds, 1) if seconds > 0 else 0.0,
-        "latency_us": {
-            "p50": histogram.get_value_at_percentile(50) if ops else 0,
-            "p99": histogram.get_value_at_percentile(99) if ops else 0,
-            "max": histogram.get_max_value() if ops else 0,
-        },
-        "conflicts": conflicts,
-        "conflicts_per_write": round(sum(conflicts.values()) / writes, 4) if writes else 0.0,
-        "errors": sum(errors.values()),
-        "error_samples": dict(errors.most_common(3)),
-    }
+    return results.ContentionRun(
+        scenario=scenario,
+        mode=mode,
+        workers=workers,
+        ops=ops,
+        planned=planned,
+        writes=writes,
+        seconds=round(seconds, 4),
+        ops_per_s=round(ops / seconds, 1) if seconds > 0 else 0.0,
+        latency_us=results.Latency(
+            p50=histogram.get_value_at_percentile(50) if ops else 0,
+            p99=histogram.get_value_at_percentile(99) if ops else 0,
+            max=histogram.get_max_value() if ops else 0,
+        ),
+        conflicts=conflicts,
+        conflicts_per_write=round(sum(conflicts.values()) / writes, 4) if writes else 0.0,
+        errors=sum(errors.values()),
+        error_samples=dict(errors.most_common(3)),
+    )
 
 
 def run_threads(
@@ -314,14 +307,14 @@ def measure(
     plan: Plan,
     run_id: str,
     progress: Callable[[str], None] = lambda title: None,
-) -> list[dict[str, Any]]:
+) -> list[results.ContentionRun]:
     """Every scenario at every N, as threads and (when config is given) as processes.
 
     config is the open_service config another process can open the same store with; None
     for stores that live in this process. One worker as a process measures what one thread
     does, so processes run only for N > 1.
     """
-    runs: list[dict[str, Any]] = []
+    runs: list[results.ContentionRun] = []
     hot = prime(service, run_id)
     for scenario in SCENARIOS:
         shared = config is not None and scenario.name in plan.processes
@@ -338,6 +331,13 @@ def measure(
                     assert config is not None
                     tallies = run_processes(config, measured, background)
                 planned = sum(job.count for job in measured)
-                result = summarise(*tallies, planned=planned)
-                runs.append({"scenario": scenario.name, "mode": mode, "workers": workers} | result)
+                runs.append(
+                    summarise(
+                        *tallies,
+                        planned=planned,
+                        scenario=scenario.name,
+                        mode=mode,
+                        workers=workers,
+                    )
+                )
     return runs

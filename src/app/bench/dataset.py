@@ -12,7 +12,7 @@ import math
 import random
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from app.bench.traffic import Shape, Traffic
@@ -214,11 +214,17 @@ class Dataset:
             for seq in range(1, conv.size + 1):
                 yield self.message(conv, seq)
 
-    def summary(self) -> dict[str, object]:
-        """Shape of the dataset for the report."""
+    def reported_traffic(self) -> Traffic | None:
+        """The traffic as the report states it (its mix filled in), None for the built-in."""
+        if self.traffic.is_default:
+            return None
+        return replace(self.traffic, mix=self.traffic.weights())
+
+    def summary(self) -> dict[str, int]:
+        """Shape of the dataset for the report (``results.DatasetSummary`` without traffic)."""
         sizes = sorted(c.size for c in self.conversations)
         groups = [c.size for c in self.conversations if c.is_group]
-        found: dict[str, object] = {
+        return {
             "conversations": len(sizes),
             "single_chats": len(sizes) - len(groups),
             "groups": len(groups),
@@ -229,9 +235,6 @@ class Dataset:
             "users": self.scale.users,
             "seed": self.seed,
         }
-        if not self.traffic.is_default:
-            found["traffic"] = self.traffic.as_dict()
-        return found
 
 
 def _content(rng: random.Random, shape: Shape) -> tuple[str, int]:

@@ -6,15 +6,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from hdrh.histogram import HdrHistogram
 
-from adapters.roundtrips import RoundTrips
+from app.bench.results import Latency, RoundTripStats, WorkloadResult
+from app.instrument.roundtrips import RoundTrips
 
 _T = TypeVar("_T")
 _MAX_US = 600_000_000  # ten minutes: no single operation takes longer
-PERCENTILES = (50, 95, 99)
 
 
 @dataclass
@@ -57,30 +57,35 @@ class Recorder:
         self.drivers.update(count.drivers)
         return result
 
-    def result(self, **extra: Any) -> dict[str, Any]:
-        """The JSON form of what was measured."""
+    def result(self) -> WorkloadResult:
+        """What was measured."""
         ops = max(self.ops, 1)
-        latency = {f"p{p}": self.histogram.get_value_at_percentile(p) for p in PERCENTILES}
-        latency["max"] = self.histogram.get_max_value() if self.ops else 0
-        latency["mean"] = round(self.histogram.get_mean_value(), 1) if self.ops else 0
-        return {
-            "ops": self.ops,
-            "items": self.items,
-            "seconds": round(self.seconds, 6),
-            "ops_per_s": round(self.ops / self.seconds, 1) if self.seconds else 0.0,
-            "items_per_s": round(self.items / self.seconds, 1) if self.seconds else 0.0,
-            "latency_us": latency,
-            "round_trips": {
-                "per_op": round((self.reads + self.writes) / ops, 3),
-                "reads_per_op": round(self.reads / ops, 3),
-                "writes_per_op": round(self.writes / ops, 3),
-                "max": self.max_round_trips,
-                "typical": self.trips.most_common(1)[0][0] if self.trips else 0,
-                "distribution": {str(k): v for k, v in sorted(self.trips.items())},
-                "by_driver": {k: round(v / ops, 3) for k, v in sorted(self.drivers.items()) if v},
-            },
-            "errors": self.errors,
-            "error_samples": dict(self.error_kinds.most_common(3)),
-            "histogram": self.histogram.encode().decode("ascii") if self.ops else "",
-            **extra,
-        }
+        h = self.histogram
+        latency = Latency(
+            p50=h.get_value_at_percentile(50),
+            p95=h.get_value_at_percentile(95),
+            p99=h.get_value_at_percentile(99),
+            max=h.get_max_value() if self.ops else 0,
+            mean=round(h.get_mean_value(), 1) if self.ops else 0,
+        )
+        trips = RoundTripStats(
+            per_op=round((self.reads + self.writes) / ops, 3),
+            reads_per_op=round(self.reads / ops, 3),
+            writes_per_op=round(self.writes / ops, 3),
+            max=self.max_round_trips,
+            typical=self.trips.most_common(1)[0][0] if self.trips else 0,
+            distribution={str(k): v for k, v in sorted(self.trips.items())},
+            by_driver={k: round(v / ops, 3) for k, v in sorted(self.drivers.items()) if v},
+        )
+        return WorkloadResult(
+            ops=self.ops,
+            items=self.items,
+            seconds=round(self.seconds, 6),
+            ops_per_s=round(self.ops / self.seconds, 1) if self.seconds else 0.0,
+            items_per_s=round(self.items / self.seconds, 1) if self.seconds else 0.0,
+            latency_us=latency,
+            round_trips=trips,
+            errors=self.errors,
+            error_samples=dict(self.error_kinds.most_common(3)),
+            histogram=h.encode().decode("ascii") if self.ops else "",
+        )

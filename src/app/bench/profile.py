@@ -9,16 +9,14 @@ session type, text lengths and picture share). Nothing is written. What a store 
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.bench.traffic import Traffic
+from app.bench.traffic import Traffic, read_document
 from app.service import MessageService
 from domain.errors import ConfigError, ImbucketError
 from domain.model import ContentType, SessionType
@@ -48,11 +46,7 @@ class Request:
 
 def load_request(path: Path) -> Request:
     """Read a TOML/JSON file with a ``[store]`` table and a ``[profile]`` table."""
-    try:
-        text = path.read_text()
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"cannot read profile config {path}: {error}") from None
+    data = read_document(path, "profile config")
     store, wanted = data.get("store"), data.get("profile", {})
     if not isinstance(store, dict) or "backend" not in store:
         raise ConfigError(f"{path}: a [store] table with a backend is required")

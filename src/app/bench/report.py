@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from app.bench import charts, concurrency, sweep
-from app.bench.analysis import (
-    Results,
-    analysis,
-    fmt_num,
-    fmt_us,
-    ok_backends,
-    p50,
-    pair_rows,
-    pairs,
-    reading,
-    targets,
-    trips,
-    verdict_summary,
-    workload_titles,
-)
+from app.bench.analysis import analysis, pairs
 from app.bench.compare import HEADERS as COMPARE_HEADERS
-from app.bench.compare import compare, describe, summary
+from app.bench.compare import compare, comparison, name_run, summary
 from app.bench.contention import SCENARIOS as CONTENTION_SCENARIOS
 from app.bench.document import (
     Block,
@@ -37,6 +22,11 @@ from app.bench.document import (
     to_markdown,
     write_figures,
 )
+from app.bench.formatting import fmt_num, fmt_us
+from app.bench.prose import pair_rows, reading, verdict_summary
+from app.bench.results import BackendResult, Footprint, RunResults, Unsized, to_json
+from app.bench.targets import targets
+from app.bench.traffic import Traffic
 
 TITLE = "imbucket benchmark: bucket vs row"
 
@@ -51,35 +41,32 @@ class ReportFiles:
     html: Path
 
 
-def write(results: Results, folder: Path, previous: Results | None = None) -> ReportFiles:
+def write(results: RunResults, folder: Path, previous: RunResults | None = None) -> ReportFiles:
     """Write results.json, report.md (+ its PNG charts) and report.html into folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    results = dict(results)
-    results["analysis"] = analysis(results)
+    found = analysis(results)
     if sweep.series(results):
-        titles = workload_titles(results, layouts_only=True)
-        results["analysis"]["sweep"] = sweep.analysis(results, titles)
-    if concurrency.ran(results):
-        results["analysis"]["contention"] = concurrency.analysis(results)
+        titles = results.parameters.titles(layouts_only=True)
+        found = replace(found, sweep=sweep.analysis(results, titles))
+    backends = results.ok_backends()
+    if concurrency.ran(backends):
+        found = replace(found, contention=concurrency.analysis(backends))
+    results = replace(results, analysis=found)
     if previous is not None:
-        changes = compare(previous, results)
-        results["compare"] = {
-            "against": describe(previous),
-            "summary": summary(changes),
-            "changes": [dict(zip(COMPARE_HEADERS, c.cells(), strict=True)) for c in changes],
-        }
+        results.compare = comparison(previous, results)
     blocks = build(results, previous)
     files = ReportFiles(
         folder, folder / "results.json", folder / "report.md", folder / "report.html"
     )
-    files.results.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    text = json.dumps(to_json(results), indent=1, ensure_ascii=False)
+    files.results.write_text(text + "\n")
     write_figures(blocks, folder)
     files.markdown.write_text(to_markdown(blocks))
     files.html.write_text(to_html(blocks, TITLE))
     return files
 
 
-def build(results: Results, previous: Results | None = None) -> list[Block]:
+def build(results: RunResults, previous: RunResults | None = None) -> list[Block]:
     """The report as blocks, rendered alike to Markdown and HTML."""
     blocks: list[Block] = [Heading(1, TITLE), Para(_overview(results))]
     blocks += _emulated(results)
@@ -98,26 +85,26 @@ def build(results: Results, previous: Results | None = None) -> list[Block]:
     return blocks
 
 
-def _overview(results: Results) -> str:
-    p, d = results["parameters"], results["parameters"]["dataset"]
-    machine, git = results["machine"], results.get("git", {})
-    commit = git.get("commit", "")[:10] or "unknown"
-    dirty = " (uncommitted changes)" if git.get("dirty") else ""
+def _overview(results: RunResults) -> str:
+    p, d = results.parameters, results.parameters.dataset
+    machine, git = results.machine, results.git
+    commit = (git.commit or "")[:10] or "unknown"
+    dirty = " (uncommitted changes)" if git.dirty else ""
     return (
-        f"Run {results['created']}, scale {p['scale']}: {d['messages']:,} messages in "
-        f"{d['conversations']:,} conversations ({d['single_chats']:,} 1:1 chats, "
-        f"{d['groups']:,} groups, the largest {d['largest_conversation']:,} messages), "
-        f"seed {p['seed']}. Commit {commit}{dirty}. {results['duration_s']:.0f} s on "
-        f"{machine.get('cpu_count')} cores ({machine.get('cpu', '?')})."
+        f"Run {results.created}, scale {p.scale}: {d.messages:,} messages in "
+        f"{d.conversations:,} conversations ({d.single_chats:,} 1:1 chats, "
+        f"{d.groups:,} groups, the largest {d.largest_conversation:,} messages), "
+        f"seed {p.seed}. Commit {commit}{dirty}. {results.duration_s:.0f} s on "
+        f"{machine.cpu_count} cores ({machine.cpu or '?'})."
     )
 
 
-def _emulated(results: Results) -> list[Block]:
+def _emulated(results: RunResults) -> list[Block]:
     """A warning when some backends ran on an emulator rather than the engine it speaks for."""
-    emulated = [b for b in results["backends"] if b.get("emulated")]
+    emulated = [b for b in results.backends if b.emulated]
     if not emulated:
         return []
-    names = ", ".join(f"{b['label']} on {b['version']}" for b in emulated)
+    names = ", ".join(f"{b.label} on {b.version}" for b in emulated)
     return [
         Para(
             f"Emulated engine: {names}. An emulator of the server's wire protocol ran these "
@@ -160,8 +147,8 @@ def _how_to_read() -> list[Block]:
     ]
 
 
-def _targets(results: Results) -> list[Block]:
-    rows = tuple((t.target, t.scope, t.measured, t.verdict, t.note) for t in targets(results))
+def _targets(results: RunResults) -> list[Block]:
+    rows = tuple((t.target, t.scope, t.measured, t.verdict, t.note or "") for t in targets(results))
     return [
         Heading(2, "Targets"),
         Para("Measured on this run; pass/FAIL lines, never asserted as times in tests."),
@@ -169,12 +156,12 @@ def _targets(results: Results) -> list[Block]:
     ]
 
 
-def _pairs(results: Results) -> list[Block]:
+def _pairs(results: RunResults) -> list[Block]:
     blocks: list[Block] = [Heading(2, "Bucket vs row, per engine")]
     found = pairs(results)
     if not found:
         return [*blocks, Para("No bucket/row pair ran on the same engine in this run.")]
-    titles = workload_titles(results, layouts_only=True)
+    titles = results.parameters.titles(layouts_only=True)
     for pair in found:
         blocks.append(Heading(3, pair.name))
         blocks.append(Para(verdict_summary(pair, titles)))
@@ -189,7 +176,7 @@ def _pairs(results: Results) -> list[Block]:
     return blocks
 
 
-def _charts(results: Results) -> list[Block]:
+def _charts(results: RunResults) -> list[Block]:
     blocks: list[Block] = [Heading(2, "Charts")]
     chart = charts.ratios(results)
     if chart is not None:
@@ -203,83 +190,82 @@ def _charts(results: Results) -> list[Block]:
     return blocks
 
 
-def _workloads(results: Results) -> list[Block]:
+_WORKLOAD_HEADERS = (
+    "backend",
+    "ops",
+    "ops/s",
+    "items/s",
+    "p50",
+    "p95",
+    "p99",
+    "round trips/op",
+    "max",
+    "errors",
+)
+
+
+def _workload_row(b: BackendResult, name: str) -> tuple[str, ...] | None:
+    run = b.workloads.get(name)
+    if run is None:
+        return None
+    lat, rt = run.latency_us, run.round_trips
+    return (
+        b.label,
+        f"{run.ops:,}",
+        fmt_num(run.ops_per_s, 0),
+        fmt_num(run.items_per_s, 0),
+        fmt_us(lat.p50),
+        fmt_us(lat.p95),
+        fmt_us(lat.p99),
+        f"{fmt_num(rt.per_op)} ({fmt_num(rt.reads_per_op)}r + {fmt_num(rt.writes_per_op)}w)",
+        str(rt.max),
+        str(run.errors),
+    )
+
+
+def _workloads(results: RunResults) -> list[Block]:
     blocks: list[Block] = [Heading(2, "Workloads")]
-    backends = ok_backends(results)
-    for workload in results["parameters"]["workloads"]:
-        name = workload["name"]
-        rows = []
-        for b in backends:
-            run = b["workloads"].get(name)
-            if run is None:
-                continue
-            lat, rt = run["latency_us"], run["round_trips"]
-            rows.append(
-                (
-                    b["label"],
-                    f"{run['ops']:,}",
-                    fmt_num(run["ops_per_s"], 0),
-                    fmt_num(run["items_per_s"], 0),
-                    fmt_us(lat["p50"]),
-                    fmt_us(lat["p95"]),
-                    fmt_us(lat["p99"]),
-                    f"{fmt_num(rt['per_op'])} ({fmt_num(rt['reads_per_op'])}r + "
-                    f"{fmt_num(rt['writes_per_op'])}w)",
-                    str(rt["max"]),
-                    str(run["errors"]),
-                )
-            )
+    backends = results.ok_backends()
+    for workload in results.parameters.workloads:
+        found = [_workload_row(b, workload.name) for b in backends]
+        rows = tuple(row for row in found if row is not None)
         if not rows:
             continue
-        blocks.append(Heading(3, workload["title"]))
-        blocks.append(Para(f"{workload['about']}. {workload['ops']:,} operations per backend."))
-        blocks.append(
-            Table(
-                (
-                    "backend",
-                    "ops",
-                    "ops/s",
-                    "items/s",
-                    "p50",
-                    "p95",
-                    "p99",
-                    "round trips/op",
-                    "max",
-                    "errors",
-                ),
-                tuple(rows),
-            )
-        )
+        blocks.append(Heading(3, workload.title))
+        blocks.append(Para(f"{workload.about}. {workload.ops:,} operations per backend."))
+        blocks.append(Table(_WORKLOAD_HEADERS, rows))
     errors = [
-        (f"{b['label']} · {name}: {count}× {text}",)
+        (f"{b.label} · {name}: {count}× {text}",)
         for b in backends
-        for name, run in b["workloads"].items()
-        for text, count in run.get("error_samples", {}).items()
+        for name, run in b.workloads.items()
+        for text, count in run.error_samples.items()
     ]
     if errors:
         blocks += [Heading(3, "Errors"), Bullets(tuple(errors))]
     return blocks
 
 
-def _footprint(results: Results) -> list[Block]:
-    rows = []
-    for b in ok_backends(results):
-        for when in ("after_ingest", "end"):
-            f: dict[str, Any] = b.get("footprint", {}).get(when, {})
-            if "error" in f:
-                rows.append((b["label"], when, f["error"], "", "", "", ""))
-            elif f:
-                rows.append(
-                    (
-                        b["label"],
-                        when.replace("_", " "),
-                        f"{f['messages']:,}",
-                        f"{f['documents']:,}",
-                        fmt_num(f["data_bytes_per_message"], 1),
-                        fmt_num(f["index_bytes_per_message"], 2),
-                        fmt_num(f["messages_per_document"], 1),
-                    )
-                )
+def _footprint_row(label: str, when: str, f: Footprint | Unsized) -> tuple[str, ...]:
+    if isinstance(f, Unsized):
+        return (label, when, f.error, "", "", "", "")
+    return (
+        label,
+        when.replace("_", " "),
+        f"{f.messages:,}",
+        f"{f.documents:,}",
+        fmt_num(f.data_bytes_per_message, 1),
+        fmt_num(f.index_bytes_per_message, 2),
+        fmt_num(f.messages_per_document, 1),
+    )
+
+
+def _footprint(results: RunResults) -> list[Block]:
+    rows = [
+        _footprint_row(b.label, when, f)
+        for b in results.ok_backends()
+        for when, f in (("after_ingest", b.footprint.after_ingest), ("end", b.footprint.end))
+        if f is not None
+    ]
     blocks: list[Block] = [
         Heading(2, "Storage footprint"),
         Para("From stats(); 'documents' are buckets or rows. 'end' is after every tag workload."),
@@ -303,17 +289,17 @@ def _footprint(results: Results) -> list[Block]:
     return blocks
 
 
-def _backends(results: Results) -> list[Block]:
+def _backends(results: RunResults) -> list[Block]:
     rows = tuple(
         (
-            b["label"],
-            b["version"],
-            b["url"] or "(in process)",
-            b["status"],
-            fmt_num(b.get("duration_s"), 1) + " s" if "duration_s" in b else "",
-            b.get("reason", ""),
+            b.label,
+            b.version,
+            b.url or "(in process)",
+            b.status,
+            "" if b.duration_s is None else fmt_num(b.duration_s, 1) + " s",
+            b.reason or "",
         )
-        for b in results["backends"]
+        for b in results.backends
     )
     return [
         Heading(2, "Backends"),
@@ -321,22 +307,23 @@ def _backends(results: Results) -> list[Block]:
     ]
 
 
-def _parameters(results: Results) -> list[Block]:
-    p, machine, git = results["parameters"], results["machine"], results.get("git", {})
+def _parameters(results: RunResults) -> list[Block]:
+    p = results.parameters
+    dataset, traffic = to_json(p.dataset), to_json(p.traffic) if p.traffic else {}
     pairs_ = [
-        ("scale", p["scale"]),
-        ("seed", str(p["seed"])),
+        ("scale", p.scale),
+        ("seed", str(p.seed)),
         *((f"dataset {k}", f"{v:,}" if isinstance(v, int) else str(v)) for k, v in
-          p["dataset"].items() if k not in {"seed", "traffic"}),
-        *((f"traffic {k}", _value(v)) for k, v in p.get("traffic", {}).items()),
-        ("operations per read/tag workload", f"{p['scale_detail']['ops']:,}"),
-        *((f"machine {k}", str(v)) for k, v in machine.items()),
-        *((f"git {k}", str(v)) for k, v in git.items()),
+          dataset.items() if k not in {"seed", "traffic"}),
+        *((f"traffic {k}", _value(v)) for k, v in traffic.items()),
+        ("operations per read/tag workload", f"{p.scale_detail.ops:,}"),
+        *((f"machine {k}", str(v)) for k, v in to_json(results.machine).items()),
+        *((f"git {k}", str(v)) for k, v in to_json(results.git).items()),
     ]  # fmt: skip
     return [Heading(2, "Parameters and machine"), Table(("parameter", "value"), tuple(pairs_))]
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k} {fmt_num(v, 3)}" for k, v in value.items())
     if isinstance(value, list):
@@ -344,13 +331,13 @@ def _value(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _sweep(results: Results) -> list[Block]:
+def _sweep(results: RunResults) -> list[Block]:
     found = sweep.series(results)
     if not found:
         return []
     weights = sweep.mix(results)
-    titles = workload_titles(results, layouts_only=True)
-    traffic = results["parameters"].get("traffic", {}).get("source") or "the built-in traffic"
+    titles = results.parameters.titles(layouts_only=True)
+    traffic = (results.parameters.traffic or Traffic()).source or "the built-in traffic"
     mix = ", ".join(f"{titles.get(k, k)} {v / sum(weights.values()):.0%}" for k, v in
                     weights.items() if v)  # fmt: skip
     blocks: list[Block] = [
@@ -385,35 +372,38 @@ def _sweep_table(
     backends = ([s.row] if s.row else []) + list(s.buckets)
     rows = []
     for name, title in titles.items():
-        if all(p50(b, name) is None for b in backends):
+        if all(b.p50(name) is None for b in backends):
             continue
         rows.append(
-            (title, *(f"{fmt_us(p50(b, name))} · {fmt_num(trips(b, name))}" for b in backends))
+            (title, *(f"{fmt_us(b.p50(name))} · {fmt_num(b.trips(name))}" for b in backends))
         )
     costs = [sweep.row_cost(s, weights)] if s.row else []
     costs += sweep.costs(s, weights)
     rows.append(("this traffic's mix (weighted p50)", *(fmt_us(c) for c in costs)))
+    footprints = sweep.footprints(s)
     for key, label, digits in (
         ("data_bytes_per_message", "data bytes / message", 0),
         ("index_bytes_per_message", "index bytes / message", 2),
         ("messages_per_document", "messages / bucket or row", 1),
     ):
-        rows.append((label, *(fmt_num(sweep.footprint(b).get(key), digits) for b in backends)))
+        values = [None if f is None else float(getattr(f, key)) for f in footprints]
+        rows.append((label, *(fmt_num(v, digits) for v in values)))
     return headers, tuple(rows)
 
 
-def _contention(results: Results) -> list[Block]:
-    if not concurrency.ran(results):
+def _contention(results: RunResults) -> list[Block]:
+    backends = results.ok_backends()
+    plan = results.parameters.contention
+    if not concurrency.ran(backends) or plan is None:
         return []
-    plan = results["parameters"].get("contention", {})
     blocks: list[Block] = [
         Heading(2, "Contention"),
         Para(
             "N workers at once on one backend: threads, and worker processes (each with its "
             "own connections) where another process can open the store, since threads share "
             "one GIL and, on SQLite, one lock. Each run does at most "
-            f"{plan.get('ops', '?')} operations split over its workers and stops after "
-            f"{plan.get('seconds', '?')} s (the runs it stopped are listed under each table). "
+            f"{plan.ops} operations split over its workers and stops after "
+            f"{plan.seconds} s (the runs it stopped are listed under each table). "
             "Throughput is the operations done ÷ the run's wall time. Conflicts are counted "
             "at the stores, per write: bucket-creation races lost, conditional bucket "
             "updates lost, row upserts collided, and SQL statements the engine asked to "
@@ -425,34 +415,37 @@ def _contention(results: Results) -> list[Block]:
             "throughput against concurrent workers (log–log; dashed: worker processes)",
         ),
     ]
-    for scenario in concurrency.scenarios(results):
+    for scenario in concurrency.scenarios(backends):
         about = next((s.about for s in CONTENTION_SCENARIOS if s.name == scenario), scenario)
         blocks.append(Heading(3, concurrency.SCENARIO_TITLES[scenario]))
-        blocks.append(Para(f"{about}. {concurrency.reading(results, scenario)}".strip()))
+        blocks.append(Para(f"{about}. {concurrency.reading(backends, scenario)}".strip()))
         blocks.append(
-            Table(concurrency.headers(results), tuple(concurrency.rows(results, scenario)))
+            Table(concurrency.headers(backends), tuple(concurrency.rows(backends, scenario)))
         )
-        early = concurrency.stopped(results, scenario)
+        early = concurrency.stopped(backends, scenario)
         if early:
             blocks.append(Para(early))
     return blocks
 
 
-def _compare(previous: Results, results: Results) -> list[Block]:
+def _compare(previous: RunResults, results: RunResults) -> list[Block]:
     changes = compare(previous, results)
     counts = summary(changes)
     return [
         Heading(2, "Change since the previous run"),
         Para(
-            f"Compared with {describe(previous)}: {counts['compared']} backend × workload "
-            f"results, {counts['slower']} slower and {counts['faster']} faster by more than "
-            f"10 % (p50), {counts['round_trips_changed']} with other round trips."
+            f"Compared with {name_run(previous)}: {counts.compared} backend × workload "
+            f"results, {counts.slower} slower and {counts.faster} faster by more than "
+            f"10 % (p50), {counts.round_trips_changed} with other round trips."
         ),
         Table(COMPARE_HEADERS, tuple(c.cells() for c in changes)),
     ]
 
 
-def load(path: Path) -> Results:
-    """Read a results.json written by ``write``."""
-    data: Results = json.loads(path.read_text())
-    return data
+def load(path: Path) -> RunResults:
+    """Read a results.json written by ``write``; ValueError when it is not one."""
+    data = json.loads(path.read_text())
+    try:
+        return RunResults.from_json(data)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{path} is not a benchmark results.json: {error!r}") from None

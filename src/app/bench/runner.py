@@ -19,23 +19,35 @@ import uuid
 import zlib
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from adapters.scratch import engine_version, is_emulated, scratch_redis, scratch_store
-from app import open_service
 from app.bench import contention
 from app.bench.dataset import SCALES, Dataset
 from app.bench.metrics import Recorder
-from app.bench.probe import Probe, probing
+from app.bench.results import (
+    SCHEMA,
+    BackendResult,
+    ContentionRun,
+    DatasetSummary,
+    Footprint,
+    GitInfo,
+    Machine,
+    Parameters,
+    Plan,
+    RunResults,
+    Unsized,
+    WorkloadInfo,
+    WorkloadResult,
+)
 from app.bench.spec import BackendSpec, redact
 from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
+from app.instrument.probe import Probe, probing
+from app.instrument.scratch import engine_version, is_emulated, scratch_redis, scratch_store
 from app.service import MessageService
 from domain.model import StoreStats
-
-SCHEMA = "imbucket-bench/1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +95,14 @@ class _Open:
 
     setup: Setup
     subject: Subject
-    result: dict[str, Any]
+    result: BackendResult
     seconds: float = 0.0
     config: dict[str, Any] | None = None  # what another process opens the store with
 
 
 def run(
     specs: Sequence[BackendSpec], options: Options, observer: Observer | None = None
-) -> dict[str, Any]:
+) -> RunResults:
     """Run the benchmark and return its results (the content of results.json)."""
     observer = observer or Observer()
     if options.scale not in SCALES:
@@ -103,7 +115,8 @@ def run(
     plans = {w.name: w.plan(dataset) for w in chosen}
     loaded = "redeliver" if "redeliver" in plans else "ingest"
     run_id = uuid.uuid4().hex[:8]
-    results: list[dict[str, Any]] = []
+    results: list[BackendResult] = []
+    plan = contention.PLANS.get(options.scale) if options.contention else None
     with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
         probe = stack.enter_context(probing())
         labels: set[str] = set()
@@ -112,77 +125,97 @@ def run(
             setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
             result = _describe(setup)
             results.append(result)
-            try:
-                subject, config = _open(setup, stack, probe)
-            except Exception as error:  # any failure to open means: skip this backend, say why
-                result["reason"] = f"{type(error).__name__}: {error}"
-                observer.done(setup.label, "skipped", result["reason"])
-                continue
-            result.update(raw_arm=subject.raw is not None, workloads={}, footprint={})
-            ops = sum(len(plans[w.name]) for w in chosen if not w.raw or subject.raw is not None)
-            observer.backend(setup.label, ops)
-            shareable = spec.store != "memory"  # another process sees the same data
-            backends.append(_Open(setup, subject, result, config=config if shareable else None))
+            ops = {w.name: len(plans[w.name]) for w in chosen}
+            opened = _open_backend(setup, result, stack, probe, observer, ops)
+            backends += [] if opened is None else [opened]
         for workload in chosen:
             for backend in backends:
-                if workload.raw and backend.subject.raw is None:
-                    continue
-                clock = time.perf_counter()
-                backend.result["workloads"][workload.name] = _run_workload(
-                    workload, plans[workload.name], backend, probe, observer
-                )
-                if workload.name == loaded:
-                    backend.result["footprint"]["after_ingest"] = footprint(backend.subject.service)
-                backend.seconds += time.perf_counter() - clock
+                if not workload.raw or backend.subject.raw is not None:
+                    _measure(workload, plans[workload.name], backend, probe, observer, loaded)
         for backend in backends:
-            backend.result["footprint"]["end"] = footprint(backend.subject.service)
-        plan = contention.PLANS.get(options.scale) if options.contention else None
+            backend.result.footprint.end = footprint(backend.subject.service)
         for backend in backends if plan is not None else ():
             assert plan is not None
             clock = time.perf_counter()
-            backend.result["contention"] = _contend(backend, plan, run_id, observer)
-            backend.result["contention_s"] = round(time.perf_counter() - clock, 2)
+            backend.result.contention = _contend(backend, plan, run_id, observer)
+            backend.result.contention_s = round(time.perf_counter() - clock, 2)
             backend.seconds += time.perf_counter() - clock
         for backend in backends:
-            backend.result.update(status="ok", duration_s=round(backend.seconds, 2))
+            backend.result.status = "ok"
+            backend.result.duration_s = round(backend.seconds, 2)
             observer.done(backend.setup.label, "ok", "")
-    parameters = _parameters(options, dataset, chosen, plans)
-    if plan is not None:
-        parameters["contention"] = plan.as_dict()
-    return {
-        "schema": SCHEMA,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - started, 2),
-        "parameters": parameters,
-        "machine": machine(),
-        "git": git_info(),
-        "backends": results,
-    }
+    return RunResults(
+        schema=SCHEMA,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        duration_s=round(time.perf_counter() - started, 2),
+        parameters=_parameters(options, dataset, chosen, plans, plan),
+        machine=machine(),
+        git=git_info(),
+        backends=results,
+    )
+
+
+def _open_backend(
+    setup: Setup,
+    result: BackendResult,
+    stack: ExitStack,
+    probe: Probe,
+    observer: Observer,
+    ops: dict[str, int],
+) -> _Open | None:
+    """Open one backend, or record in result why it was skipped (None)."""
+    try:
+        subject, config = _open(setup, stack, probe)
+    except Exception as error:  # any failure to open means: skip this backend, say why
+        result.reason = f"{type(error).__name__}: {error}"
+        observer.done(setup.label, "skipped", result.reason)
+        return None
+    result.raw_arm = subject.raw is not None
+    runs = {w.name for w in WORKLOADS if not w.raw or subject.raw is not None}
+    observer.backend(setup.label, sum(n for name, n in ops.items() if name in runs))
+    shareable = setup.spec.store != "memory"  # another process sees the same data
+    return _Open(setup, subject, result, config=config if shareable else None)
+
+
+def _measure(
+    workload: Workload,
+    plan: list[Op],
+    backend: _Open,
+    probe: Probe,
+    observer: Observer,
+    loaded: str,
+) -> None:
+    """Run one workload on one backend; after the loading workload, size the store."""
+    clock = time.perf_counter()
+    backend.result.workloads[workload.name] = _run_workload(
+        workload, plan, backend, probe, observer
+    )
+    if workload.name == loaded:
+        backend.result.footprint.after_ingest = footprint(backend.subject.service)
+    backend.seconds += time.perf_counter() - clock
 
 
 def _parameters(
-    options: Options, dataset: Dataset, chosen: list[Workload], plans: dict[str, list[Op]]
-) -> dict[str, Any]:
-    parameters: dict[str, Any] = {
-        "scale": options.scale,
-        "seed": options.seed,
-        "scale_detail": asdict(dataset.scale),
-        "dataset": dataset.summary(),
-        "workloads": [
-            {"name": w.name, "title": w.title, "about": w.about, "ops": len(plans[w.name])}
-            for w in chosen
-        ],
-    }
-    if options.bucket_sizes:
-        parameters["bucket_sizes"] = list(options.bucket_sizes)
-    if options.traffic is not None and not options.traffic.is_default:
-        parameters["traffic"] = options.traffic.as_dict()
-    return parameters
+    options: Options,
+    dataset: Dataset,
+    chosen: list[Workload],
+    plans: dict[str, list[Op]],
+    plan: Plan | None,
+) -> Parameters:
+    traffic = dataset.reported_traffic()
+    return Parameters(
+        scale=options.scale,
+        seed=options.seed,
+        scale_detail=dataset.scale,
+        dataset=DatasetSummary(**dataset.summary(), traffic=traffic),
+        workloads=[WorkloadInfo(w.name, w.title, w.about, len(plans[w.name])) for w in chosen],
+        bucket_sizes=list(options.bucket_sizes) or None,
+        traffic=None if options.traffic is None else traffic,
+        contention=plan,
+    )
 
 
-def _contend(
-    backend: _Open, plan: contention.Plan, run_id: str, observer: Observer
-) -> list[dict[str, Any]]:
+def _contend(backend: _Open, plan: Plan, run_id: str, observer: Observer) -> list[ContentionRun]:
     label = backend.setup.label
     return contention.measure(
         backend.subject.service,
@@ -205,20 +238,21 @@ def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -
     return Setup(spec, _unique(spec.label, labels), url, version, namespace)
 
 
-def _describe(setup: Setup) -> dict[str, Any]:
+def _describe(setup: Setup) -> BackendResult:
     spec = setup.spec
-    return {
-        "label": setup.label,
-        "store": spec.store,
-        "layout": spec.layout,
-        "family": spec.family,
-        "engine": spec.engine,
-        "url": redact(setup.url),
-        "cache": spec.cache,
-        "status": "skipped",
-        "version": setup.version,
-        "emulated": is_emulated(setup.version),
-    } | ({} if spec.bucket_size is None else {"bucket_size": spec.bucket_size})
+    return BackendResult(
+        label=setup.label,
+        store=spec.store,
+        layout=spec.layout,
+        family=spec.family,
+        engine=spec.engine,
+        url=redact(setup.url),
+        cache=spec.cache,
+        status="skipped",
+        version=setup.version,
+        bucket_size=spec.bucket_size,
+        emulated=is_emulated(setup.version),
+    )
 
 
 def _open(setup: Setup, stack: ExitStack, probe: Probe) -> tuple[Subject, dict[str, Any]]:
@@ -233,10 +267,9 @@ def _open(setup: Setup, stack: ExitStack, probe: Probe) -> tuple[Subject, dict[s
         config["cache"]["key_prefix"] = stack.enter_context(
             scratch_redis(spec.cache_url, setup.namespace)
         )
-    service = open_service(config)
+    service = probe.open_service(config)
     stack.callback(service.close)
     service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
-    probe.attach(service)
     return Subject(service, _raw_arm(spec, service)), config
 
 
@@ -270,7 +303,7 @@ def _version(spec: BackendSpec, url: str) -> str:
 
 def _run_workload(
     workload: Workload, plan: list[Op], backend: _Open, probe: Probe, observer: Observer
-) -> dict[str, Any]:
+) -> WorkloadResult:
     label = backend.setup.label
     observer.workload(label, workload.title, len(plan))
     recorder = Recorder(probe.round_trips)
@@ -282,54 +315,52 @@ def _run_workload(
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
     """The hand-written SQL arm for an uncached sql-row store."""
-    if spec.store != "sql-row" or spec.cache != "none":
+    from adapters.sql import SqlRowStore
+
+    if spec.cache != "none" or not isinstance(service.store, SqlRowStore):
         return None
-    from adapters.raw_sql import RawRowLatest
+    from app.instrument.raw_sql import RawRowLatest
 
-    return RawRowLatest(service.store)
+    return RawRowLatest(service.store.engine, service.store.schema)
 
 
-def footprint(service: MessageService) -> dict[str, Any]:
+def footprint(service: MessageService) -> Footprint | Unsized:
     """Storage footprint from stats(), with bytes per stored message."""
     try:
         stats: StoreStats = service.stats()
     except Exception as error:  # reported, not fatal: some engines cannot size themselves
-        return {"error": f"{type(error).__name__}: {error}"}
+        return Unsized(f"{type(error).__name__}: {error}")
     per = max(stats.messages, 1)
-    return {
-        "messages": stats.messages,
-        "documents": stats.documents,
-        "data_bytes": stats.data_bytes,
-        "index_bytes": stats.index_bytes,
-        "data_bytes_per_message": round(stats.data_bytes / per, 1),
-        "index_bytes_per_message": round(stats.index_bytes / per, 2),
-        "messages_per_document": round(stats.messages / max(stats.documents, 1), 2),
-    }
+    return Footprint(
+        messages=stats.messages,
+        documents=stats.documents,
+        data_bytes=stats.data_bytes,
+        index_bytes=stats.index_bytes,
+        data_bytes_per_message=round(stats.data_bytes / per, 1),
+        index_bytes_per_message=round(stats.index_bytes / per, 2),
+        messages_per_document=round(stats.messages / max(stats.documents, 1), 2),
+    )
 
 
-def machine() -> dict[str, Any]:
+def machine() -> Machine:
     """Where the run happened."""
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu_count": os.cpu_count(),
-        "cpu": platform.processor() or platform.machine(),
-    }
+    cpu = platform.processor() or platform.machine()
+    memory_gb = None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
+                cpu = line.split(":", 1)[1].strip()
                 break
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal"):
-                info["memory_gb"] = round(int(line.split()[1]) / 1024**2, 1)
+                memory_gb = round(int(line.split()[1]) / 1024**2, 1)
                 break
     except OSError:
         pass
-    return info
+    return Machine(platform.platform(), sys.version.split()[0], os.cpu_count(), cpu, memory_gb)
 
 
-def git_info() -> dict[str, Any]:
+def git_info() -> GitInfo:
     """Commit of the code that ran (empty when not in a git checkout)."""
     root = Path(__file__).resolve().parents[3]
 
@@ -339,10 +370,10 @@ def git_info() -> dict[str, Any]:
         ).stdout.strip()
 
     try:
-        return {
-            "commit": git("rev-parse", "HEAD"),
-            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        }
+        return GitInfo(
+            commit=git("rev-parse", "HEAD"),
+            branch=git("rev-parse", "--abbrev-ref", "HEAD"),
+            dirty=bool(git("status", "--porcelain", "--untracked-files=no")),
+        )
     except (OSError, subprocess.SubprocessError):
-        return {}
+        return GitInfo()

@@ -8,15 +8,13 @@ the ``@`` because SQLAlchemy URLs contain ``+`` themselves; the Redis URL comes 
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.bench.traffic import Traffic, parse_traffic
+from app.bench.traffic import Traffic, parse_traffic, read_document
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
 from domain.budget import DEFAULT_MAX_BUCKET_BYTES
 from domain.errors import ConfigError
@@ -161,11 +159,7 @@ def load_config(path: Path, cache_url: str = "") -> BenchConfig:
     ``scale``, ``seed``, ``redis_url``, ``bucket_sizes`` (a list) and a ``[traffic]`` table
     (app.bench.traffic) are optional.
     """
-    try:
-        text = path.read_text()
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"cannot read bench config {path}: {error}") from None
+    data = read_document(path, "bench config")
     if not isinstance(data, dict) or not isinstance(data.get("backends", []), list):
         raise ConfigError(f"{path}: 'backends' must be a list")
     cache_url = str(data.get("redis_url", cache_url))

@@ -1,19 +1,17 @@
 """What a bucket-size sweep says: per engine, each workload against bucket size, and a reading.
 
-Pure functions of a results dict (results.json) whose backends carry ``bucket_size``: the
-same bucket backend run at several sizes, next to the row backend of the same engine.
+Pure functions of ``RunResults`` whose backends carry ``bucket_size``: the same bucket
+backend run at several sizes, next to the row backend of the same engine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from app.bench.analysis import BackendResults, Results, fmt_num, fmt_us, ok_backends, p50, trips
-from app.bench.traffic import Traffic, default_mix
-
-FLAT = 0.05  # a change of the weighted cost by less than this is no change
-DEFAULT_SIZE = 100
+from app.bench.defaults import FLAT
+from app.bench.formatting import fmt_num, fmt_us
+from app.bench.results import BackendResult, Footprint, RunResults, SweepReading
+from app.bench.traffic import Traffic
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,53 +20,45 @@ class Series:
 
     name: str
     sizes: tuple[int, ...]
-    buckets: tuple[BackendResults, ...]
-    row: BackendResults | None
+    buckets: tuple[BackendResult, ...]
+    row: BackendResult | None
 
 
-def engine_key(backend: BackendResults) -> tuple[str, str, str]:
-    """Backends of one series differ only in bucket size."""
-    return backend["family"], backend["engine"], backend["cache"]
-
-
-def series(results: Results) -> list[Series]:
+def series(results: RunResults) -> list[Series]:
     """Every bucket backend that ran at two sizes or more, in run order."""
-    found: dict[tuple[str, str, str], list[BackendResults]] = {}
-    rows: dict[tuple[str, str, str], BackendResults] = {}
-    for b in ok_backends(results):
-        if b["layout"] == "row":
-            rows.setdefault(engine_key(b), b)
-        elif "bucket_size" in b:
-            found.setdefault(engine_key(b), []).append(b)
+    found: dict[tuple[str, str, str], list[BackendResult]] = {}
+    rows: dict[tuple[str, str, str], BackendResult] = {}
+    for b in results.ok_backends():
+        if b.layout == "row":
+            rows.setdefault(b.engine_key, b)
+        elif b.bucket_size is not None:
+            found.setdefault(b.engine_key, []).append(b)
     out = []
     for key, members in found.items():
-        members.sort(key=lambda b: int(b["bucket_size"]))
+        members.sort(key=lambda b: b.bucket_size or 0)
         if len(members) < 2:
             continue
         family, engine, cache = key
         name = family if family == "memory" else f"{family}/{engine}"
         name += "" if cache == "none" else f"+{cache}"
-        sizes = tuple(int(b["bucket_size"]) for b in members)
+        sizes = tuple(b.bucket_size or 0 for b in members)
         out.append(Series(name, sizes, tuple(members), rows.get(key)))
     return out
 
 
-def mix(results: Results) -> dict[str, float]:
+def mix(results: RunResults) -> dict[str, float]:
     """The operation mix of the run's traffic (the built-in one unless a traffic was given)."""
-    traffic = results["parameters"].get("traffic")
-    if traffic and traffic.get("mix"):
-        return {k: float(v) for k, v in traffic["mix"].items()}
-    return default_mix(Traffic().read_share)
+    return (results.parameters.traffic or Traffic()).weights()
 
 
-def weighted(backend: BackendResults, weights: dict[str, float], names: list[str]) -> float | None:
+def weighted(backend: BackendResult, weights: dict[str, float], names: list[str]) -> float | None:
     """Mean p50 of one operation of the mix, in µs (the mix's weights over names)."""
     total = sum(weights.get(n, 0.0) for n in names)
     if not total:
         return None
     cost = 0.0
     for name in names:
-        value = p50(backend, name)
+        value = backend.p50(name)
         if value is None:
             return None
         cost += weights.get(name, 0.0) * value
@@ -78,7 +68,7 @@ def weighted(backend: BackendResults, weights: dict[str, float], names: list[str
 def common_workloads(s: Series, weights: dict[str, float]) -> list[str]:
     """Workloads of the mix that ran at every size of the series."""
     names = [n for n, w in weights.items() if w > 0]
-    return [n for n in names if all(p50(b, n) is not None for b in s.buckets)]
+    return [n for n in names if all(b.p50(n) is not None for b in s.buckets)]
 
 
 def costs(s: Series, weights: dict[str, float]) -> list[float | None]:
@@ -98,15 +88,9 @@ def bend(sizes: tuple[int, ...], values: list[float]) -> int | None:
     return None
 
 
-def footprint(backend: BackendResults) -> dict[str, Any]:
-    """Footprint after ingest (bytes per message), or empty."""
-    found: dict[str, Any] = backend.get("footprint", {}).get("after_ingest", {})
-    return found if "data_bytes_per_message" in found else {}
-
-
-def _bytes(backend: BackendResults) -> float | None:
-    f = footprint(backend)
-    return None if not f else f["data_bytes_per_message"] + f["index_bytes_per_message"]
+def _bytes(backend: BackendResult) -> float | None:
+    f = backend.footprint.measured()
+    return None if f is None else f.data_bytes_per_message + f.index_bytes_per_message
 
 
 def best(s: Series, values: list[float]) -> tuple[int, list[int]]:
@@ -179,7 +163,7 @@ def _why(s: Series, weights: dict[str, float], titles: dict[str, str]) -> list[s
     first, last = s.buckets[0], s.buckets[-1]
     moves = []
     for name in common_workloads(s, weights):
-        a, b = p50(first, name), p50(last, name)
+        a, b = first.p50(name), last.p50(name)
         if a and b:
             moves.append((weights[name] * abs(b - a), name, b / a))
     moves.sort(reverse=True)
@@ -188,7 +172,7 @@ def _why(s: Series, weights: dict[str, float], titles: dict[str, str]) -> list[s
         if abs(factor - 1) < 0.1:
             continue
         way = f"{factor:.1f}× slower" if factor > 1 else f"{1 / factor:.1f}× faster"
-        before, after = trips(first, name), trips(last, name)
+        before, after = first.trips(name), last.trips(name)
         rt = (
             f"{fmt_num(before)} → {fmt_num(after)} round trips"
             if before != after
@@ -203,21 +187,21 @@ def _why(s: Series, weights: dict[str, float], titles: dict[str, str]) -> list[s
 
 
 def _storage(s: Series, chosen: int) -> list[str]:
-    first, last = footprint(s.buckets[0]), footprint(s.buckets[-1])
-    if not first or not last:
+    first, last = s.buckets[0].footprint.measured(), s.buckets[-1].footprint.measured()
+    if first is None or last is None:
         return []
     text = (
-        f"Storage: data bytes per message go from {fmt_num(first['data_bytes_per_message'], 0)} "
-        f"to {fmt_num(last['data_bytes_per_message'], 0)} and index bytes from "
-        f"{fmt_num(first['index_bytes_per_message'])} to "
-        f"{fmt_num(last['index_bytes_per_message'])} ({fmt_num(first['messages_per_document'], 1)}"
-        f" → {fmt_num(last['messages_per_document'], 1)} messages per bucket)"
+        f"Storage: data bytes per message go from {fmt_num(first.data_bytes_per_message, 0)} "
+        f"to {fmt_num(last.data_bytes_per_message, 0)} and index bytes from "
+        f"{fmt_num(first.index_bytes_per_message)} to "
+        f"{fmt_num(last.index_bytes_per_message)} ({fmt_num(first.messages_per_document, 1)}"
+        f" → {fmt_num(last.messages_per_document, 1)} messages per bucket)"
     )
-    row = footprint(s.row) if s.row else {}
-    if row:
+    row = s.row.footprint.measured() if s.row else None
+    if row is not None:
         text += (
-            f"; the row layout stores {fmt_num(row['data_bytes_per_message'], 0)} + "
-            f"{fmt_num(row['index_bytes_per_message'])} bytes"
+            f"; the row layout stores {fmt_num(row.data_bytes_per_message, 0)} + "
+            f"{fmt_num(row.index_bytes_per_message)} bytes"
         )
     return [text + "."]
 
@@ -229,20 +213,26 @@ def row_cost(s: Series, weights: dict[str, float]) -> float | None:
     return weighted(s.row, weights, common_workloads(s, weights))
 
 
-def analysis(results: Results, titles: dict[str, str]) -> list[dict[str, Any]]:
-    """The sweep in JSON form (stored in results.json)."""
+def footprints(s: Series) -> list[Footprint | None]:
+    """Footprint after ingest of the row layout (when it ran) and of each size."""
+    backends = ([s.row] if s.row else []) + list(s.buckets)
+    return [b.footprint.measured() for b in backends]
+
+
+def analysis(results: RunResults, titles: dict[str, str]) -> list[SweepReading]:
+    """The reading of each engine of the sweep (stored in results.json)."""
     weights = mix(results)
     out = []
     for s in series(results):
         values = costs(s, weights)
         out.append(
-            {
-                "engine": s.name,
-                "sizes": list(s.sizes),
-                "weighted_p50_us": [None if v is None else round(v, 1) for v in values],
-                "row_weighted_p50_us": _rounded(row_cost(s, weights)),
-                "reading": reading(s, weights, titles),
-            }
+            SweepReading(
+                engine=s.name,
+                sizes=list(s.sizes),
+                weighted_p50_us=[_rounded(v) for v in values],
+                row_weighted_p50_us=_rounded(row_cost(s, weights)),
+                reading=reading(s, weights, titles),
+            )
         )
     return out
 

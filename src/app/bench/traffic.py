@@ -198,13 +198,18 @@ def _mix(data: object) -> dict[str, float]:
     return mix
 
 
-def load_traffic(path: Path) -> Traffic:
-    """The ``[traffic]`` table of a TOML or JSON file (the whole file when it has none)."""
+def read_document(path: Path, what: str) -> Any:
+    """The content of a TOML file (``.toml``) or else a JSON file; ConfigError naming what."""
     try:
         text = path.read_text()
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"cannot read traffic file {path}: {error}") from None
+        raise ConfigError(f"cannot read {what} {path}: {error}") from None
+
+
+def load_traffic(path: Path) -> Traffic:
+    """The ``[traffic]`` table of a TOML or JSON file (the whole file when it has none)."""
+    data = read_document(path, "traffic file")
     if isinstance(data, dict) and "traffic" in data:
         data = data["traffic"]
     return parse_traffic(data, source=str(path))

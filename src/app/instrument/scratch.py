@@ -87,14 +87,20 @@ def _mongo_scratch(url: str, name: str) -> Iterator[str]:
 
 
 @contextmanager
-def scratch_redis(url: str, prefix: str) -> Iterator[str]:
-    """Yield prefix; afterwards delete every key of url's database that starts with it."""
+def scratch_redis(url: str, prefix: str, cluster: bool = False) -> Iterator[str]:
+    """Yield prefix; afterwards delete every key of url's database that starts with it.
+
+    With cluster, url names any node of a Redis Cluster and every master is scanned.
+    """
     try:
         yield prefix
     finally:
         from redis import Redis
+        from redis.cluster import RedisCluster
 
-        client = Redis.from_url(url)
+        client: Redis | RedisCluster = (
+            RedisCluster.from_url(url) if cluster else Redis.from_url(url)
+        )
         with _best_effort():
             batch = []
             for key in client.scan_iter(match=f"{prefix}*", count=1_000):

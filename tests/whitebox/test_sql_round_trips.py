@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.sql import RoundTrips
 from app import MessageService
+from app.instrument.roundtrips import EngineStatements
 from tests.contract.conftest import SQL, backends
 from tests.factories import CONV, draft, messages
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
 
 
-def counter(service: MessageService) -> RoundTrips:
-    return RoundTrips(service.store.engine)  # type: ignore[attr-defined]
+def counter(service: MessageService) -> EngineStatements:
+    return EngineStatements(service.store.engine)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("last", [20, 110], ids=["one-bucket", "two-buckets"])

@@ -5,15 +5,17 @@ here changes what a store does. Each driver is watched from the outside:
 
 - SQLAlchemy: a ``before_cursor_execute`` listener on the ``Engine`` class, so every engine
   (created before or after) reports each statement sent. Transaction control (BEGIN,
-  COMMIT, ROLLBACK, SAVEPOINT) is not counted, as in ``adapters.sql.instrument``: the stores
-  run in autocommit and spend it only where several statements must be atomic.
+  COMMIT, ROLLBACK, SAVEPOINT) is not counted: the stores run in autocommit and spend it
+  only where several statements must be atomic.
 - pymongo: a ``CommandListener`` registered globally with ``pymongo.monitoring.register``.
   pymongo only hands global listeners to clients created *after* registration, so call
   ``watch`` before opening a MongoDB-backed service.
 - redis-py: ``Redis.execute_command`` and ``Pipeline.execute`` are wrapped while watching
   (a whole pipeline is one round trip).
 
-In-process engines (memory) are counted by the benchmark itself, with ``RoundTrips.record``.
+In-process engines (memory) are counted by ``app.instrument.probe``, with ``RoundTrips.record``.
+``EngineStatements`` counts the statements of one SQLAlchemy engine only, and keeps them (for
+tests that pin the statements of one store).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 _SQL_CONTROL = re.compile(
     r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE
@@ -216,3 +222,60 @@ def watch(counter: RoundTrips) -> Iterator[RoundTrips]:
             if not _active:
                 while _undo:
                     _undo.pop()()
+
+
+class EngineStatements:
+    """The data statements one SQLAlchemy engine sends while attached (a context manager).
+
+    Usage::
+
+        with EngineStatements(service.store.engine) as trips:
+            service.pull_latest(conversation, viewer)
+        trips.total, trips.reads, trips.writes, trips.statements
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.statements: list[str] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> EngineStatements:
+        from sqlalchemy import event
+
+        event.listen(self.engine, "before_cursor_execute", self._seen)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        from sqlalchemy import event
+
+        event.remove(self.engine, "before_cursor_execute", self._seen)
+
+    @property
+    def total(self) -> int:
+        """Statements sent."""
+        return len(self.statements)
+
+    @property
+    def writes(self) -> int:
+        """Statements that change rows (INSERT, UPDATE, DELETE, …)."""
+        return sum(1 for statement in self.statements if sql_is_write(statement))
+
+    @property
+    def reads(self) -> int:
+        """Statements that only read."""
+        return self.total - self.writes
+
+    def reset(self) -> None:
+        """Forget what was counted so far."""
+        with self._lock:
+            self.statements.clear()
+
+    def _seen(self, connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not sql_is_control(statement):
+            with self._lock:
+                self.statements.append(statement)

@@ -12,19 +12,22 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from app import MessageService
-from app.bench.probe import Probe, probing
+from app.instrument.probe import Probe, probing
+from tests.contract.conftest import Config
 from tests.factories import CONV, messages
 
 CACHE = "redis"
 
 
 @pytest.fixture
-def probed(open_backend: Callable[..., MessageService]) -> Iterator[tuple[Probe, MessageService]]:
+def probed(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
     """A service opened while round trips are being counted (pymongo needs that order)."""
     with probing() as probe:
-        service = open_backend()
-        probe.attach(service)
-        yield probe, service
+        service = probe.open_service(backend_config)
+        try:
+            yield probe, service
+        finally:
+            service.close()
 
 
 # Both pulls straddle two buckets (91..110 and 11..110 of 110 messages).
