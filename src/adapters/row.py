@@ -12,15 +12,7 @@ from collections.abc import Sequence
 from adapters import contention
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
-from domain.model import (
-    EMPTY_SLOT,
-    InsertOutcome,
-    InsertResult,
-    Message,
-    Revoke,
-    Slot,
-    StoreStats,
-)
+from domain.model import EMPTY_SLOT, InsertOutcome, InsertResult, Message, Revoke, Slot, StoreStats
 from domain.scan import SlotPage
 from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
 from ports.row_repository import RowRepository
