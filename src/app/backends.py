@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
+from adapters.row import RowMessageStore
 from adapters.timeouts import Timeouts
 from domain.budget import TagBudget
 from domain.errors import ConfigError
@@ -63,9 +64,9 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
-    from adapters.mongo.row import MongoRowMessageStore
+    from adapters.mongo.row import MongoRowRepository
 
-    return _mongo(url, timeouts, lambda db: MongoRowMessageStore(db, layout))
+    return _mongo(url, timeouts, lambda db: RowMessageStore(MongoRowRepository(db, layout)))
 
 
 def _mongo(

@@ -20,6 +20,9 @@ class MessageStore(Protocol):
     once the message lands. Driver failures surface as ``StoreUnavailable``.
     """
 
+    # The bucket size recorded with the data, on every store, rows included: the service
+    # reads it to show where a seq sits (``imbucket inspect``) and a scan page is bounded by
+    # it; a store refuses to open data recorded with another size.
     layout: BucketLayout
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:

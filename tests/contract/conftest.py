@@ -29,6 +29,7 @@ Config = dict[str, Any]
 PERSISTENT = "persistent"  # a second open_service on the same config sees the same data
 SQL = "sql"  # the store exposes its SQLAlchemy ``engine`` (round trips can be counted)
 BUCKETS = "buckets"  # the store is a BucketMessageStore: its ``repository`` can be tested
+ROW_LAYOUT = "rows"  # the store is a RowMessageStore: its ``repository`` can be tested
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,14 @@ class Row:
 # sqlite:// is in memory, so a second open_service sees a new, empty database.
 ROWS = [
     Row("memory", "memory_config", frozenset({BUCKETS})),
-    Row("sql-row-sqlite", "sql_row_sqlite_config", frozenset({SQL})),
-    Row("sql-row-postgres", "sql_row_postgres_config", frozenset({SQL, PERSISTENT})),
-    Row("sql-row-mariadb", "sql_row_mariadb_config", frozenset({SQL, PERSISTENT})),
+    Row("sql-row-sqlite", "sql_row_sqlite_config", frozenset({SQL, ROW_LAYOUT})),
+    Row("sql-row-postgres", "sql_row_postgres_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
+    Row("sql-row-mariadb", "sql_row_mariadb_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
     Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
     Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT, BUCKETS})),
-    Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT})),
+    Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT, ROW_LAYOUT})),
     Row("memory+redis", "memory_redis_config"),
     Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", frozenset({PERSISTENT})),
     Row("sql-bucket-sqlite+redis", "sql_bucket_sqlite_redis_config"),

@@ -22,8 +22,9 @@ from adapters.bucket import BucketMessageStore
 from adapters.mongo import commands
 from adapters.mongo.bucket import MongoBucketRepository
 from adapters.mongo.connection import MongoConnection
-from adapters.mongo.row import MongoRowMessageStore
+from adapters.mongo.row import MongoRowRepository
 from adapters.mongo.seq import MongoSeqStore
+from adapters.row import RowMessageStore
 from app import open_service
 from domain.errors import LayoutMismatch
 from domain.layout import BucketLayout
@@ -115,7 +116,7 @@ def test_another_bucket_size_is_refused(mongo_url: str) -> None:
 def test_rows_are_clustered_and_read_in_one_find(
     connection: MongoConnection, sent: Commands
 ) -> None:
-    store = MongoRowMessageStore(connection, BucketLayout(100))
+    store = RowMessageStore(MongoRowRepository(connection, BucketLayout(100)))
     assert store.insert(CONV, messages(1, 5, CONV)).inserted == (1, 2, 3, 4, 5)
     clustered = connection.version()[:2] >= commands.CLUSTERED_SINCE
     assert connection.is_clustered(commands.ROWS) is clustered
@@ -149,9 +150,10 @@ def test_the_server_is_named_from_the_build_info_command(
 def test_a_second_open_of_the_rows_keeps_the_collection(
     connection: MongoConnection, sent: Commands
 ) -> None:
-    MongoRowMessageStore(connection, BucketLayout(100)).insert(CONV, messages(1, 3, CONV))
+    first = RowMessageStore(MongoRowRepository(connection, BucketLayout(100)))
+    first.insert(CONV, messages(1, 3, CONV))
     sent.names.clear()
-    again = MongoRowMessageStore(connection, BucketLayout(100))
+    again = RowMessageStore(MongoRowRepository(connection, BucketLayout(100)))
     # found, so no create (whose error for an existing collection differs between servers)
     assert sent.names == ["listCollections", "findAndModify"]  # and the layout check
     assert sorted(again.get(CONV, [1, 2, 3])) == [1, 2, 3]

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from adapters.sql.bucket import SqlBucketRepository, SqlBucketStore
 from adapters.sql.engine import Database
-from adapters.sql.row import SqlRowStore
+from adapters.sql.row import SqlRowRepository, SqlRowStore
 from adapters.sql.schema import Schema, bucket_schema, row_schema
 from adapters.sql.seq import SqlSeqStore
 from adapters.timeouts import Timeouts
@@ -21,6 +21,7 @@ from domain.layout import BucketLayout
 __all__ = [
     "SqlBucketRepository",
     "SqlBucketStore",
+    "SqlRowRepository",
     "SqlRowStore",
     "SqlSeqStore",
     "open_bucket",
@@ -35,7 +36,9 @@ def open_row(
 ) -> tuple[SqlRowStore, SqlSeqStore]:
     """sql-row at url (``sqlite://`` when empty): tables created on first use."""
     schema = row_schema()
-    return _open(url, timeouts, schema, lambda db: SqlRowStore(db, layout, schema))
+    return _open(
+        url, timeouts, schema, lambda db: SqlRowStore(SqlRowRepository(db, layout, schema))
+    )
 
 
 def open_bucket(

@@ -33,36 +33,33 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, Row
 
-from adapters import contention
 from adapters.codec import message_from_doc, message_to_doc
+from adapters.row import RowMessageStore
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
 from adapters.sql.sizing import batches, row_bytes
 from adapters.sql.stats import footprint
-from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import (
     EMPTY_SLOT,
     MESSAGE_FIELDS,
     PURGED_SLOT,
-    InsertOutcome,
-    InsertResult,
     Message,
     Revoke,
     Role,
     Slot,
+    SlotPatch,
     StoreStats,
 )
 from domain.scan import ScannedSlot, SlotPage
-from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
 
 _MESSAGE = 0
 _DELETION = 1
 _READER = 2
 
 
-class SqlRowStore(TagWrites):
-    """MessageStore with one row per message on SQLite, PostgreSQL or MariaDB."""
+class SqlRowRepository:
+    """RowRepository with one row per seq on SQLite, PostgreSQL or MariaDB."""
 
     def __init__(self, db: Database, layout: BucketLayout, schema: RowSchema) -> None:
         ensure_schema(db, schema, layout)
@@ -72,31 +69,19 @@ class SqlRowStore(TagWrites):
         self._messages = schema.messages
         db.limits()  # asked at open, so that no insert pays the round trip
 
-    @property
-    def engine(self) -> Engine:
-        """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
-        return self.db.engine
+    def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
+        """INSERTs that fit the server's limits (docs/sql.md); see RowRepository.insert_new.
 
-    def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
-        """Store messages; see MessageStore.insert."""
+        A tag-only row collides here too: ``fill`` stores its message.
+        """
         check_keys(conversation_id)
-        pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq)}
-        outcome: dict[int, InsertOutcome] = {}
-        for _ in range(MAX_ROUNDS):
-            for chunk in self._statements(conversation_id, list(pending.values())):
-                for seq in self._insert_new(chunk):
-                    outcome[seq] = InsertOutcome.INSERTED
-                    del pending[seq]
-            if pending:
-                self._settle(conversation_id, pending, outcome)
-            if not pending:
-                break
-        else:
-            raise StoreUnavailable(f"insert into {conversation_id} did not settle")
-        return InsertResult.of(messages, outcome)
+        inserted: set[int] = set()
+        for chunk in self._statements(conversation_id, messages):
+            inserted |= self._insert_new(chunk)
+        return {m.seq for m in messages} - inserted
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Read slots holding anything, in one statement; see MessageStore.get."""
+    def read(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+        """Message, deleter and reader rows in one UNION; see RowRepository.read."""
         check_keys(conversation_id)
         if not seqs:
             return {}
@@ -120,8 +105,34 @@ class SqlRowStore(TagWrites):
         rows = self.db.execute(union_all(messages, *tags)).rows
         return _slots(conversation_id, rows)
 
-    def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
-        """Record a revoke; see MessageStore.revoke."""
+    def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+        """The message rows alone, without deleters and readers; see RowRepository."""
+        check_keys(conversation_id)
+        if not seqs:
+            return {}
+        table = self._messages
+        query: Select[Any] = select(table.c.seq, *(table.c[name] for name in _ROW_COLUMNS)).where(
+            _at(table, conversation_id, seqs)
+        )
+        return {row.seq: _slot(conversation_id, row) for row in self.db.execute(query).rows}
+
+    def fill(self, conversation_id: str, message: Message) -> bool:
+        """One conditional UPDATE; see RowRepository.fill (it never creates the row)."""
+        table = self._messages
+        row = _message_row(conversation_id, message)
+        fill = (
+            update(table)
+            .where(
+                _at(table, conversation_id, [message.seq]),
+                table.c.send_id.is_(None),
+                table.c.purged.is_(False),
+            )
+            .values({name: row[name] for name in _MESSAGE_COLUMNS})
+        )
+        return self.db.execute(fill).rowcount == 1
+
+    def set_revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
+        """A conditional UPDATE, then an INSERT of a revoke-only row if it missed."""
         check_keys(conversation_id)
         values = {
             "revoked_by": revoke.user_id,
@@ -144,16 +155,41 @@ class SqlRowStore(TagWrites):
         new_row = self.db.insert_ignore(table).values(
             conversation_id=conversation_id, seq=seq, **values
         )
-        if self.db.execute(new_row).rowcount:
-            return True
-        # The row exists (rows are never deleted), so this update settles it.
-        return self.db.execute(revoke_row).rowcount > 0
+        return self.db.execute(new_row).rowcount > 0
+
+    def patch(self, conversation_id: str, patches: Mapping[int, SlotPatch]) -> int:
+        """One statement per kind of change: purge, deleters, early readers, is_read."""
+        check_keys(conversation_id)
+        for patch in patches.values():
+            if patch.add_deleted_by is not None:
+                check_keys(conversation_id, patch.add_deleted_by)
+        purge = [seq for seq, patch in patches.items() if patch.purge]
+        changed = self._purge(conversation_id, purge) if purge else 0
+        tags = {seq: patch for seq, patch in patches.items() if not patch.purge}  # purge wins
+        deleters = {seq: patch.add_deleted_by for seq, patch in tags.items()}
+        readers = {seq: patch.add_read_by for seq, patch in tags.items()}
+        changed += self._add_marks(self.schema.deletions, conversation_id, deleters)
+        changed += self._add_marks(self.schema.readers, conversation_id, readers)
+        read = [seq for seq, patch in tags.items() if patch.set_read]
+        if read:
+            table = self._messages
+            mark = (
+                update(table)
+                .where(
+                    _at(table, conversation_id, read),
+                    table.c.is_read.is_(False),
+                    table.c.purged.is_(False),
+                )
+                .values(is_read=True)
+            )
+            changed += self.db.execute(mark).rowcount
+        return changed
 
     def scan(self, after: str | None, limit: int) -> SlotPage:
-        """Slots in (conversation_id, seq) order; see MessageStore.scan.
+        """Rows in (conversation_id, seq) order; see RowRepository.scan.
 
         One statement finds the page's keys in the three tables (a key range scan of each),
-        then one ``get`` per conversation on the page reads its slots.
+        then one ``read`` per conversation on the page reads its slots.
         """
         start = None if after is None else tuple(json.loads(after))
         keys = [(row[0], int(row[1])) for row in self.db.execute(self._keys(start, limit)).rows]
@@ -162,7 +198,7 @@ class SqlRowStore(TagWrites):
             by_conversation.setdefault(conversation_id, []).append(seq)
         scanned: list[ScannedSlot] = []
         for conversation_id, seqs in by_conversation.items():
-            found = self.get(conversation_id, seqs)
+            found = self.read(conversation_id, seqs)
             scanned += [ScannedSlot(conversation_id, s, found[s]) for s in seqs if s in found]
         cursor = json.dumps(list(keys[-1])) if len(keys) == limit else None
         return SlotPage(tuple(scanned), cursor)
@@ -190,51 +226,6 @@ class SqlRowStore(TagWrites):
     def close(self) -> None:
         """Dispose of the engine's connections."""
         self.db.close()
-
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
-        """Set-add user_id to the deletions of seqs that are not purged; see MessageStore.
-
-        Reads only the message rows, not every deleter: the rule sees slots without their
-        deleters, the primary key of the deletions makes the insert a set-add, and its row
-        count says how many were new. So a message deleted by thousands costs each deleter
-        two statements, not a read of all the others.
-        """
-        check_keys(conversation_id, user_id)
-        decide = deleting_for(user_id)
-        rows = self._state(conversation_id, seqs)
-        patches = {seq: decide(_row_slot(conversation_id, rows.get(seq))) for seq in seqs}
-        deleters = {
-            seq: patch.add_deleted_by for seq, patch in patches.items() if patch is not None
-        }
-        return self._add_marks(self.schema.deletions, conversation_id, deleters)
-
-    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
-        """Read the slots in one statement, then write each kind of change in one more."""
-        check_keys(conversation_id)
-        slots = self.get(conversation_id, seqs) if seqs else {}
-        changes = {seq: decide(slots.get(seq, EMPTY_SLOT)) for seq in seqs}
-        patches = {seq: patch for seq, patch in changes.items() if patch is not None}
-        purge = [seq for seq, patch in patches.items() if patch.purge]
-        changed = self._purge(conversation_id, purge) if purge else 0
-        tags = {seq: patch for seq, patch in patches.items() if not patch.purge}  # purge wins
-        deleters = {seq: patch.add_deleted_by for seq, patch in tags.items()}
-        readers = {seq: patch.add_read_by for seq, patch in tags.items()}
-        changed += self._add_marks(self.schema.deletions, conversation_id, deleters)
-        changed += self._add_marks(self.schema.readers, conversation_id, readers)
-        read = [seq for seq, patch in tags.items() if patch.set_read]
-        if read:
-            table = self._messages
-            mark = (
-                update(table)
-                .where(
-                    _at(table, conversation_id, read),
-                    table.c.is_read.is_(False),
-                    table.c.purged.is_(False),
-                )
-                .values(is_read=True)
-            )
-            changed += self.db.execute(mark).rowcount
-        return changed
 
     def _purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
         """Purge rows: new purged rows where none exist, wipe the others; drop their marks."""
@@ -272,45 +263,6 @@ class SqlRowStore(TagWrites):
         statement = self.db.insert_ignore(table).values(list(rows)).returning(table.c.seq)
         return {row.seq for row in self.db.execute(statement).rows}
 
-    def _settle(
-        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
-    ) -> None:
-        """Classify pending seqs whose row exists; fill tag-only rows with their message."""
-        for seq, row in self._state(conversation_id, list(pending)).items():
-            kind = classify(_slot(conversation_id, row), pending[seq])
-            if kind is None:  # a tag-only row: its message goes in unless another writer won
-                if not self._fill(conversation_id, pending[seq]):
-                    contention.record(contention.ROW_UPSERT_LOST)
-                    continue
-                kind = InsertOutcome.INSERTED
-            outcome[seq] = kind
-            del pending[seq]
-
-    def _fill(self, conversation_id: str, message: Message) -> bool:
-        """Put message into its tag-only row iff the row still has no message and is not purged."""
-        table = self._messages
-        row = _message_row(conversation_id, message)
-        fill = (
-            update(table)
-            .where(
-                _at(table, conversation_id, [message.seq]),
-                table.c.send_id.is_(None),
-                table.c.purged.is_(False),
-            )
-            .values({name: row[name] for name in _MESSAGE_COLUMNS})
-        )
-        return self.db.execute(fill).rowcount == 1
-
-    def _state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Row[Any]]:
-        """The message rows of seqs (without deleters and readers), by seq."""
-        if not seqs:
-            return {}
-        table = self._messages
-        query: Select[Any] = select(table.c.seq, *(table.c[name] for name in _ROW_COLUMNS)).where(
-            _at(table, conversation_id, seqs)
-        )
-        return {row.seq: row for row in self.db.execute(query).rows}
-
     def _add_marks(
         self, marks: Table, conversation_id: str, users: Mapping[int, str | None]
     ) -> int:
@@ -323,6 +275,30 @@ class SqlRowStore(TagWrites):
         if not rows:
             return 0
         return self.db.execute(self.db.insert_ignore(marks).values(rows)).rowcount
+
+
+class SqlRowStore(RowMessageStore):
+    """The row engine's MessageStore over a SqlRowRepository."""
+
+    repository: SqlRowRepository
+
+    def __init__(self, repository: SqlRowRepository) -> None:
+        super().__init__(repository)
+
+    @property
+    def db(self) -> Database:
+        """The repository's database (for instrumentation and white-box tests)."""
+        return self.repository.db
+
+    @property
+    def schema(self) -> RowSchema:
+        """The tables (for the benchmark's raw-driver arm)."""
+        return self.repository.schema
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
+        return self.repository.db.engine
 
 
 _MESSAGE_COLUMNS = tuple(name for name in MESSAGE_FIELDS if name != "seq")
@@ -354,11 +330,6 @@ def _message(conversation_id: str, row: Row[Any]) -> Message | None:
     doc = {name: getattr(row, name) for name in MESSAGE_FIELDS}
     doc["options"] = json.loads(doc["options"]) if doc["options"] else {}
     return message_from_doc(conversation_id, doc)
-
-
-def _row_slot(conversation_id: str, row: Row[Any] | None) -> Slot:
-    """The slot of a message row alone, empty when there is no row."""
-    return EMPTY_SLOT if row is None else _slot(conversation_id, row)
 
 
 def _slot(conversation_id: str, row: Row[Any]) -> Slot:

@@ -1,0 +1,111 @@
+"""RowMessageStore: the MessageStore of every row engine, written once.
+
+The twin of ``BucketMessageStore``: it holds the row insert state machine (insert the new
+rows, classify the seqs that collided, fill the rows holding only tags) and applies the tag
+rules of ``domain.tags``; a ``RowRepository`` (sql-row, mongo-row) only stores and reads rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from adapters import contention
+from domain.errors import StoreUnavailable
+from domain.layout import BucketLayout
+from domain.model import EMPTY_SLOT, InsertOutcome, InsertResult, Message, Revoke, Slot, StoreStats
+from domain.scan import SlotPage
+from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
+from ports.row_repository import RowRepository
+
+
+class RowMessageStore(TagWrites):
+    """MessageStore over any RowRepository (SQL, MongoDB)."""
+
+    def __init__(self, repository: RowRepository) -> None:
+        self.repository = repository
+        self.layout: BucketLayout = repository.layout
+
+    def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
+        """Store messages; see MessageStore.insert.
+
+        One ``insert_new`` for the batch; the seqs that collided are read once and
+        classified, and rows holding only tags are filled one by one (rare).
+        """
+        pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq)}
+        outcome: dict[int, InsertOutcome] = {}
+        collided = self.repository.insert_new(conversation_id, list(pending.values()))
+        for seq in [seq for seq in pending if seq not in collided]:
+            outcome[seq] = InsertOutcome.INSERTED
+            del pending[seq]
+        self._settle(conversation_id, pending, outcome)
+        return InsertResult.of(messages, outcome)
+
+    def _settle(
+        self, conversation_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
+    ) -> None:
+        """Classify pending seqs by their row; fill rows holding only tags with the message."""
+        for _ in range(MAX_ROUNDS):
+            if not pending:
+                return
+            found = self.repository.read_state(conversation_id, list(pending))
+            for seq, message in list(pending.items()):
+                kind = classify(found.get(seq, EMPTY_SLOT), message)
+                if kind is None:  # free: its message goes in unless another writer wins
+                    if not self.repository.fill(conversation_id, message):
+                        contention.record(contention.ROW_UPSERT_LOST)
+                        continue
+                    kind = InsertOutcome.INSERTED
+                outcome[seq] = kind
+                del pending[seq]
+        if pending:
+            raise StoreUnavailable(f"insert into {conversation_id} did not settle under contention")
+
+    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+        """Read slots holding anything; see MessageStore.get."""
+        found = self.repository.read(conversation_id, seqs)
+        return {seq: slot for seq, slot in found.items() if not slot.is_empty}
+
+    def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
+        """Record a revoke; see MessageStore.revoke."""
+        for _ in range(MAX_ROUNDS):
+            if self.repository.set_revoke(conversation_id, seq, revoke):
+                return True
+            slot = self.repository.read_state(conversation_id, [seq]).get(seq, EMPTY_SLOT)
+            if slot.revoke is not None or slot.purged:
+                return False
+            # Another writer created the row in between: it is still free, so try again.
+        raise StoreUnavailable(f"revoke of {conversation_id}/{seq} did not settle")
+
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Set-add user_id to deleted_by; see MessageStore.delete_for.
+
+        Reads the rows without their tags: the rule needs no deleters, and the set-add makes
+        a repeated deleter change nothing. So a message deleted by thousands costs each
+        deleter two round trips, not a read of all the others.
+        """
+        return self._apply(conversation_id, seqs, deleting_for(user_id), tags=False)
+
+    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+        """Read the rows once, then write every change in one patch."""
+        return self._apply(conversation_id, seqs, decide, tags=True)
+
+    def _apply(
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, *, tags: bool
+    ) -> int:
+        read = self.repository.read if tags else self.repository.read_state
+        found = read(conversation_id, seqs)
+        changes = {seq: decide(found.get(seq, EMPTY_SLOT)) for seq in seqs}
+        patches = {seq: patch for seq, patch in changes.items() if patch is not None}
+        return self.repository.patch(conversation_id, patches)
+
+    def scan(self, after: str | None, limit: int) -> SlotPage:
+        """Rows in the repository's key order; see MessageStore.scan."""
+        return self.repository.scan(after, limit)
+
+    def stats(self) -> StoreStats:
+        """The repository's footprint; see MessageStore.stats."""
+        return self.repository.stats()
+
+    def close(self) -> None:
+        """Release the repository's connections."""
+        self.repository.close()

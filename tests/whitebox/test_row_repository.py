@@ -1,0 +1,97 @@
+"""The RowRepository primitives the row engine relies on, on every row engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
+from ports.message_store import MessageStore
+from ports.row_repository import RowRepository
+from tests.contract.conftest import ROW_LAYOUT, backends
+from tests.factories import message, messages
+
+pytestmark = pytest.mark.parametrize("backend_config", backends(ROW_LAYOUT), indirect=True)
+
+CONV = "sg_rows"
+REVOKE = Revoke("olivia", Role.OWNER, "Olivia", 1_700_000_000_000)
+
+
+@pytest.fixture
+def repository(store: MessageStore) -> RowRepository:
+    repo: RowRepository = store.repository  # type: ignore[attr-defined]
+    assert isinstance(repo, RowRepository)
+    return repo
+
+
+def test_insert_new_reports_the_rows_holding_a_message_or_purged(
+    repository: RowRepository,
+) -> None:
+    assert repository.insert_new(CONV, messages(1, 3, CONV)) == set()
+    assert repository.patch(CONV, {5: SlotPatch(purge=True)}) == 1
+    collided = repository.insert_new(CONV, [message(2, CONV, content="x"), *messages(4, 5, CONV)])
+    assert collided == {2, 5}
+    found = repository.read(CONV, [1, 2, 3, 4, 5])
+    assert [found[s].message for s in (1, 2, 3, 4)] == messages(1, 4, CONV)
+    assert found[5] == PURGED_SLOT
+
+
+def test_a_tag_only_row_is_filled_and_keeps_its_tags(repository: RowRepository) -> None:
+    tags = {1: SlotPatch(add_deleted_by="bob"), 2: SlotPatch(add_read_by="carol")}
+    assert repository.patch(CONV, tags) == 2
+    assert repository.set_revoke(CONV, 3, REVOKE)
+    collided = repository.insert_new(CONV, messages(1, 3, CONV))
+    for seq in collided:  # a repository may fill tag-only rows in insert_new already
+        assert repository.read_state(CONV, [seq])[seq].message is None
+        assert repository.fill(CONV, message(seq, CONV))
+    found = repository.read(CONV, [1, 2, 3])
+    assert found[1] == Slot(message(1, CONV), deleted_by=frozenset({"bob"}))
+    assert found[2] == Slot(message(2, CONV), read_by=frozenset({"carol"}))
+    assert found[3] == Slot(message(3, CONV), REVOKE)
+
+
+def test_fill_never_lands_on_a_message_or_a_purged_row(repository: RowRepository) -> None:
+    assert repository.insert_new(CONV, [message(1, CONV)]) == set()
+    assert repository.patch(CONV, {2: SlotPatch(purge=True)}) == 1
+    assert not repository.fill(CONV, message(1, CONV, content="x"))
+    assert not repository.fill(CONV, message(2, CONV))
+    found = repository.read_state(CONV, [1, 2])
+    assert found[1].message == message(1, CONV) and found[2] == PURGED_SLOT
+
+
+def test_revoke_lands_once_and_never_on_a_purged_row(repository: RowRepository) -> None:
+    assert repository.insert_new(CONV, [message(1, CONV)]) == set()
+    assert repository.patch(CONV, {2: SlotPatch(purge=True)}) == 1
+    assert repository.set_revoke(CONV, 1, REVOKE)
+    assert not repository.set_revoke(CONV, 1, Revoke("alice", Role.MEMBER))
+    assert not repository.set_revoke(CONV, 2, REVOKE)
+    assert repository.set_revoke(CONV, 3, REVOKE)  # no row yet: a revoke-only row
+    found = repository.read_state(CONV, [1, 2, 3])
+    assert (found[1].revoke, found[2], found[3]) == (REVOKE, PURGED_SLOT, Slot(revoke=REVOKE))
+
+
+def test_patches_are_set_adds_and_a_purge_wipes_the_row(repository: RowRepository) -> None:
+    assert repository.insert_new(CONV, messages(1, 2, CONV)) == set()
+    both = {s: SlotPatch(add_deleted_by="bob", add_read_by="carol", set_read=True) for s in (1, 2)}
+    assert repository.patch(CONV, both) > 0
+    repository.patch(CONV, both)
+    found = repository.read(CONV, [1, 2])
+    assert found[1] == Slot(message(1, CONV), None, frozenset({"bob"}), True, False, {"carol"})
+    assert repository.patch(CONV, {1: SlotPatch(purge=True, add_deleted_by="dave")}) == 1
+    found = repository.read(CONV, [1, 2])
+    assert found[1] == PURGED_SLOT and found[2].deleted_by == {"bob"}
+    assert repository.patch(CONV, {}) == 0
+
+
+def test_scan_pages_every_row_holding_anything_once(repository: RowRepository) -> None:
+    assert repository.insert_new(CONV, messages(1, 5, CONV)) == set()
+    assert repository.patch(CONV, {9: SlotPatch(add_deleted_by="bob")}) == 1
+    seen: list[int] = []
+    after: str | None = None
+    for _ in range(10):  # bounded: 6 rows in pages of 2
+        page = repository.scan(after, 2)
+        seen += [s.seq for s in page.slots if s.conversation_id == CONV]
+        after = page.cursor
+        if after is None:
+            break
+    assert sorted(seen) == [1, 2, 3, 4, 5, 9]
+    assert repository.stats().messages == 5
