@@ -45,6 +45,11 @@ def pytest_load_initial_conftests(
     options.file_or_dir.append(str(suite))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's markers, for runs outside imbucket's checkout (no imbucket ini file there)."""
+    config.addinivalue_line("markers", "slow: long-running test")
+
+
 def _backend(name: str, url: str, capabilities: str) -> SelectedBackend:
     # Imported here: this plugin loads in every pytest run where imbucket is installed.
     from app.backends import check_store_backend
