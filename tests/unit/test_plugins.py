@@ -66,7 +66,7 @@ def test_a_plugin_is_selected_by_config_like_a_built_in_backend() -> None:
 def test_plugins_are_imported_only_when_selected() -> None:
     with open_service({"store": {"backend": "memory"}}) as service:
         service.ingest(CONV, messages(1, 3))
-    with pytest.raises(ConfigError, match="'never-imported'.*fails to load.*no_such_module"):
+    with pytest.raises(ConfigError, match=r"'never-imported'.*fails to load.*no_such_module"):
         open_service({"store": {"backend": "never-imported"}})
 
 
