@@ -142,7 +142,7 @@ def branch_of(name: str) -> str:
 
 def check_store_backend(name: str) -> str:
     """The name, when it names a known store backend; else ConfigError listing the known ones."""
-    if name not in store_backends():
+    if name not in STORE_FACTORIES and name not in plugin_names():
         raise ConfigError(_unknown(name))
     return name
 
