@@ -2,9 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# A third-party backend in miniature (docs/plugins.md): CI installs it and runs the contract suite
+# on it through the imbucket.backends entry point and the pytest plugin, from its own directory.
+EXAMPLE := examples/imbucket-example-store
 UV := $(shell command -v uv 2>/dev/null)
 
-.PHONY: bench demo test lint unit contract clean mongoeco
+.PHONY: bench demo test lint unit contract clean mongoeco plugin
 
 $(BIN)/python:
 ifdef UV
@@ -23,20 +26,36 @@ else
 endif
 	@touch $@
 
+$(VENV)/.installed-example: $(EXAMPLE)/pyproject.toml $(VENV)/.installed-test
+ifdef UV
+	$(UV) pip install --quiet --python $(BIN)/python -e $(EXAMPLE)
+else
+	$(BIN)/python -m pip install --quiet -e $(EXAMPLE)
+endif
+	@touch $@
+
 bench: $(VENV)/.installed-bench
 	$(BIN)/imbucket bench
 
 demo: $(VENV)/.installed-bench
 	$(BIN)/imbucket demo
 
-lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+lint: $(VENV)/.installed-example
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
 	$(BIN)/mypy
+	$(BIN)/mypy $(EXAMPLE)/src
 	$(BIN)/lint-imports
 
+# The plugin run is the documented third-party command (docs/plugins.md).
 test: lint
 	$(BIN)/pytest
+	$(MAKE) --no-print-directory plugin
+
+# The contract suite on the example third-party backend alone (part of `make test`).
+plugin: $(VENV)/.installed-example
+	cd $(EXAMPLE) && CI=false ../../$(BIN)/pytest --imbucket-backend=example-dict \
+		--imbucket-capabilities=buckets -p no:cacheprovider
 
 # The MongoDB stand-in's own venv (.venv-mongoeco, Python >= 3.13, pinned mongoeco). The test
 # fixture builds it on first use too; this target builds it up front and fails loudly.

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from adapters.codec import slot_to_doc
 from app import open_container, open_service
+from app.backends import plugin_names
 from app.demo import DEMO_CONVERSATION, USERS, describe, play, views
 from app.service import MessageService
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
@@ -125,7 +126,7 @@ def inspect(
 
 @cli.command()
 def backends() -> None:
-    """List the backends and check that the configured one is reachable."""
+    """List the backends (plugins too) and check that the configured one is reachable."""
     settings = load_settings()
     table = Table(title="backends")
     table.add_column("kind")
@@ -133,6 +134,8 @@ def backends() -> None:
     table.add_column("configured")
     for name in STORE_BACKENDS:
         table.add_row("store", name, "yes" if name == settings.store.backend else "")
+    for name in plugin_names():
+        table.add_row("store (plugin)", name, "yes" if name == settings.store.backend else "")
     for name in CACHE_BACKENDS:
         table.add_row("cache", name, "yes" if name == settings.cache.backend else "")
     console.print(table)

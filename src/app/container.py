@@ -34,7 +34,17 @@ def _backend_selector(
         )
         for name, factory in backends.STORE_FACTORIES.items()
     }
-    return providers.Selector(config.store.backend, **choices)
+    # Every third-party backend shares one branch; its entry point is loaded only when selected.
+    plugin = providers.Singleton(
+        backends.open_plugin,
+        name=config.store.backend,
+        url=config.store.url,
+        layout=layout,
+        budget=budget,
+        timeouts=timeouts,
+    )
+    branch = providers.Callable(backends.branch_of, config.store.backend)
+    return providers.Selector(branch, **choices, **{backends.PLUGIN_BRANCH: plugin})
 
 
 def _cached_store(

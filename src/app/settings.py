@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -22,6 +22,7 @@ from adapters.timeouts import (
     DEFAULT_POOL_SECONDS,
     DEFAULT_STATEMENT_SECONDS,
 )
+from app.backends import STORE_FACTORIES, check_store_backend
 from app.service import DEFAULT_CLAIM_RETENTION_SECONDS
 from domain.budget import (
     DEFAULT_MAX_BUCKET_BYTES,
@@ -33,9 +34,11 @@ from domain.budget import (
 from domain.errors import ConfigError
 from domain.model import Limits
 
-StoreBackend = Literal["memory", "sql-row", "sql-bucket", "mongo-bucket", "mongo-row"]
+# A built-in backend or the name of an ``imbucket.backends`` entry point (docs/plugins.md);
+# an unknown name is a ConfigError listing the known ones.
+StoreBackend = Annotated[str, AfterValidator(check_store_backend)]
 CacheBackend = Literal["none", "redis", "redis-cluster"]
-STORE_BACKENDS: tuple[str, ...] = get_args(StoreBackend)
+STORE_BACKENDS: tuple[str, ...] = tuple(STORE_FACTORIES)  # the built-in ones
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
 BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
 # MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's

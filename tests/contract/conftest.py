@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from app import MessageService, open_service
+from imbucket_contract import selected
 from ports.message_store import MessageStore
 from tests.redis_cluster import RedisClusterProcesses
 from tests.redis_server import redis_prefix, redis_url
@@ -61,6 +62,10 @@ ROWS = [
     Row("memory-spill", "memory_spill_config", frozenset({BUCKETS})),
     Row("sql-bucket-sqlite-spill", "sql_bucket_sqlite_spill_config", frozenset({SQL, BUCKETS})),
 ]
+
+# `pytest --imbucket-backend NAME` (imbucket_contract.plugin, docs/plugins.md): NAME alone.
+if (chosen := selected()) is not None:
+    ROWS = [Row(chosen.name, "imbucket_selected_config", chosen.capabilities)]
 
 
 def backends(*capabilities: str) -> list[Any]:

@@ -1,0 +1,109 @@
+"""Third-party store backends: entry points in ``imbucket.backends``, selected by config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from adapters.bucket import BucketMessageStore
+from adapters.memory import MemoryBucketRepository, MemorySeqStore
+from adapters.timeouts import Timeouts
+from app import backends, open_service
+from app.backends import Backend
+from app.cli import cli
+from app.settings import load_settings
+from domain.budget import TagBudget
+from domain.errors import ConfigError
+from domain.layout import BucketLayout
+from tests.factories import CONV, messages
+
+opened: list[tuple[str, int]] = []  # (url, bucket size) of each fake_store opened
+
+
+def fake_store(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
+    """A plugin factory: the memory engines, remembering what it was called with."""
+    opened.append((url, layout.size))
+    return Backend(BucketMessageStore(MemoryBucketRepository(layout), budget), MemorySeqStore())
+
+
+def not_a_backend(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> object:
+    return "a string"
+
+
+PLUGINS = {
+    "fake-store": f"{__name__}:fake_store",
+    "not-a-backend": f"{__name__}:not_a_backend",
+    "never-imported": "no_such_module_anywhere:factory",
+    "memory": "no_such_module_anywhere:factory",  # a plugin cannot shadow a built-in name
+}
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PLUGINS as if installed packages had registered them."""
+    points = [EntryPoint(name, value, backends.PLUGIN_GROUP) for name, value in PLUGINS.items()]
+
+    def entry_points(group: str) -> list[EntryPoint]:
+        return [point for point in points if point.group == group]
+
+    monkeypatch.setattr(backends, "entry_points", entry_points)
+    opened.clear()
+
+
+def test_a_plugin_is_selected_by_config_like_a_built_in_backend() -> None:
+    config = {"store": {"backend": "fake-store", "url": "fake://here", "bucket_size": 7}}
+    with open_service(config) as service:
+        service.ingest(CONV, messages(1, 10))
+        assert [entry.seq for entry in service.pull_range(CONV, "bob", 1, 10)] == list(range(1, 11))
+    assert opened == [("fake://here", 7)]
+
+
+def test_plugins_are_imported_only_when_selected() -> None:
+    with open_service({"store": {"backend": "memory"}}) as service:
+        service.ingest(CONV, messages(1, 3))
+    with pytest.raises(ConfigError, match=r"'never-imported'.*fails to load.*no_such_module"):
+        open_service({"store": {"backend": "never-imported"}})
+
+
+def test_an_unknown_backend_is_a_config_error_listing_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings({"store": {"backend": "scylla"}})
+    assert "unknown store backend 'scylla'" in str(raised.value)
+    for known in ("memory", "sql-row", "mongo-bucket", "fake-store", "never-imported"):
+        assert known in str(raised.value)
+
+
+def test_a_factory_must_return_a_backend() -> None:
+    with pytest.raises(ConfigError, match="'not-a-backend' returned str, not Backend"):
+        open_service({"store": {"backend": "not-a-backend"}})
+
+
+def test_a_plugin_named_like_a_built_in_backend_is_ignored() -> None:
+    assert "memory" not in backends.plugin_names()
+    with open_service({"store": {"backend": "memory"}}) as service:
+        assert isinstance(service.seqs, MemorySeqStore)
+
+
+def test_cli_backends_lists_the_plugins() -> None:
+    result = CliRunner().invoke(cli, ["backends"])
+    assert result.exit_code == 0, result.output
+    assert "store (plugin)" in result.output and "fake-store" in result.output
+
+
+def test_the_pytest_plugin_refuses_an_unknown_backend() -> None:
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--imbucket-backend=no-such-store", "-q"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "unknown store backend 'no-such-store'" in run.stderr
