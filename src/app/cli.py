@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -22,6 +23,11 @@ from app.service import MessageService
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
 from domain.errors import ConfigError, ImbucketError
 from domain.projection import MessageView, Tombstone
+
+if TYPE_CHECKING:  # the benchmark is imported by its commands only
+    from app.bench.results import RunResults
+    from app.bench.runner import Options as RunnerOptions
+    from app.bench.spec import BackendSpec
 
 cli = typer.Typer(
     help="imbucket: an IM message store on OpenIM's bucket layout.", no_args_is_help=True
@@ -210,61 +216,83 @@ def bench(
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
     from app.bench import console as bench_console
-    from app.bench import report, runner, spec
-    from app.bench.compare import compare as compare_runs
-    from app.bench.compare import name_run
-    from app.bench.traffic import load_traffic
-    from app.bench.workloads import WORKLOAD_NAMES
+    from app.bench import report, runner
 
     try:
-        file = spec.load_config(config, redis_url) if config else None
-        specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
-        specs += list(file.backends) if file else []
-        if not specs:
-            specs = [spec.parse_backend(text) for text in spec.DEFAULT_BACKENDS]
-        sizes = (
-            spec.parse_sizes(bucket_size) if bucket_size else (file.bucket_sizes if file else ())
+        specs, options, previous = _bench_plan(
+            backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
         )
-        specs = spec.sweep(specs, sizes) if sizes else specs
-        shape = load_traffic(traffic) if traffic else (file.traffic if file else None)
-        unknown = set(workload or ()) - set(WORKLOAD_NAMES)
-        if unknown:
-            raise ConfigError(f"unknown workloads {sorted(unknown)}; known: {WORKLOAD_NAMES}")
-        previous = report.load(compare) if compare else None
     except (ImbucketError, OSError, ValueError) as error:
         console.print(f"[red]bench:[/] {error}")
         raise typer.Exit(2) from None
+    options = replace(options, contention=contention)
+    with bench_console.RichObserver(Console(stderr=True)) as observer:
+        results = runner.run(specs, options, observer)
+    folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    files = report.write(results, folder, previous)
+    _print_bench(results, previous)
+    console.print(f"report: {files.html}")
+    console.print(f"        {files.markdown}")
+    console.print(f"        {files.results}")
+    if all(not b.ok for b in results.backends):
+        raise typer.Exit(1)
+
+
+def _bench_plan(
+    backend: list[str] | None,
+    config: Path | None,
+    scale: ScaleName | None,
+    seed: int | None,
+    compare: Path | None,
+    redis_url: str,
+    workload: list[str] | None,
+    bucket_size: str | None,
+    traffic: Path | None,
+) -> tuple[list[BackendSpec], RunnerOptions, RunResults | None]:
+    """The backends, run options and earlier results a ``bench`` command line asks for."""
+    from app.bench import report, runner, spec
+    from app.bench.traffic import load_traffic
+    from app.bench.workloads import WORKLOAD_NAMES
+
+    file = spec.load_config(config, redis_url) if config else None
+    specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
+    specs += list(file.backends) if file else []
+    if not specs:
+        specs = [spec.parse_backend(text) for text in spec.DEFAULT_BACKENDS]
+    sizes = spec.parse_sizes(bucket_size) if bucket_size else (file.bucket_sizes if file else ())
+    specs = spec.sweep(specs, sizes) if sizes else specs
+    shape = load_traffic(traffic) if traffic else (file.traffic if file else None)
+    unknown = set(workload or ()) - set(WORKLOAD_NAMES)
+    if unknown:
+        raise ConfigError(f"unknown workloads {sorted(unknown)}; known: {WORKLOAD_NAMES}")
+    previous = report.load(compare) if compare else None
     options = runner.Options(
         scale=(scale.value if scale else None) or (file and file.scale) or "small",
         seed=seed if seed is not None else (file.seed if file and file.seed is not None else 42),
         workloads=tuple(workload or ()),
         traffic=shape,
         bucket_sizes=sizes,
-        contention=contention,
     )
-    err = Console(stderr=True)
-    with bench_console.RichObserver(err) as observer:
-        results = runner.run(specs, options, observer)
-    folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    files = report.write(results, folder, previous)
+    return specs, options, previous
+
+
+def _print_bench(results: RunResults, previous: RunResults | None) -> None:
+    """The run's tables, verdicts, targets, comparison and skipped backends on the console."""
+    from app.bench import console as bench_console
+    from app.bench.compare import compare as compare_runs
+    from app.bench.compare import name_run
+
     console.print(bench_console.summary_table(results))
-    for line in bench_console.verdicts(results):
-        console.print(line)
-    for line in bench_console.contention_lines(results):
+    for line in [*bench_console.verdicts(results), *bench_console.contention_lines(results)]:
         console.print(line)
     console.print(bench_console.targets_table(results))
     if previous is not None:
         console.print(
             bench_console.compare_table(compare_runs(previous, results), name_run(previous))
         )
-    skipped = [b for b in results.backends if not b.ok]
-    for b in skipped:
-        console.print(f"[yellow]skipped[/] {b.label}: {b.reason or ''}")
-    console.print(f"report: {files.html}")
-    console.print(f"        {files.markdown}")
-    console.print(f"        {files.results}")
-    if len(skipped) == len(results.backends):
-        raise typer.Exit(1)
+    for b in results.backends:
+        if not b.ok:
+            console.print(f"[yellow]skipped[/] {b.label}: {b.reason or ''}")
 
 
 @cli.command()
