@@ -10,9 +10,8 @@ blocked at the cap is the failure (no elapsed time is asserted).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -25,29 +24,10 @@ from tests.contract.conftest import store_config
 from tests.faults.conftest import _ENGINES, STORES
 from tests.proxy import TcpProxy
 from tests.redis_server import redis_prefix, redis_url
+from tests.waits import returned
 
-T = TypeVar("T")
 CONV = "si_alice_bob"
-# Far above every bound below (and above 30 s, the bound with default settings).
-HARD_CAP_SECONDS = 90
 SHORT = {"connect_timeout_seconds": 1, "statement_timeout_seconds": 1, "pool_timeout_seconds": 1}
-
-
-def returned(call: Callable[[], T]) -> T | BaseException:
-    """call's result or error; fails the test if call is still blocked at the hard cap."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as error:  # handed to the test
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(HARD_CAP_SECONDS)
-    assert not thread.is_alive(), f"the call was still blocked after {HARD_CAP_SECONDS} s"
-    return outcome[0]  # type: ignore[no-any-return]
 
 
 def draft(n: int) -> Draft:
@@ -91,17 +71,21 @@ def contents(service: MessageService) -> list[str]:
     ]
 
 
-def test_a_read_from_a_silent_server_gives_store_unavailable_and_works_again(
-    short: tuple[MessageService, TcpProxy],
-) -> None:
-    service, proxy = short
+def check_a_silent_read(service: MessageService, proxy: TcpProxy, named: str) -> None:
+    """A pull from a black-holed server gives StoreUnavailable named ``named``; then it works."""
     service.send(CONV, [draft(1)])
     proxy.black_hole()
     error = returned(lambda: service.pull_latest(CONV, "bob"))
     assert isinstance(error, StoreUnavailable)
-    assert str(error).startswith("pull_latest: ")
+    assert str(error).startswith(named)
     proxy.restore()
     assert returned(lambda: contents(service)) == ["hello 1"]
+
+
+def test_a_read_from_a_silent_server_gives_store_unavailable_and_works_again(
+    short: tuple[MessageService, TcpProxy],
+) -> None:
+    check_a_silent_read(*short, "pull_latest: ")
 
 
 def test_a_send_cut_by_a_silent_server_is_stored_once_when_retried(
@@ -123,12 +107,7 @@ def test_a_send_cut_by_a_silent_server_is_stored_once_when_retried(
 def test_with_default_settings_a_silent_server_still_answers(
     default: tuple[MessageService, TcpProxy],
 ) -> None:
-    service, proxy = default
-    service.send(CONV, [draft(1)])
-    proxy.black_hole()
-    assert isinstance(returned(lambda: service.pull_latest(CONV, "bob")), StoreUnavailable)
-    proxy.restore()
-    assert returned(lambda: contents(service)) == ["hello 1"]
+    check_a_silent_read(*default, "pull_latest: ")
 
 
 @pytest.fixture
@@ -152,14 +131,7 @@ def mongo(mongo_url: str) -> Iterator[tuple[MessageService, TcpProxy]]:
 def test_mongo_a_silent_server_gives_store_unavailable_and_works_again(
     mongo: tuple[MessageService, TcpProxy],
 ) -> None:
-    service, proxy = mongo
-    service.send(CONV, [draft(1)])
-    proxy.black_hole()
-    error = returned(lambda: service.pull_latest(CONV, "bob"))
-    assert isinstance(error, StoreUnavailable)
-    assert str(error).startswith("pull_latest: MongoDB")
-    proxy.restore()
-    assert returned(lambda: contents(service)) == ["hello 1"]
+    check_a_silent_read(*mongo, "pull_latest: MongoDB")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ remote server (SQLite's busy timeout, a closed port, a full pool on the local Po
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,25 +23,7 @@ from domain.errors import StoreUnavailable
 from domain.model import Draft
 from tests.sql_servers import postgres_server
 from tests.unit.test_sql_retry import SERVERS, closed_port
-
-HARD_CAP_SECONDS = 90
-
-
-def returned(call: Callable[[], object]) -> object:
-    """call's result or error; fails the test if call is still blocked at the hard cap."""
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except Exception as error:  # handed to the test
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(HARD_CAP_SECONDS)
-    assert not thread.is_alive(), f"the call was still blocked after {HARD_CAP_SECONDS} s"
-    return outcome[0]
+from tests.waits import returned
 
 
 def test_the_default_waits_fit_in_30_seconds_with_every_retry() -> None:
