@@ -30,7 +30,7 @@ from domain.model import (
     StoreStats,
 )
 from domain.scan import ScannedSlot, SlotPage
-from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify
+from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
 
 
 class MongoRowMessageStore(TagWrites):
@@ -81,9 +81,14 @@ class MongoRowMessageStore(TagWrites):
                     del pending[seq]
         raise StoreUnavailable(f"insert into {conversation_id} did not settle under contention")
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """One find with ``_id: {$in}``; rows holding nothing are left out."""
-        found = self._read(conversation_id, seqs)
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """One find with ``_id: {$in}``; rows holding nothing are left out.
+
+        For a viewer an aggregate with ``$in`` on ``del_list``: no deleter list travels.
+        """
+        found = self._read(conversation_id, seqs, viewer)
         return {seq: slot for seq, slot in found.items() if not slot.is_empty}
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
@@ -116,10 +121,19 @@ class MongoRowMessageStore(TagWrites):
         """Close the client."""
         self._connection.close()
 
-    def _read(self, conversation_id: str, seqs: Collection[int]) -> dict[int, Slot]:
+    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        """Set-add user_id; the rows are read as user_id sees them (never every deleter)."""
+        return self._patch(conversation_id, seqs, deleting_for(user_id), user_id)
+
+    def _read(
+        self, conversation_id: str, seqs: Collection[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
         if not seqs:
             return {}
         with translated("read messages"):
+            if viewer is not None:
+                pipeline = commands.viewed_rows(conversation_id, seqs, viewer)
+                return row_slots(self._rows.aggregate(pipeline))
             return row_slots(self._rows.find(commands.rows_in(conversation_id, seqs)))
 
     def _upsert(self, command: commands.Update, action: str) -> bool:
@@ -132,9 +146,14 @@ class MongoRowMessageStore(TagWrites):
                 return False
         return True
 
-    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
-        """Read the rows once, then upsert every change in one unordered bulk write."""
-        found = self._read(conversation_id, seqs)
+    def _patch(
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, viewer: str | None = None
+    ) -> int:
+        """Read the rows once, then upsert every change in one unordered bulk write.
+
+        With a viewer the rows are read as that viewer sees them.
+        """
+        found = self._read(conversation_id, seqs, viewer)
         changes: dict[int, SlotPatch] = {}
         for seq in seqs:
             patch = decide(found.get(seq, EMPTY_SLOT))

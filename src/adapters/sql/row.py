@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    case,
     cast,
     delete,
     func,
@@ -44,6 +45,7 @@ from domain.layout import BucketLayout
 from domain.model import (
     EMPTY_SLOT,
     MESSAGE_FIELDS,
+    OTHER_DELETERS,
     PURGED_SLOT,
     InsertOutcome,
     InsertResult,
@@ -95,8 +97,14 @@ class SqlRowStore(TagWrites):
             raise StoreUnavailable(f"insert into {conversation_id} did not settle")
         return InsertResult.of(messages, outcome)
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Read slots holding anything, in one statement; see MessageStore.get."""
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Read slots holding anything, in one statement; see MessageStore.get.
+
+        For a viewer the deletions come back as one row per seq: the viewer's id when the
+        viewer is among them, else OTHER_DELETERS (``''``, which sorts before every id).
+        """
         check_keys(conversation_id)
         if not seqs:
             return {}
@@ -111,6 +119,19 @@ class SqlRowStore(TagWrites):
             ).where(_at(table, conversation_id, seqs))
             for kind, table in ((_DELETION, schema.deletions), (_READER, schema.readers))
         ]
+        if viewer is not None:
+            deletions = schema.deletions.c
+            mine = case((deletions.user_id == viewer, deletions.user_id), else_=OTHER_DELETERS)
+            tags[0] = (
+                select(
+                    literal_column(str(_DELETION)).label("kind"),
+                    deletions.seq,
+                    func.max(mine).label("user_id"),
+                    *(null() for _ in range(width)),
+                )
+                .where(_at(schema.deletions, conversation_id, seqs))
+                .group_by(deletions.seq)
+            )
         messages = select(
             literal_column(str(_MESSAGE)).label("kind"),
             self._messages.c.seq,
