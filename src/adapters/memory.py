@@ -68,6 +68,9 @@ class MemoryBucketRepository:
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Requested slots of existing buckets."""
+        return self._slots(wanted)
+
+    def _slots(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         with self._lock:
             return {
                 doc_id: {index: self._buckets[doc_id][index] for index in indexes}
@@ -81,7 +84,7 @@ class MemoryBucketRepository:
         """Requested slots of existing buckets as viewer reads them (a set lookup)."""
         return {
             doc_id: {index: _viewed(slot, viewer) for index, slot in slots.items()}
-            for doc_id, slots in self.read(wanted).items()
+            for doc_id, slots in self._slots(wanted).items()
         }
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
