@@ -16,7 +16,17 @@ from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from adapters.roundtrips import Count, RoundTrips
 
 _MEMORY_READS = frozenset(
-    {"read", "stats", "max_seq", "min_seq", "user_min_seq", "read_seq", "watermarks"}
+    {
+        "read",
+        "read_viewed",
+        "read_spilled",
+        "stats",
+        "max_seq",
+        "min_seq",
+        "user_min_seq",
+        "read_seq",
+        "watermarks",
+    }
 )
 _OUR_PACKAGES = ("adapters.", "app.")
 
