@@ -36,6 +36,16 @@ def draft(n: int) -> Draft:
     )
 
 
+def served(config: dict[str, Any], proxy: TcpProxy) -> Iterator[tuple[MessageService, TcpProxy]]:
+    """The service of config (whose URL points at proxy); both closed afterwards."""
+    service = open_service(config)
+    try:
+        yield service, proxy
+    finally:
+        proxy.close()
+        service.close()
+
+
 def opened(
     request: pytest.FixtureRequest, settings: dict[str, Any]
 ) -> Iterator[tuple[MessageService, TcpProxy]]:
@@ -45,12 +55,7 @@ def opened(
         proxy = TcpProxy(url, port)
         config = store_config(backend, proxy.url)
         config["store"].update(settings)
-        service = open_service(config)
-        try:
-            yield service, proxy
-        finally:
-            proxy.close()
-            service.close()
+        yield from served(config, proxy)
 
 
 @pytest.fixture(params=STORES)
@@ -120,12 +125,7 @@ def mongo(mongo_url: str) -> Iterator[tuple[MessageService, TcpProxy]]:
     bare = parts._replace(path=parts.path or "/", query="").geturl()
     config = store_config("mongo-bucket", f"{bare}?directConnection=true")
     config["store"].update(SHORT)
-    service = open_service(config)
-    try:
-        yield service, proxy
-    finally:
-        proxy.close()
-        service.close()
+    yield from served(config, proxy)
 
 
 def test_mongo_a_silent_server_gives_store_unavailable_and_works_again(
@@ -142,12 +142,7 @@ def cached() -> Iterator[tuple[MessageService, TcpProxy]]:
         proxy = TcpProxy(url, 6379)
         cache = {"backend": "redis", "url": proxy.url, "key_prefix": prefix}
         cache.update(connect_timeout_seconds=0.2, socket_timeout_seconds=0.2)
-        service = open_service({"store": {"backend": "memory"}, "cache": cache})
-        try:
-            yield service, proxy
-        finally:
-            proxy.close()
-            service.close()
+        yield from served({"store": {"backend": "memory"}, "cache": cache}, proxy)
 
 
 def test_a_silent_redis_is_skipped_and_answers_stay_right(
