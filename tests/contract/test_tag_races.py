@@ -16,8 +16,8 @@ from sqlalchemy.sql.dml import Update
 from app import MessageService
 from domain.model import Actor, ContentType, Role
 from domain.projection import MessageView, Tombstone, TombstoneReason
-from tests.contract.conftest import BUCKETS, SQL, backends
-from tests.factories import CONV, draft, message
+from imbucket_contract.factories import CONV, draft, message
+from imbucket_contract.rows import BUCKETS, SQL, backends
 
 OWNER = Actor("olivia", Role.OWNER)
 SEQ = 101  # the first seq of the second bucket at the default bucket size

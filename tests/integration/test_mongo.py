@@ -29,7 +29,7 @@ from app import open_service
 from domain.errors import LayoutMismatch
 from domain.layout import BucketLayout
 from domain.model import Slot
-from tests.factories import message, messages
+from imbucket_contract.factories import message, messages
 
 CONV = "sg_mongo"
 

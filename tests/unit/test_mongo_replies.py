@@ -13,7 +13,7 @@ from adapters.mongo import commands, replies
 from app.instrument.scratch import is_emulated
 from domain.errors import LayoutMismatch, StoreUnavailable
 from domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
-from tests.factories import message
+from imbucket_contract.factories import message
 
 CONV = "sg_g1"
 
