@@ -18,12 +18,12 @@ from app import backends, open_service
 from app.backends import Backend
 from app.cli import cli
 from app.settings import load_settings
-from imbucket_contract import suite_dir
-from imbucket_contract.rows import CAPABILITIES
 from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
+from imbucket_contract import suite_dir
 from imbucket_contract.factories import CONV, messages
+from imbucket_contract.rows import CAPABILITIES
 
 opened: list[tuple[str, int]] = []  # (url, bucket size) of each fake_store opened
 
