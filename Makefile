@@ -70,7 +70,7 @@ else
 endif
 
 plugin: | $(PLUGIN_BIN)/python
-	rm -rf $(WHEELS) build
+	rm -rf $(WHEELS) build $(EXAMPLE)/build
 ifdef UV
 	$(UV) build --quiet --wheel --out-dir $(WHEELS) .
 	$(UV) build --quiet --wheel --out-dir $(WHEELS) $(EXAMPLE)
@@ -83,7 +83,7 @@ else
 		'imbucket[contract]' imbucket-example-store
 	$(PLUGIN_BIN)/python -m pip install --quiet --force-reinstall --no-deps $(WHEELS)/*.whl
 endif
-	rm -rf build
+	rm -rf build $(EXAMPLE)/build  # pip builds in the source trees
 	cd $(EXAMPLE) && ../../$(PLUGIN_BIN)/python -c 'import app, imbucket_contract.suite as s, \
 		sys; sys.exit(any("site-packages" not in m.__file__ for m in (app, s)))'
 	cd $(EXAMPLE) && CI=false ../../$(PLUGIN_BIN)/pytest --imbucket-backend=example-dict \

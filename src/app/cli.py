@@ -18,7 +18,7 @@ from rich.table import Table
 from adapters.codec import slot_to_doc
 from app import open_container, open_service
 from app.backends import plugin_names
-from app.demo import DEMO_CONVERSATION, USERS, describe, play, views
+from app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
 from app.service import MessageService
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
 from domain.errors import ConfigError, ImbucketError
@@ -88,7 +88,7 @@ def demo() -> None:
                 style = "cyan" if isinstance(entry, MessageView) and entry.revoked else ""
                 if isinstance(entry, Tombstone):
                     style = _STYLES[entry.reason.value]
-                text = escape(describe(entry))
+                text = escape(cell_text(entry))
                 cells.append(f"[{style}]{text}[/]" if style else text)
             table.add_row(str(seq), location, *cells)
         console.print(_backend_line())
@@ -320,12 +320,12 @@ def profile(
     except ImbucketError as error:
         console.print(f"[red]profile:[/] {escape(str(error))}")
         raise typer.Exit(2) from None
-    text = to_toml(found.traffic(request.messages), found.describe())
+    text = to_toml(found.traffic(request.messages), found.summary())
     if out is None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
     else:
         out.write_text(text)
-        console.print(f"{found.describe()}\nwrote {out}")
+        console.print(f"{found.summary()}\nwrote {out}")
 
 
 @cli.command("compare")

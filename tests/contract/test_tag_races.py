@@ -71,7 +71,7 @@ def assert_revoked_for_everyone(service: MessageService) -> None:
 
 @pytest.mark.parametrize("backend_config", backends(BUCKETS), indirect=True)
 class TestBucketTagWritesRacingTheBucketCreation:
-    """The bucket engine's tag writes when a sender creates the bucket in between."""
+    """The bucket state machine's tag writes when a sender creates the bucket in between."""
 
     def test_revoke_is_not_lost(self, service: MessageService) -> None:
         allocate_next_bucket(service)

@@ -141,7 +141,7 @@ def test_the_server_is_named_from_the_build_info_command(
     connection: MongoConnection, sent: Commands
 ) -> None:
     # pymongo's server_info() sends the legacy `buildinfo`, which mongoeco refuses.
-    name = connection.describe()
+    name = connection.server_version()
     assert name.startswith(("MongoDB ", "mongoeco (MongoDB "))
     assert connection.version() >= (4, 4)
     assert sent.names == ["buildInfo"]  # asked once

@@ -1,4 +1,4 @@
-"""The BucketRepository primitives the bucket engine relies on, on every bucket engine."""
+"""The BucketRepository primitives the bucket state machine relies on, on every bucket backend."""
 
 from __future__ import annotations
 

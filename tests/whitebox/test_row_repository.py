@@ -1,4 +1,4 @@
-"""The RowRepository primitives the row engine relies on, on every row engine."""
+"""The RowRepository primitives the row state machine relies on, on every row backend."""
 
 from __future__ import annotations
 
