@@ -9,12 +9,13 @@ UV := $(shell command -v uv 2>/dev/null)
 
 .PHONY: bench demo test lint unit contract clean mongoeco plugin
 
-$(BIN)/python:
+# A venv (.venv, .venv-plugin): uv when it is on PATH, else python3 -m venv + pip.
+%/bin/python:
 ifdef UV
-	$(UV) venv --python $(PYTHON) $(VENV)
+	$(UV) venv --python $(PYTHON) $*
 else
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv $*
+	$*/bin/python -m pip install --quiet --upgrade pip
 endif
 
 # One stamp per extra set, refreshed whenever pyproject.toml changes.
@@ -60,14 +61,6 @@ test: lint
 PLUGIN_VENV := .venv-plugin
 PLUGIN_BIN := $(PLUGIN_VENV)/bin
 WHEELS := $(PLUGIN_VENV)/wheels
-
-$(PLUGIN_BIN)/python:
-ifdef UV
-	$(UV) venv --python $(PYTHON) $(PLUGIN_VENV)
-else
-	$(PYTHON) -m venv $(PLUGIN_VENV)
-	$(PLUGIN_BIN)/python -m pip install --quiet --upgrade pip
-endif
 
 plugin: | $(PLUGIN_BIN)/python
 	rm -rf $(WHEELS) build $(EXAMPLE)/build

@@ -101,23 +101,10 @@ def test_cli_backends_lists_the_plugins() -> None:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_pytest_plugin_refuses_an_unknown_backend() -> None:
-    root = ROOT
+def usage_error(*options: str) -> str:
+    """pytest run with options in the checkout must stop with a usage error; its stderr."""
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--imbucket-backend=no-such-store", "-q"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
-    assert "unknown store backend 'no-such-store'" in run.stderr
-
-
-def test_the_pytest_plugin_refuses_an_unknown_capability() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--imbucket-backend=memory", "--imbucket-capabilities=x"],
+        [sys.executable, "-m", "pytest", "-q", *options],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -125,8 +112,18 @@ def test_the_pytest_plugin_refuses_an_unknown_capability() -> None:
         check=False,
     )
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
-    assert "unknown capabilities ['x']" in run.stderr
-    assert all(capability in run.stderr for capability in CAPABILITIES)
+    return run.stderr
+
+
+def test_the_pytest_plugin_refuses_an_unknown_backend() -> None:
+    stderr = usage_error("--imbucket-backend=no-such-store")
+    assert "unknown store backend 'no-such-store'" in stderr
+
+
+def test_the_pytest_plugin_refuses_an_unknown_capability() -> None:
+    stderr = usage_error("--imbucket-backend=memory", "--imbucket-capabilities=x")
+    assert "unknown capabilities ['x']" in stderr
+    assert all(capability in stderr for capability in CAPABILITIES)
 
 
 def test_the_wheel_ships_every_package_of_src_and_the_contract_suite() -> None:
