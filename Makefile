@@ -9,12 +9,13 @@ UV := $(shell command -v uv 2>/dev/null)
 
 .PHONY: bench demo test lint unit contract clean mongoeco plugin
 
-$(BIN)/python:
+# A venv (.venv, .venv-plugin): uv when it is on PATH, else python3 -m venv + pip.
+%/bin/python:
 ifdef UV
-	$(UV) venv --python $(PYTHON) $(VENV)
+	$(UV) venv --python $(PYTHON) $*
 else
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv $*
+	$*/bin/python -m pip install --quiet --upgrade pip
 endif
 
 # One stamp per extra set, refreshed whenever pyproject.toml changes.
@@ -52,9 +53,33 @@ test: lint
 	$(BIN)/pytest
 	$(MAKE) --no-print-directory plugin
 
-# The contract suite on the example third-party backend alone (part of `make test`).
-plugin: $(VENV)/.installed-example
-	cd $(EXAMPLE) && CI=false ../../$(BIN)/pytest --imbucket-backend=example-dict \
+# The contract suite on the example third-party backend alone (part of `make test`), as a team
+# runs it: imbucket built into a wheel and installed (not editable) with the example package
+# into a venv of its own, and the documented command run from the example's directory, so that
+# nothing of this checkout is imported. The wheel is rebuilt on every run; the venv and its
+# dependencies are kept.
+PLUGIN_VENV := .venv-plugin
+PLUGIN_BIN := $(PLUGIN_VENV)/bin
+WHEELS := $(PLUGIN_VENV)/wheels
+
+plugin: | $(PLUGIN_BIN)/python
+	rm -rf $(WHEELS) build $(EXAMPLE)/build
+ifdef UV
+	$(UV) build --quiet --wheel --out-dir $(WHEELS) .
+	$(UV) build --quiet --wheel --out-dir $(WHEELS) $(EXAMPLE)
+	$(UV) pip install --quiet --python $(PLUGIN_BIN)/python --reinstall-package imbucket \
+		--reinstall-package imbucket-example-store --find-links $(WHEELS) \
+		'imbucket[contract]' imbucket-example-store
+else
+	$(PLUGIN_BIN)/python -m pip wheel --quiet --no-deps --wheel-dir $(WHEELS) . $(EXAMPLE)
+	$(PLUGIN_BIN)/python -m pip install --quiet --find-links $(WHEELS) \
+		'imbucket[contract]' imbucket-example-store
+	$(PLUGIN_BIN)/python -m pip install --quiet --force-reinstall --no-deps $(WHEELS)/*.whl
+endif
+	rm -rf build $(EXAMPLE)/build  # pip builds in the source trees
+	cd $(EXAMPLE) && ../../$(PLUGIN_BIN)/python -c 'import app, imbucket_contract.suite as s, \
+		sys; sys.exit(any("site-packages" not in m.__file__ for m in (app, s)))'
+	cd $(EXAMPLE) && CI=false ../../$(PLUGIN_BIN)/pytest --imbucket-backend=example-dict \
 		--imbucket-capabilities=buckets -p no:cacheprovider
 
 # The MongoDB stand-in's own venv (.venv-mongoeco, Python >= 3.13, pinned mongoeco). The test
@@ -63,4 +88,4 @@ mongoeco: $(VENV)/.installed-test
 	$(BIN)/python -m tests.mongo_emulator
 
 clean:
-	rm -rf $(VENV) .venv-mongoeco .venv-mongoeco.lock .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PLUGIN_VENV) .venv-mongoeco .venv-mongoeco.lock .pytest_cache .mypy_cache .ruff_cache

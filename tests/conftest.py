@@ -1,5 +1,6 @@
-"""Session-wide test setup: servers started on demand are stopped at the end, and the
-summary says on which MongoDB the Mongo tests ran."""
+"""Session-wide test setup: the fixtures that reach a server (one database, schema or key
+prefix per test), servers started on demand stopped at the end, and a summary line saying on
+which MongoDB the Mongo tests ran."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.mongo import mongo_database, summary
+from imbucket_contract.rows import Config
+from tests.mongo import emulated_mongo, mongo_database, summary
 from tests.redis_cluster import RedisClusterProcesses, start_cluster
+from tests.redis_server import redis_prefix, redis_url
 from tests.servers import close_containers
+from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
 _mongo_tests: set[str] = set()  # node ids of the tests that asked for a MongoDB database
 
@@ -47,3 +51,38 @@ def redis_cluster() -> Iterator[RedisClusterProcesses]:
     cluster = start_cluster()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema for this test, dropped afterwards."""
+    with postgres_schema(postgres_server()) as url:
+        yield url
+
+
+@pytest.fixture
+def mariadb_url() -> Iterator[str]:
+    """A fresh MariaDB database for this test, dropped afterwards."""
+    with mariadb_database(mariadb_server()) as url:
+        yield url
+
+
+@pytest.fixture
+def redis_cache() -> Iterator[Config]:
+    """Cache config on the test Redis, under a key prefix of its own (removed afterwards)."""
+    url = redis_url()
+    with redis_prefix(url) as prefix:
+        yield {"backend": "redis", "url": url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def redis_cluster_cache(redis_cluster: RedisClusterProcesses) -> Iterator[Config]:
+    """Cache config on this run's Redis Cluster, under a key prefix of its own."""
+    with redis_prefix(redis_cluster.url, cluster=True) as prefix:
+        yield {"backend": "redis-cluster", "url": redis_cluster.url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def imbucket_emulated_server(backend_config: Config) -> bool:
+    """Whether the row's server is the mongoeco emulator (overrides the plugin's False)."""
+    return str(backend_config["store"]["backend"]).startswith("mongo") and emulated_mongo()

@@ -85,7 +85,7 @@ def server_name(url: str) -> str:
 
     connection = MongoConnection(url)
     try:
-        return connection.describe()
+        return connection.server_version()
     finally:
         connection.close()
 

@@ -1,4 +1,4 @@
-"""BucketMessageStore: the MessageStore of every bucket engine, written once.
+"""BucketMessageStore: the MessageStore of every bucket backend, written once.
 
 It holds OpenIM's insert state machine (research/openim-storage.md §3.2), improved so that
 one bucket's batch is written by one conditional update, and so that tags written to a

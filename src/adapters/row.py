@@ -1,4 +1,4 @@
-"""RowMessageStore: the MessageStore of every row engine, written once.
+"""RowMessageStore: the MessageStore of every row backend, written once.
 
 The twin of ``BucketMessageStore``: it holds the row insert state machine (insert the new
 rows, classify the seqs that collided, fill the rows holding only tags) and applies the tag

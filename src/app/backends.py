@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """A store, the seq store that shares its engine, and how to name the engine's version."""
+    """A store, the seq store that shares its connection, and how to name the server's version."""
 
     store: MessageStore
     seqs: SeqStore
@@ -47,7 +47,7 @@ def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeout
     from adapters.sql import open_row
 
     store, seqs = open_row(url, layout, timeouts)
-    return Backend(store, seqs, seqs.db.describe)
+    return Backend(store, seqs, seqs.db.server_version)
 
 
 def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -55,11 +55,11 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
     from adapters.sql import open_bucket
 
     store, seqs = open_bucket(url, layout, budget, timeouts)
-    return Backend(store, seqs, seqs.db.describe)
+    return Backend(store, seqs, seqs.db.server_version)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
-    """OpenIM's bucket collection ``msg`` under the shared bucket engine."""
+    """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
     from adapters.mongo.bucket import MongoBucketRepository
 
     return _mongo(
@@ -83,7 +83,7 @@ def _mongo(
 
     connection = MongoConnection(url, timeouts=timeouts)
     try:
-        return Backend(make_store(connection), MongoSeqStore(connection), connection.describe)
+        return Backend(make_store(connection), MongoSeqStore(connection), connection.server_version)
     except BaseException:
         connection.close()
         raise
@@ -163,7 +163,7 @@ def seqs_of(backend: Backend) -> SeqStore:
 
 
 def version_of(backend: Backend) -> str:
-    """The engine's version ("MongoDB 7.0.12"), or "" when the backend does not say."""
+    """The server's version ("MongoDB 7.0.12"), or "" when the backend does not say."""
     return backend.version() if backend.version is not None else ""
 
 

@@ -78,7 +78,7 @@ def views(service: MessageService, replayed: bool) -> DemoViews:
     )
 
 
-def describe(entry: Entry) -> str:
+def cell_text(entry: Entry) -> str:
     """One table cell."""
     if isinstance(entry, MessageView):
         if entry.revoked is not None:

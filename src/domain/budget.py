@@ -143,7 +143,7 @@ class BucketBounds:
         return self.fixed_bytes + self.deleters_per_bucket * self.entry_bytes
 
     def budget(self) -> TagBudget:
-        """The inline limits the bucket engine enforces."""
+        """The inline limits the bucket state machine enforces."""
         return TagBudget(self.deleters_per_slot, self.deleters_per_bucket)
 
     def check(self) -> None:

@@ -145,9 +145,9 @@ class Slot:
     ``read_by`` keeps readers who marked the seq read before its message was stored; once
     the message is known they count as a read when they are not its sender.
 
-    ``spilled`` says that more deleters are kept outside the bucket (a bucket engine's side
+    ``spilled`` says that more deleters are kept outside the bucket (a bucket backend's side
     table), so ``deleted_by`` lists only the ones stored inline. Only a bucket repository
-    returns it set; the bucket engine merges the others in before anyone else sees the slot.
+    returns it set; the bucket state machine merges the others in before anyone else sees the slot.
     """
 
     message: Message | None = None

@@ -1,17 +1,21 @@
 """imbucket's contract suite as a pytest plugin, for backends written outside this project.
 
-``pytest --imbucket-backend NAME`` (the plugin in ``imbucket_contract.plugin`` is registered
-under pytest's ``pytest11`` entry point group, so it loads wherever imbucket is installed) runs
-the contract suite of ``tests/contract`` on the store backend NAME alone: a built-in one or an
-``imbucket.backends`` entry point (docs/plugins.md).
+The suite's home is ``tests/contract`` of imbucket's source tree; the wheel ships it as the
+subpackage ``imbucket_contract.suite`` (``[tool.setuptools]`` in pyproject.toml), next to the
+helpers it imports (``factories``, ``reference``, ``dump``, ``strategies``, ``concurrency``,
+``migration_data``) and its row table (``rows``). ``pytest --imbucket-backend NAME`` (the plugin
+in ``imbucket_contract.plugin`` is registered under pytest's ``pytest11`` entry point group, so
+it loads wherever imbucket is installed) runs that suite on the store backend NAME alone: a
+built-in one or an ``imbucket.backends`` entry point (docs/plugins.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
-CAPABILITIES = ("persistent", "sql", "buckets")  # as tests/contract/conftest.py names them
+from imbucket_contract.rows import Config, store_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +26,9 @@ class SelectedBackend:
     url: str = ""
     capabilities: frozenset[str] = frozenset()
 
-    def config(self) -> dict[str, object]:
+    def config(self) -> Config:
         """The open_service configuration of the row (no cache in front)."""
-        return {"store": {"backend": self.name, "url": self.url}, "cache": {"backend": "none"}}
+        return store_config(self.name, self.url)
 
 
 _selected: list[SelectedBackend] = []  # set once per pytest run, before the suite is imported
@@ -40,10 +44,13 @@ def selected() -> SelectedBackend | None:
     return _selected[0] if _selected else None
 
 
-def suite_dir() -> Path | None:
-    """The contract suite's directory (``tests/contract`` of the checkout imbucket runs from).
+def suite_dir() -> Path:
+    """The contract suite's directory, wherever the installed imbucket keeps it.
 
-    None when imbucket was installed from a wheel, which does not carry the test tree.
+    From a wheel, ``imbucket_contract/suite`` in site-packages; from an editable install of a
+    checkout, the checkout's ``tests/contract``.
     """
-    suite = Path(__file__).resolve().parents[2] / "tests" / "contract"
-    return suite if (suite / "conftest.py").is_file() else None
+    spec = find_spec("imbucket_contract.suite")
+    if spec is None or spec.origin is None:  # pragma: no cover - a broken installation
+        raise ModuleNotFoundError("imbucket_contract.suite is not installed with imbucket")
+    return Path(spec.origin).parent

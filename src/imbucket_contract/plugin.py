@@ -1,10 +1,15 @@
-"""The pytest hooks of imbucket_contract: ``--imbucket-backend NAME [--imbucket-url URL]``."""
+"""The pytest hooks of imbucket_contract: ``--imbucket-backend NAME [--imbucket-url URL]``.
+
+Loaded in every pytest run where imbucket is installed (entry point group ``pytest11``); it
+does nothing unless ``--imbucket-backend`` is given, and its fixtures are prefixed ``imbucket_``.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from imbucket_contract import CAPABILITIES, SelectedBackend, select, selected, suite_dir
+from imbucket_contract import SelectedBackend, select, selected, suite_dir
+from imbucket_contract.rows import CAPABILITIES
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,14 +40,17 @@ def pytest_load_initial_conftests(
     select(_backend(options.imbucket_backend, options.imbucket_url, options.imbucket_capabilities))
     if options.file_or_dir:
         return
-    suite = suite_dir()
-    if suite is None:
-        raise pytest.UsageError(
-            "the contract suite lives in imbucket's source tree: install imbucket from a "
-            "checkout (pip install -e 'path/to/imbucket[test]') or pass tests/contract's path"
-        )
-    args.append(str(suite))
-    options.file_or_dir.append(str(suite))
+    suite = str(suite_dir())
+    args.append(suite)
+    options.file_or_dir.append(suite)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Which backend the suite runs on, and where the installed suite lives."""
+    backend = selected()
+    if backend is None:
+        return None
+    return f"imbucket contract suite: {suite_dir()} on backend {backend.name!r}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,3 +80,13 @@ def imbucket_selected_config() -> dict[str, object]:
     if backend is None:
         raise pytest.UsageError("imbucket_selected_config needs --imbucket-backend")
     return backend.config()
+
+
+@pytest.fixture
+def imbucket_emulated_server() -> bool:
+    """Whether the row's server is an emulator too slow for the largest tests: no here.
+
+    imbucket's own ``tests/conftest.py`` overrides it for the mongoeco emulator; the model-based
+    test then runs fewer examples and the 5,000-deleter test is skipped.
+    """
+    return False

@@ -1,4 +1,4 @@
-"""Ports: the typing.Protocol interfaces the service and the bucket engine depend on."""
+"""Ports: the Protocol interfaces the service and the bucket/row state machines depend on."""
 
 from ports.bucket_repository import BucketRepository
 from ports.message_cache import MessageCache

@@ -1,4 +1,4 @@
-"""The BucketRepository port: the few storage primitives the bucket engine needs."""
+"""The BucketRepository port: the few storage primitives the bucket state machine needs."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class BucketRepository(Protocol):
 
     Every bucket always holds exactly ``layout.size`` slots. Each method is one round trip
     to the engine. Methods never create a bucket except ``create_bucket``; they report a
-    missing bucket by returning False and let the engine decide.
+    missing bucket by returning False and let the state machine decide.
     """
 
     layout: BucketLayout
@@ -82,7 +82,7 @@ class BucketRepository(Protocol):
 
         None starts from the first. Engine's doc_id order, inline slots only, one round trip.
 
-        Spilled deleters are not merged: the engine reads them with ``read_spilled``.
+        Spilled deleters are not merged: the state machine reads them with ``read_spilled``.
         """
         ...
 

@@ -1,4 +1,4 @@
-"""The RowRepository port: the few storage primitives the row engine needs.
+"""The RowRepository port: the few storage primitives the row state machine needs.
 
 The twin of ``BucketRepository``: ``adapters.row.RowMessageStore`` holds the insert state
 machine (insert, collide, classify, fill) and the tag rules once, and a row repository only

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from app import MessageService
 from domain.model import Actor, Message, Role, SessionType
 from domain.projection import Entry, MessageView, Tombstone, TombstoneReason
-from tests.factories import messages
+from imbucket_contract.factories import messages
 
 CONV = "si_alice_bob"
 OWNER = Actor("olivia", Role.OWNER)

@@ -38,10 +38,10 @@ from adapters.redis_cache import RedisMessageCache
 from app import MessageService
 from domain.model import Actor
 from domain.projection import Entry
+from imbucket_contract.factories import messages
 from ports.message_store import MessageStore
 from tests.cache.cases import CONV, MUTATIONS, seed
 from tests.cache.conftest import NOW_MS, Rig, SpyStore, Target
-from tests.factories import messages
 from tests.redis_cluster import (
     FAST_NODE_TIMEOUT_MS,
     ClusterNode,

@@ -1,11 +1,16 @@
 """The backend table: every contract test runs once per row, unchanged.
 
+This directory is the contract suite's one home; the wheel ships it as
+``imbucket_contract.suite``, where ``pytest --imbucket-backend NAME`` runs it on one backend
+(docs/plugins.md). So nothing here imports from ``tests``: the rows name fixtures, and the
+fixtures that reach a server (``postgres_url``, ``mariadb_url``, ``mongo_url``,
+``redis_cache``, ``redis_cluster_cache``) live in ``tests/conftest.py``.
+
 A row names a fixture that returns the config mapping for ``open_service``; server rows
 resolve their URL lazily (env, then testcontainers, then skip with a reason) and give each
 test a namespace of its own. Later backends add a row here and a config fixture, never a
-change to the tests.
-
-Rows also list their capabilities. A test that needs one runs on the rows having it::
+change to the tests. Rows also list their capabilities (``imbucket_contract.rows``); a test
+that needs one runs on the rows having it::
 
     @pytest.mark.parametrize("backend_config", backends(PERSISTENT), indirect=True)
 """
@@ -13,34 +18,24 @@ Rows also list their capabilities. A test that needs one runs on the rows having
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from app import MessageService, open_service
 from imbucket_contract import selected
+from imbucket_contract.rows import (
+    BUCKETS,
+    PERSISTENT,
+    ROW_LAYOUT,
+    SQL,
+    Config,
+    Row,
+    backends,
+    store_config,
+    use,
+)
 from ports.message_store import MessageStore
-from tests.redis_cluster import RedisClusterProcesses
-from tests.redis_server import redis_prefix, redis_url
-from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
-
-Config = dict[str, Any]
-
-PERSISTENT = "persistent"  # a second open_service on the same config sees the same data
-SQL = "sql"  # the store exposes its SQLAlchemy ``engine`` (round trips can be counted)
-BUCKETS = "buckets"  # the store is a BucketMessageStore: its ``repository`` can be tested
-ROW_LAYOUT = "rows"  # the store is a RowMessageStore: its ``repository`` can be tested
-
-
-@dataclass(frozen=True)
-class Row:
-    """One backend configuration the contract suite runs on."""
-
-    id: str
-    fixture: str  # a fixture returning the open_service config
-    capabilities: frozenset[str] = frozenset()
-
 
 # sqlite:// is in memory, so a second open_service sees a new, empty database.
 ROWS = [
@@ -66,42 +61,13 @@ ROWS = [
 # `pytest --imbucket-backend NAME` (imbucket_contract.plugin, docs/plugins.md): NAME alone.
 if (chosen := selected()) is not None:
     ROWS = [Row(chosen.name, "imbucket_selected_config", chosen.capabilities)]
-
-
-def backends(*capabilities: str) -> list[Any]:
-    """The rows having every one of capabilities, as parameters of ``backend_config``."""
-    return [
-        pytest.param(row.fixture, id=row.id)
-        for row in ROWS
-        if row.capabilities.issuperset(capabilities)
-    ]
-
-
+use(ROWS)
 BACKENDS = backends()
-
-
-def store_config(backend: str, url: str = "") -> Config:
-    """An uncached store configuration."""
-    return {"store": {"backend": backend, "url": url}, "cache": {"backend": "none"}}
 
 
 @pytest.fixture
 def memory_config() -> Config:
     return store_config("memory")
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL schema for this test, dropped afterwards."""
-    with postgres_schema(postgres_server()) as url:
-        yield url
-
-
-@pytest.fixture
-def mariadb_url() -> Iterator[str]:
-    """A fresh MariaDB database for this test, dropped afterwards."""
-    with mariadb_database(mariadb_server()) as url:
-        yield url
 
 
 def _sql_config(name: str, backend: str, url_fixture: str | None) -> Any:
@@ -133,21 +99,6 @@ def memory_spill_config(memory_config: Config) -> Config:
 @pytest.fixture
 def sql_bucket_sqlite_spill_config(sql_bucket_sqlite_config: Config) -> Config:
     return spilling(sql_bucket_sqlite_config)
-
-
-@pytest.fixture
-def redis_cache() -> Iterator[Config]:
-    """Cache config on the test Redis, under a key prefix of its own (removed afterwards)."""
-    url = redis_url()
-    with redis_prefix(url) as prefix:
-        yield {"backend": "redis", "url": url, "key_prefix": prefix}
-
-
-@pytest.fixture
-def redis_cluster_cache(redis_cluster: RedisClusterProcesses) -> Iterator[Config]:
-    """Cache config on this run's Redis Cluster, under a key prefix of its own."""
-    with redis_prefix(redis_cluster.url, cluster=True) as prefix:
-        yield {"backend": "redis-cluster", "url": redis_cluster.url, "key_prefix": prefix}
 
 
 @pytest.fixture

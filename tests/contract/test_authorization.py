@@ -16,8 +16,8 @@ from app import MessageService
 from domain.errors import NotPermitted
 from domain.model import Actor, ContentType, Role, SessionType
 from domain.projection import Entry, MessageView, Tombstone, TombstoneReason
-from tests.dump import dump
-from tests.factories import CONV, message
+from imbucket_contract.dump import dump
+from imbucket_contract.factories import CONV, message
 
 SINGLE = "si_alice_bob"
 USERS = ("alice", "bob", "carol", "adam", "olivia", "root")

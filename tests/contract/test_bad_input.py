@@ -17,8 +17,8 @@ from domain.errors import (
     InvalidSeq,
 )
 from domain.model import Actor, Role
-from tests.dump import dump
-from tests.factories import CONV, draft, message, messages
+from imbucket_contract.dump import dump
+from imbucket_contract.factories import CONV, draft, message, messages
 
 BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], object]]] = {
     "seq zero": (InvalidSeq, lambda s: s.pull(CONV, "bob", [0])),

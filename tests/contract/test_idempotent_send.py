@@ -14,10 +14,10 @@ from app.service import now_ms
 from domain.errors import InvalidMessage, WriteConflict
 from domain.model import Actor, Role
 from domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket_contract.concurrency import WRITERS, run_together
+from imbucket_contract.dump import dump
+from imbucket_contract.factories import CONV, draft
 from ports.seq_store import SeqStore
-from tests.concurrency import WRITERS, run_together
-from tests.dump import dump
-from tests.factories import CONV, draft
 
 
 def stored_seqs(service: MessageService) -> list[int]:

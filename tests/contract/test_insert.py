@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from app import MessageService
 from domain.projection import MessageView, Tombstone, TombstoneReason
-from tests.factories import CONV, message, messages
+from imbucket_contract.factories import CONV, message, messages
 
 
 def contents(entries: list[MessageView | Tombstone]) -> list[str | TombstoneReason]:

@@ -15,7 +15,7 @@ from app import MessageService
 from domain.model import DEFAULT_LIMITS as LIMITS
 from domain.model import message_bytes
 from domain.projection import MessageView
-from tests.factories import WIDE, largest_draft
+from imbucket_contract.factories import WIDE, largest_draft
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,7 @@ from app import MessageService
 from domain.errors import ImbucketError
 from domain.model import Actor, Draft, Message, Role, SessionType
 from domain.projection import Entry, MessageView
-from tests.mongo import emulated_mongo
-from tests.reference import ReferenceConversation
+from imbucket_contract.reference import ReferenceConversation
 
 USERS = ("u1", "u2", "u3")
 ROLES = (Role.MEMBER, Role.ADMIN, Role.OWNER, Role.APP_ADMIN)
@@ -212,13 +211,12 @@ class ConversationMachine(RuleBasedStateMachine):
 
 
 def test_backend_matches_the_reference_model(
-    service: MessageService, backend_config: dict[str, Any]
+    service: MessageService, imbucket_emulated_server: bool
 ) -> None:
-    emulated = backend_config["store"]["backend"].startswith("mongo") and emulated_mongo()
     run_state_machine_as_test(
         lambda: ConversationMachine(service),
         settings=settings(
-            max_examples=EMULATED_EXAMPLES if emulated else EXAMPLES,
+            max_examples=EMULATED_EXAMPLES if imbucket_emulated_server else EXAMPLES,
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

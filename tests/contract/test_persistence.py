@@ -9,9 +9,9 @@ import pytest
 
 from app import MessageService
 from domain.errors import LayoutMismatch
-from tests.concurrency import WRITERS, run_together
-from tests.contract.conftest import PERSISTENT, Config, backends
-from tests.factories import CONV, messages
+from imbucket_contract.concurrency import WRITERS, run_together
+from imbucket_contract.factories import CONV, messages
+from imbucket_contract.rows import PERSISTENT, Config, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(PERSISTENT), indirect=True)
 

@@ -15,7 +15,7 @@ from app import MessageService
 from domain.errors import InvalidArgument, StoreUnavailable, WriteConflict, WriteRefused
 from domain.model import InsertResult, Message
 from domain.projection import MessageView, Tombstone, TombstoneReason
-from tests.factories import CONV, draft
+from imbucket_contract.factories import CONV, draft
 
 
 def refuse_inserts(service: MessageService, error: Exception, stored: int) -> list[int]:

@@ -7,8 +7,8 @@ from typing import Any
 from app import MessageService
 from domain.model import Slot
 from domain.scan import Counters, SendClaim, UserSeqs
-from tests.factories import messages
-from tests.migration_data import CLIENT_MSG_IDS, CONVERSATIONS, GROUP, USERS, fill
+from imbucket_contract.factories import messages
+from imbucket_contract.migration_data import CLIENT_MSG_IDS, CONVERSATIONS, GROUP, USERS, fill
 
 
 def _scan_slots(service: MessageService, limit: int) -> tuple[list[Any], list[int]]:

@@ -10,8 +10,8 @@ import pytest
 
 from app import MessageService
 from domain.projection import MessageView
-from tests.concurrency import WRITERS, run_together
-from tests.factories import CONV, draft, messages
+from imbucket_contract.concurrency import WRITERS, run_together
+from imbucket_contract.factories import CONV, draft, messages
 
 
 @pytest.fixture(autouse=True)

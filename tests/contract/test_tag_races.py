@@ -16,8 +16,8 @@ from sqlalchemy.sql.dml import Update
 from app import MessageService
 from domain.model import Actor, ContentType, Role
 from domain.projection import MessageView, Tombstone, TombstoneReason
-from tests.contract.conftest import BUCKETS, SQL, backends
-from tests.factories import CONV, draft, message
+from imbucket_contract.factories import CONV, draft, message
+from imbucket_contract.rows import BUCKETS, SQL, backends
 
 OWNER = Actor("olivia", Role.OWNER)
 SEQ = 101  # the first seq of the second bucket at the default bucket size
@@ -71,7 +71,7 @@ def assert_revoked_for_everyone(service: MessageService) -> None:
 
 @pytest.mark.parametrize("backend_config", backends(BUCKETS), indirect=True)
 class TestBucketTagWritesRacingTheBucketCreation:
-    """The bucket engine's tag writes when a sender creates the bucket in between."""
+    """The bucket state machine's tag writes when a sender creates the bucket in between."""
 
     def test_revoke_is_not_lost(self, service: MessageService) -> None:
         allocate_next_bucket(service)

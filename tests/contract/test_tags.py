@@ -10,7 +10,7 @@ from app import MessageService
 from domain.errors import NotPermitted, SeqNotAllocated
 from domain.model import Actor, ContentType, Role, SessionType
 from domain.projection import MessageView, Tombstone, TombstoneReason
-from tests.factories import CONV, message, messages
+from imbucket_contract.factories import CONV, message, messages
 
 OWNER = Actor("olivia", Role.OWNER)
 

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, event, text
 
 from adapters.sql.engine import Database
 from app import MessageService, open_service
-from tests.contract.conftest import store_config
+from imbucket_contract.rows import store_config
 from tests.faults.scenario import BUCKET_SIZE
 from tests.proxy import TcpProxy
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server

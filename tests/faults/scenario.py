@@ -18,7 +18,7 @@ from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from app import MessageService
 from domain.layout import BucketLayout
 from domain.model import InsertResult, Message, Revoke, Role
-from tests.factories import messages
+from imbucket_contract.factories import messages
 
 BUCKET_SIZE = 10
 LAST = 21

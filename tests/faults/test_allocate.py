@@ -16,7 +16,7 @@ import pytest
 
 from domain.errors import OutcomeUnknown, StoreUnavailable
 from domain.projection import Tombstone, TombstoneReason
-from tests.factories import draft
+from imbucket_contract.factories import draft
 from tests.faults.conftest import ENGINES, KILL, LOSE_REPLY, MODES, Rig
 
 MARIADB = [engine for engine in ENGINES if engine.values[0][1] == "mariadb"]

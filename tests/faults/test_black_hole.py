@@ -20,7 +20,7 @@ from app import MessageService, open_service
 from domain.errors import StoreUnavailable
 from domain.model import Draft
 from domain.projection import MessageView
-from tests.contract.conftest import store_config
+from imbucket_contract.rows import store_config
 from tests.faults.conftest import _ENGINES, STORES
 from tests.proxy import TcpProxy
 from tests.redis_server import redis_prefix, redis_url

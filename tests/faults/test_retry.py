@@ -18,7 +18,7 @@ from adapters.sql.engine import ATTEMPTS, Fault
 from app import MessageService
 from domain.errors import StoreUnavailable
 from domain.model import Actor, Role
-from tests.factories import draft, messages
+from imbucket_contract.factories import draft, messages
 from tests.faults.conftest import MODES, STORES, Rig
 from tests.faults.scenario import REVOKE, retries
 

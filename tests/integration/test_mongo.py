@@ -29,7 +29,7 @@ from app import open_service
 from domain.errors import LayoutMismatch
 from domain.layout import BucketLayout
 from domain.model import Slot
-from tests.factories import message, messages
+from imbucket_contract.factories import message, messages
 
 CONV = "sg_mongo"
 
@@ -141,7 +141,7 @@ def test_the_server_is_named_from_the_build_info_command(
     connection: MongoConnection, sent: Commands
 ) -> None:
     # pymongo's server_info() sends the legacy `buildinfo`, which mongoeco refuses.
-    name = connection.describe()
+    name = connection.server_version()
     assert name.startswith(("MongoDB ", "mongoeco (MongoDB "))
     assert connection.version() >= (4, 4)
     assert sent.names == ["buildInfo"]  # asked once

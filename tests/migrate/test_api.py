@@ -11,9 +11,9 @@ from app import MessageService, open_service
 from app.migrate import TargetConflict, migrate, verify
 from domain.model import Draft, Revoke, Role
 from domain.scan import SlotPage
-from tests.factories import message, messages
+from imbucket_contract.factories import message, messages
+from imbucket_contract.migration_data import GROUP, LAST, SINGLE, fill, views
 from tests.migrate.endpoints import SMALL_MESSAGES
-from tests.migration_data import GROUP, LAST, SINGLE, fill, views
 
 
 def memory(bucket_size: int = 100, **store: Any) -> MessageService:

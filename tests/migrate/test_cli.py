@@ -18,8 +18,8 @@ from app import open_service
 from app.cli import cli
 from app.migrate import verify
 from domain.model import Draft
-from tests.factories import messages
-from tests.migration_data import GROUP, fill, views
+from imbucket_contract.factories import messages
+from imbucket_contract.migration_data import GROUP, fill, views
 
 IMBUCKET = str(Path(sys.executable).parent / "imbucket")
 

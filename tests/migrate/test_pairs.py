@@ -14,8 +14,8 @@ import pytest
 
 from app import open_service
 from app.migrate import migrate, verify
+from imbucket_contract.migration_data import fill, views
 from tests.migrate.endpoints import ROWS, config
-from tests.migration_data import fill, views
 
 SIZES = (100, 37, 500)
 

@@ -18,7 +18,7 @@ from app.cli import cli
 from app.service import MessageService
 from app.settings import load_settings
 from domain.errors import ConfigError
-from tests.factories import CONV, draft
+from imbucket_contract.factories import CONV, draft
 
 
 def test_defaults_are_the_embedded_memory_backend(monkeypatch: pytest.MonkeyPatch) -> None:

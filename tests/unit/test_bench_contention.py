@@ -16,8 +16,8 @@ from app import open_service
 from app.bench import concurrency, contention
 from app.bench.results import BackendResult, from_json
 from domain.model import Message, Revoke, Role, Slot
-from tests.factories import CONV, message, messages
-from tests.unit.test_bucket_engine import RecordingRepository
+from imbucket_contract.factories import CONV, message, messages
+from tests.unit.test_bucket_state_machine import RecordingRepository
 
 
 class RivalWriter(RecordingRepository):

@@ -140,7 +140,7 @@ def test_the_profile_command_writes_a_traffic_table_bench_can_read(tmp_path: Pat
     from typer.testing import CliRunner
 
     from app.cli import cli
-    from tests.factories import draft
+    from imbucket_contract.factories import draft
 
     url = f"sqlite:///{tmp_path / 'chat.sqlite'}"
     with open_service({"store": {"backend": "sql-row", "url": url}}) as service:

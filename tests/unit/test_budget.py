@@ -18,7 +18,7 @@ from domain.budget import BucketBounds, TagBudget
 from domain.errors import ConfigError
 from domain.model import DEFAULT_LIMITS, Limits, Message, Revoke, Role, SessionType, message_bytes
 from domain.sizes import entry_bytes, revoke_bytes, text_bytes
-from tests.factories import CONV, draft
+from imbucket_contract.factories import CONV, draft
 
 L = 12
 # Characters whose stored size differs most between encodings: escaped in JSON, wide in UTF-8.

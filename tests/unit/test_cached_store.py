@@ -11,8 +11,8 @@ from adapters.cached_store import CachedMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.errors import StoreUnavailable
 from domain.model import InsertResult, Message, Revoke, Role, Slot
+from imbucket_contract.factories import CONV, messages
 from ports.message_cache import CacheRead, MessageCache
-from tests.factories import CONV, messages
 
 
 class RecordingCache:

@@ -6,7 +6,7 @@ import pytest
 
 from domain.migration import reachable, same_views
 from domain.model import EMPTY_SLOT, PURGED_SLOT, Revoke, Role, SessionType, Slot
-from tests.factories import message
+from imbucket_contract.factories import message
 
 MESSAGE = message(1)
 REVOKE = Revoke("alice", Role.MEMBER)

@@ -27,7 +27,7 @@ from domain.model import (
     check_message,
     check_seqs,
 )
-from tests.factories import draft, message
+from imbucket_contract.factories import draft, message
 
 
 def test_valid_message_passes() -> None:

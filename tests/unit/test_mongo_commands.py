@@ -13,7 +13,7 @@ from adapters.mongo import commands as c
 from adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
 from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
-from tests.factories import message
+from imbucket_contract.factories import message
 
 CONV = "sg_g1"
 EMPTY = {

@@ -13,7 +13,7 @@ from adapters.mongo import commands, replies
 from app.instrument.scratch import is_emulated
 from domain.errors import LayoutMismatch, StoreUnavailable
 from domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
-from tests.factories import message
+from imbucket_contract.factories import message
 
 CONV = "sg_g1"
 
@@ -198,10 +198,10 @@ def test_plain_int_turns_int_subclasses_into_ints() -> None:
 def test_the_engine_is_named_from_build_info() -> None:
     real = {"version": "7.0.12", "versionArray": [7, 0, 12, 0], "gitVersion": "b6513ce0", "ok": 1}
     emulated = {"version": "7.0.0", "versionArray": [7, 0, 0, 0], "gitVersion": "mongoeco"}
-    assert replies.engine_name(real) == "MongoDB 7.0.12"
-    assert replies.engine_name(emulated) == "mongoeco (MongoDB 7.0 wire protocol)"
+    assert replies.server_version(real) == "MongoDB 7.0.12"
+    assert replies.server_version(emulated) == "mongoeco (MongoDB 7.0 wire protocol)"
     assert (replies.is_emulator(real), replies.is_emulator(emulated)) == (False, True)
-    assert (is_emulated("MongoDB 7.0.12"), is_emulated(replies.engine_name(emulated))) == (
+    assert (is_emulated("MongoDB 7.0.12"), is_emulated(replies.server_version(emulated))) == (
         False,
         True,
     )

@@ -77,7 +77,7 @@ def test_backends_command_without_a_version_says_nothing_more() -> None:
     assert "reachable" in result.output and "(" not in result.output.splitlines()[-1]
 
 
-def test_a_backend_may_name_its_engine_version() -> None:
+def test_a_backend_may_name_its_server_version() -> None:
     service = open_service({"store": {"backend": "memory"}})
     plain = Backend(service.store, service.seqs)
     assert version_of(plain) == ""

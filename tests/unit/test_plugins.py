@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from app.settings import load_settings
 from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
-from tests.factories import CONV, messages
+from imbucket_contract import suite_dir
+from imbucket_contract.factories import CONV, messages
+from imbucket_contract.rows import CAPABILITIES
 
 opened: list[tuple[str, int]] = []  # (url, bucket size) of each fake_store opened
 
@@ -95,15 +98,43 @@ def test_cli_backends_lists_the_plugins() -> None:
     assert "store (plugin)" in result.output and "fake-store" in result.output
 
 
-def test_the_pytest_plugin_refuses_an_unknown_backend() -> None:
-    root = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def usage_error(*options: str) -> str:
+    """pytest run with options in the checkout must stop with a usage error; its stderr."""
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--imbucket-backend=no-such-store", "-q"],
-        cwd=root,
+        [sys.executable, "-m", "pytest", "-q", *options],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
-    assert "unknown store backend 'no-such-store'" in run.stderr
+    return run.stderr
+
+
+def test_the_pytest_plugin_refuses_an_unknown_backend() -> None:
+    stderr = usage_error("--imbucket-backend=no-such-store")
+    assert "unknown store backend 'no-such-store'" in stderr
+
+
+def test_the_pytest_plugin_refuses_an_unknown_capability() -> None:
+    stderr = usage_error("--imbucket-backend=memory", "--imbucket-capabilities=x")
+    assert "unknown capabilities ['x']" in stderr
+    assert all(capability in stderr for capability in CAPABILITIES)
+
+
+def test_the_wheel_ships_every_package_of_src_and_the_contract_suite() -> None:
+    """pyproject.toml lists the packages one by one (the suite is mapped from tests/contract)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    src = ROOT / "src"
+    found = {
+        ".".join(path.parent.relative_to(src).parts)
+        for path in src.rglob("*.py")
+        if "egg-info" not in str(path)
+    }
+    assert set(setuptools["packages"]) == found | {"imbucket_contract.suite"}
+    assert setuptools["package-dir"]["imbucket_contract.suite"] == "tests/contract"
+    assert suite_dir() == ROOT / "tests" / "contract"  # the editable install maps it there

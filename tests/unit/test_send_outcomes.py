@@ -16,7 +16,7 @@ from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from app import MessageService
 from domain.errors import WriteConflict
 from domain.model import InsertResult, Message
-from tests.factories import CONV, draft, message
+from imbucket_contract.factories import CONV, draft, message
 
 
 class RetriedStore(BucketMessageStore):

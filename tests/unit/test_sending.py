@@ -24,7 +24,7 @@ from domain.model import (
     Watermarks,
 )
 from domain.tags import takes_revoke
-from tests.factories import CONV, draft, message
+from imbucket_contract.factories import CONV, draft, message
 
 
 def test_stamp_copies_the_draft_and_adds_seq_server_id_and_time() -> None:

@@ -12,7 +12,7 @@ from adapters.sql.schema import KEY_LENGTH, drop_schema, row_schema
 from app import MessageService, open_service
 from app.instrument.roundtrips import EngineStatements
 from domain.errors import ConfigError, InvalidArgument, LayoutMismatch, StoreUnavailable
-from tests.factories import CONV, messages
+from imbucket_contract.factories import CONV, messages
 
 STORES = ("sql-row", "sql-bucket")
 

@@ -21,7 +21,7 @@ from app import MessageService, open_service
 from app.instrument.roundtrips import EngineStatements
 from domain.errors import WriteRefused
 from domain.model import PURGED_SLOT, Slot
-from tests.factories import CONV, message
+from imbucket_contract.factories import CONV, message
 
 WIDE = "\U0001f600"
 BIG = WIDE * 10_000  # 40,000 bytes of UTF-8, 10,000 characters

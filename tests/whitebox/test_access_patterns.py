@@ -13,8 +13,8 @@ import pytest
 
 from app import MessageService
 from app.instrument.probe import Probe, probing
-from tests.contract.conftest import Config
-from tests.factories import CONV, messages
+from imbucket_contract.factories import CONV, messages
+from imbucket_contract.rows import Config
 
 CACHE = "redis"
 

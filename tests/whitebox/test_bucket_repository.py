@@ -1,4 +1,4 @@
-"""The BucketRepository primitives the bucket engine relies on, on every bucket engine."""
+"""The BucketRepository primitives the bucket state machine relies on, on every bucket backend."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 
 from domain.budget import TagBudget
 from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
+from imbucket_contract.factories import message
+from imbucket_contract.rows import BUCKETS, backends
 from ports.bucket_repository import BucketRepository
 from ports.message_store import MessageStore
-from tests.contract.conftest import BUCKETS, backends
-from tests.factories import message
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(BUCKETS), indirect=True)
 

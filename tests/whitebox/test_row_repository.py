@@ -1,14 +1,14 @@
-"""The RowRepository primitives the row engine relies on, on every row engine."""
+"""The RowRepository primitives the row state machine relies on, on every row backend."""
 
 from __future__ import annotations
 
 import pytest
 
 from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
+from imbucket_contract.factories import message, messages
+from imbucket_contract.rows import ROW_LAYOUT, backends
 from ports.message_store import MessageStore
 from ports.row_repository import RowRepository
-from tests.contract.conftest import ROW_LAYOUT, backends
-from tests.factories import message, messages
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(ROW_LAYOUT), indirect=True)
 

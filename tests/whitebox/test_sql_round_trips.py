@@ -6,8 +6,8 @@ import pytest
 
 from app import MessageService
 from app.instrument.roundtrips import EngineStatements
-from tests.contract.conftest import SQL, backends
-from tests.factories import CONV, draft, messages
+from imbucket_contract.factories import CONV, draft, messages
+from imbucket_contract.rows import SQL, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
 

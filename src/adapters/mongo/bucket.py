@@ -1,7 +1,7 @@
 """BucketRepository on OpenIM's ``msg`` collection: ``{doc_id, msgs: [size slots]}``.
 
 Every method is one driver call built by ``adapters.mongo.commands``; the state machine
-that combines them is ``adapters.bucket.BucketMessageStore``, shared with every engine.
+that combines them is ``adapters.bucket.BucketMessageStore``, shared with every bucket backend.
 Every call addresses buckets by doc_id, the shard key.
 """
 

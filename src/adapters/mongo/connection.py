@@ -21,7 +21,7 @@ from pymongo.monitoring import CommandListener
 
 from adapters.mongo import commands
 from adapters.mongo.commands import Doc, FindAndUpdate
-from adapters.mongo.replies import checked_layout, engine_name, version_tuple
+from adapters.mongo.replies import checked_layout, server_version, version_tuple
 from adapters.timeouts import Timeouts
 from domain.errors import ConfigError, StoreUnavailable
 from domain.layout import BucketLayout
@@ -162,12 +162,12 @@ class MongoConnection:
         """The server version as ints."""
         return version_tuple(self._build_info())
 
-    def describe(self) -> str:
-        """What the server is, for ``imbucket backends`` (``replies.engine_name``).
+    def server_version(self) -> str:
+        """What the server is, for ``imbucket backends`` (``replies.server_version``).
 
         ``MongoDB 7.0.12``, or an emulator speaking the wire protocol named as such.
         """
-        return engine_name(self._build_info())
+        return server_version(self._build_info())
 
     def _build_info(self) -> dict[str, Any]:
         """The server's buildInfo, asked once.

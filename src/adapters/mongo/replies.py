@@ -149,7 +149,7 @@ def epoch_ms(value: object) -> int:
 EMULATOR_GIT_VERSION = "mongoeco"  # what mongoeco's buildInfo answers as gitVersion
 
 
-def engine_name(info: Mapping[str, Any]) -> str:
+def server_version(info: Mapping[str, Any]) -> str:
     """The server named from its buildInfo, e.g. ``MongoDB 7.0.12``.
 
     mongoeco answers ``version: 7.0.0`` for the protocol it speaks and ``gitVersion:

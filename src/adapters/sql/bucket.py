@@ -311,7 +311,7 @@ class _Missed(Exception):
 
 
 class SqlBucketStore(BucketMessageStore):
-    """The bucket engine's MessageStore over a SqlBucketRepository."""
+    """The bucket state machine's MessageStore over a SqlBucketRepository."""
 
     repository: SqlBucketRepository
 

@@ -221,8 +221,8 @@ class Database:
             self._limits = self.run(lambda connection: ask_limits(self.kind, connection))
         return self._limits
 
-    def describe(self) -> str:
-        """The engine and its version, e.g. "PostgreSQL 15.20"."""
+    def server_version(self) -> str:
+        """The database server and its version, e.g. "PostgreSQL 15.20"."""
         version = self.run(lambda connection: connection.dialect.server_version_info) or ()
         return f"{_NAMES[self.kind]} {'.'.join(str(part) for part in version)}".strip()
 

@@ -278,7 +278,7 @@ class SqlRowRepository:
 
 
 class SqlRowStore(RowMessageStore):
-    """The row engine's MessageStore over a SqlRowRepository."""
+    """The row state machine's MessageStore over a SqlRowRepository."""
 
     repository: SqlRowRepository
 

@@ -99,7 +99,7 @@ class Profile:
             elif view.content_type == PICTURE:
                 self.pictures += 1
 
-    def describe(self) -> str:
+    def summary(self) -> str:
         """A comment line for the written table."""
         return (
             f"imbucket profile: {len(self.single_sizes):,} 1:1 chats and "

@@ -45,7 +45,7 @@ from app.bench.spec import BackendSpec, redact
 from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
 from app.instrument.probe import Probe, probing
-from app.instrument.scratch import engine_version, is_emulated, scratch_redis, scratch_store
+from app.instrument.scratch import is_emulated, scratch_redis, scratch_store, server_version
 from app.service import MessageService
 from domain.model import StoreStats
 
@@ -123,7 +123,7 @@ def run(
         backends: list[_Open] = []
         for n, spec in enumerate(specs):
             setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
-            result = _describe(setup)
+            result = _backend_result(setup)
             results.append(result)
             ops = {w.name: len(plans[w.name]) for w in chosen}
             opened = _open_backend(setup, result, stack, probe, observer, ops)
@@ -238,7 +238,7 @@ def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -
     return Setup(spec, _unique(spec.label, labels), url, version, namespace)
 
 
-def _describe(setup: Setup) -> BackendResult:
+def _backend_result(setup: Setup) -> BackendResult:
     spec = setup.spec
     return BackendResult(
         label=setup.label,
@@ -292,12 +292,12 @@ def store_url(spec: BackendSpec, workdir: Path) -> str:
 
 def _version(spec: BackendSpec, url: str) -> str:
     version = (
-        engine_version(url)
+        server_version(url)
         if url
         else f"Python {platform.python_implementation()} {platform.python_version()}"
     )
     if spec.cache != "none":
-        version += f" + {engine_version(spec.cache_url)}"
+        version += f" + {server_version(spec.cache_url)}"
     return version
 
 

@@ -48,7 +48,7 @@ class BackendSpec:
 
     @property
     def layout(self) -> str:
-        """``bucket`` or ``row`` (memory is a bucket engine)."""
+        """``bucket`` or ``row`` (memory stores buckets)."""
         return "row" if self.store.endswith("-row") else "bucket"
 
     @property

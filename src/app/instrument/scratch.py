@@ -126,12 +126,12 @@ EMULATORS = ("mongoeco",)  # engines that speak a server's protocol without bein
 
 
 def is_emulated(version: str) -> bool:
-    """Whether an engine_version names an emulator (its latencies say nothing of the server)."""
+    """Whether a server_version names an emulator (its latencies say nothing of the server)."""
     return version.split(" ", 1)[0] in EMULATORS
 
 
-def engine_version(url: str) -> str:
-    """Name and version of the engine a store URL points at ('' if it cannot be asked)."""
+def server_version(url: str) -> str:
+    """Name and version of the server a store URL points at ('' if it cannot be asked)."""
     scheme = _scheme(url)
     try:
         if scheme == "sqlite":
@@ -164,12 +164,12 @@ def _sql_version(url: str) -> str:
 def _mongo_version(url: str) -> str:
     from pymongo import MongoClient
 
-    from adapters.mongo.replies import engine_name
+    from adapters.mongo.replies import server_version as named_in
 
     client: MongoClient[Any] = MongoClient(url, serverSelectionTimeoutMS=5_000)
     try:
         # The buildInfo command, not server_info(): see MongoConnection._build_info.
-        return engine_name(client.admin.command("buildInfo"))
+        return named_in(client.admin.command("buildInfo"))
     finally:
         client.close()
 

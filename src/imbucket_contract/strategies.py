@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from domain.model import MAX_INT64, MAX_SEQ, Actor, Draft, Message, Role, SessionType
-from tests.dump import CONVERSATIONS, USERS
-from tests.factories import draft, message
+from imbucket_contract.dump import CONVERSATIONS, USERS
+from imbucket_contract.factories import draft, message
 
 MAX_ID = 200  # Limits().max_id_length
 MAX_CONTENT = 64 * 1024  # Limits().max_content_bytes
@@ -30,8 +30,11 @@ Strategy = st.SearchStrategy[Any]
 
 
 def either(*alternatives: Strategy) -> Strategy:
-    """One of alternatives, each as likely (st.one_of flattens nested unions and so would
-    favour whichever alternative has the most branches of its own)."""
+    """One of alternatives, each as likely.
+
+    st.one_of flattens nested unions and so would favour whichever alternative has the most
+    branches of its own.
+    """
     return st.sampled_from(alternatives).flatmap(lambda alternative: alternative)
 
 
@@ -152,12 +155,11 @@ assert set(MESSAGE_JUNK) == {f.name for f in fields(Message)} - {"conversation_i
 
 def one_junk_field(base: Strategy, junk_fields: dict[str, Strategy]) -> Strategy:
     """An item of base with one field replaced by junk."""
-    return st.one_of(
-        *(
-            st.tuples(base, junk).map(lambda pair, name=name: replace(pair[0], **{name: pair[1]}))
-            for name, junk in junk_fields.items()
-        )
-    )
+
+    def with_junk(name: str, junk: Strategy) -> Strategy:
+        return st.tuples(base, junk).map(lambda pair: replace(pair[0], **{name: pair[1]}))
+
+    return st.one_of(*(with_junk(name, junk) for name, junk in junk_fields.items()))
 
 
 valid_draft = st.integers(0, 9).map(draft)  # client_msg_ids draft-0..draft-9 (the dump's pool)
@@ -166,6 +168,7 @@ valid_drafts = st.lists(valid_draft, max_size=3, unique_by=lambda d: d.client_ms
 
 @cache
 def valid_messages(conversation: str) -> Strategy:
+    """Lists of up to 3 well-formed messages of conversation."""
     return st.lists(any_seq, max_size=3, unique=True).map(
         lambda seqs: [message(seq, conversation) for seq in seqs]
     )
@@ -173,6 +176,7 @@ def valid_messages(conversation: str) -> Strategy:
 
 @cache
 def junk_drafts(conversation: str) -> Strategy:
+    """Draft lists a send must refuse: a junk draft among valid ones, or no list at all."""
     item = either(
         one_junk_field(valid_draft, DRAFT_JUNK),
         st.one_of(
@@ -194,6 +198,7 @@ def junk_drafts(conversation: str) -> Strategy:
 
 @cache
 def junk_messages(conversation: str) -> Strategy:
+    """Message lists an ingest must refuse: a junk or misaddressed message among valid ones."""
     valid = any_seq.map(lambda seq: message(seq, conversation))
     elsewhere = next(c for c in CONVERSATIONS if c != conversation)
     item = either(

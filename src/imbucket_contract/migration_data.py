@@ -14,7 +14,7 @@ from typing import Any
 
 from app import MessageService
 from domain.model import Actor, Draft, Revoke, Role, SessionType
-from tests.factories import messages
+from imbucket_contract.factories import messages
 
 GROUP = "sg_migrate"
 SINGLE = "si_alice_bob"

@@ -65,6 +65,7 @@ class ReferenceConversation:
         self.sends.update((m.client_msg_id, m.seq) for m in fresh)
 
     def ingest(self, messages: Sequence[Message]) -> InsertResult:
+        """What MessageService.ingest stores and reports."""
         outcome: dict[int, InsertOutcome] = {}
         for message in messages:
             slot = self.slots.get(message.seq, EMPTY_SLOT)
@@ -78,6 +79,7 @@ class ReferenceConversation:
         return InsertResult.of(messages, outcome)
 
     def revoke(self, seq: int, actor: Actor, sender_role: Role) -> bool:
+        """What MessageService.revoke does; False when there is nothing to revoke."""
         self._allocated([seq])
         slot = self.slots.get(seq, EMPTY_SLOT)
         if not takes_revoke(slot):
@@ -87,27 +89,33 @@ class ReferenceConversation:
         return True
 
     def delete_for(self, seqs: Sequence[int], user_id: str) -> None:
+        """MessageService.delete_for_me: user_id joins each slot's deleters."""
         self._allocated(seqs)
         self._apply(seqs, deleting_for(user_id))
 
     def mark_read(self, seqs: Sequence[int], reader_id: str) -> None:
+        """MessageService.mark_read: reader_id joins each slot's readers."""
         self._allocated(seqs)
         self._apply(seqs, marking_read(reader_id))
 
     def purge(self, seqs: Sequence[int], actor: Actor) -> None:
+        """MessageService.purge: the slots become purged, for good."""
         policy.check_moderator(actor, "physical delete")
         self._allocated(seqs)
         self._apply(seqs, purging)
 
     def clear_history(self, user_id: str) -> None:
+        """MessageService.clear_history: user_id's floor moves up to max_seq."""
         floor = Watermarks.clearing(self.max_seq)
         self.user_min[user_id] = max(self.user_min.get(user_id, 0), floor)
 
     def clear_for_everyone(self, actor: Actor) -> None:
+        """MessageService.clear_for_everyone: the conversation's floor moves up."""
         policy.check_moderator(actor, "clear for everyone")
         self.min_seq = max(self.min_seq, Watermarks.clearing(self.max_seq))
 
     def view(self, viewer_id: str, seqs: Sequence[int]) -> list[Entry]:
+        """What pull(seqs) shows viewer_id."""
         return project(viewer_id, seqs, self.slots, self._marks(viewer_id))
 
     def latest(self, viewer_id: str, count: int) -> list[Entry]:

@@ -42,10 +42,11 @@ WIDE = "\U0001f600"  # a 4-byte character of UTF-8
 
 
 def largest_draft(n: int, limits: Limits = DEFAULT_LIMITS) -> Draft:
-    """A draft at every limit in 4-byte characters: content at max_content_bytes, every id
-    and short text at max_id_length, topped up with ex to max_message_bytes.
+    """A draft at every limit in 4-byte characters.
 
-    client_msg_id is unique per n (0 <= n < 10,000) and as long as an id may be.
+    Content at max_content_bytes, every id and short text at max_id_length, topped up with ex
+    to max_message_bytes; client_msg_id is unique per n (0 <= n < 10,000) and as long as an
+    id may be.
     """
     longest, number = WIDE * limits.max_id_length, f"{n:04d}"
     draft = Draft(

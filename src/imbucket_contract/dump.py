@@ -7,7 +7,7 @@ from typing import Any
 
 from adapters.cached_store import CachedMessageStore
 from app import MessageService
-from tests.factories import CONV
+from imbucket_contract.factories import CONV
 
 CONVERSATIONS = (CONV, "si_alice_bob")
 USERS = ("alice", "bob", "carol", "olivia")

@@ -8,8 +8,8 @@ from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from imbucket_contract.factories import CONV, message, messages
 from ports.bucket_repository import Spilled
-from tests.factories import CONV, message, messages
 
 
 class RecordingRepository(MemoryBucketRepository):
