@@ -113,6 +113,31 @@ def test_another_bucket_size_is_refused(mongo_url: str) -> None:
         open_service({"store": {**config["store"], "bucket_size": 50}})
 
 
+def test_spilled_deleters_are_keyed_by_id_and_found_by_slot(
+    connection: MongoConnection, raw: Any
+) -> None:
+    repository = MongoBucketRepository(connection, BucketLayout(100))
+    entries = [("x:0", 1, "ann"), ("x:0", 1, "bob"), ("x:0", 10, "ann"), ("x:1", 1, "ann")]
+    assert repository.add_spilled(entries) == 4
+    assert repository.add_spilled([("x:0", 1, "bob"), ("x:0", 2, "bob")]) == 1  # a set-add
+    assert repository.read_spilled({"x:0": [1, 2]}) == {"x:0": {1: {"ann", "bob"}, 2: {"bob"}}}
+    assert raw[commands.SPILL].find_one({"_id": "x:0\x1f10\x1fann"}) is not None
+    assert list(raw[commands.SPILL].index_information()) == ["_id_"]
+    repository.drop_spilled({"x:0": [1]})
+    assert repository.read_spilled({"x:0": [1, 10]}) == {"x:0": {10: {"ann"}}}
+
+
+def test_a_spill_collection_in_the_earlier_format_is_refused_and_kept(
+    mongo_url: str, raw: Any
+) -> None:
+    old = {"doc_id": f"{CONV}:0", "slot": 1, "user_id": "ann"}
+    raw[commands.SPILL].create_index([("doc_id", 1), ("slot", 1), ("user_id", 1)], unique=True)
+    raw[commands.SPILL].insert_one(dict(old))
+    with pytest.raises(LayoutMismatch, match="msg_spill"):
+        open_service({"store": {"backend": "mongo-bucket", "url": mongo_url}})
+    assert raw[commands.SPILL].find_one({}, {"_id": 0}) == old
+
+
 def test_rows_are_clustered_and_read_in_one_find(
     connection: MongoConnection, sent: Commands
 ) -> None:

@@ -68,7 +68,7 @@ def test_collection_names() -> None:
 def test_index_specs_are_unique_keys_and_one_ttl_index_and_nothing_inside_msgs() -> None:
     assert {
         "msg": (c.IndexSpec((("doc_id", 1),), unique=True),),
-        "msg_spill": (c.IndexSpec((("doc_id", 1), ("slot", 1), ("user_id", 1)), unique=True),),
+        "msg_spill": (),
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
         "seq_user": (c.IndexSpec((("conversation_id", 1), ("user_id", 1)), unique=True),),
@@ -274,22 +274,39 @@ def test_patch_within_a_budget_adds_no_condition_for_flags_and_purges() -> None:
 def test_spilled_deleters_are_one_unordered_insert() -> None:
     assert c.spill_documents([("x:0", 3, "bob"), ("x:1", 0, "bob")]) == c.InsertMany(
         [
-            {"doc_id": "x:0", "slot": 3, "user_id": "bob"},
-            {"doc_id": "x:1", "slot": 0, "user_id": "bob"},
+            {"_id": "x:0\x1f3\x1fbob"},
+            {"_id": "x:1\x1f0\x1fbob"},
         ],
         ordered=False,
     )
 
 
-def test_spilled_deleters_are_found_by_bucket_and_slot() -> None:
-    assert c.spilled_in({"x:0": [3, 1]}) == {"doc_id": "x:0", "slot": {"$in": [3, 1]}}
-    assert c.spilled_in({"x:0": [3], "x:2": [0]}) == {
+def test_a_spilled_deleter_is_keyed_by_its_slot_and_user_in_its_id() -> None:
+    assert c.spill_key("x:0", 3, "bob") == "x:0\x1f3\x1fbob"
+    assert c.spill_entry(c.spill_key("x:0", 3, "b:o b")) == ("x:0", 3, "b:o b")
+
+
+def test_spilled_deleters_are_found_by_id_ranges_of_their_slots() -> None:
+    assert c.spilled_in({"x:0": [3]}) == {"_id": {"$gte": "x:0\x1f3\x1f", "$lt": "x:0\x1f3\x20"}}
+    assert c.spilled_in({"x:0": [3, 1], "x:2": [0]}) == {
         "$or": [
-            {"doc_id": "x:0", "slot": {"$in": [3]}},
-            {"doc_id": "x:2", "slot": {"$in": [0]}},
+            {"_id": {"$gte": "x:0\x1f3\x1f", "$lt": "x:0\x1f3\x20"}},
+            {"_id": {"$gte": "x:0\x1f1\x1f", "$lt": "x:0\x1f1\x20"}},
+            {"_id": {"$gte": "x:2\x1f0\x1f", "$lt": "x:2\x1f0\x20"}},
         ]
     }
-    assert c.SPILLED_FIELDS == {"_id": 0, "doc_id": 1, "slot": 1, "user_id": 1}
+    assert c.SPILLED_FIELDS == {"_id": 1}
+
+
+def test_the_id_range_of_a_slot_holds_its_deleters_and_no_other_slots() -> None:
+    """Slot 1's range must not reach slot 10's or bucket x:0's neighbours (byte order)."""
+    (bounds,) = [c.spilled_in({"x:0": [1]})["_id"]]
+    inside = [c.spill_key("x:0", 1, user) for user in (" ", "a", "~", "\u4e2d", "z" * 50)]
+    outside = [c.spill_key("x:0", 10, "a"), c.spill_key("x:0", 2, "a"), c.spill_key("x:01", 1, "a")]
+    encoded = {key: key.encode() for key in inside + outside}
+    low, high = bounds["$gte"].encode(), bounds["$lt"].encode()
+    assert all(low <= encoded[key] < high for key in inside)
+    assert not any(low <= encoded[key] < high for key in outside)
 
 
 def test_bucket_size_is_the_bson_size_of_the_document() -> None:

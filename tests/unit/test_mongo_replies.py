@@ -128,12 +128,18 @@ def test_stats_sum_shards_and_count_clustered_keys_as_index() -> None:
 
 def test_spilled_users_group_by_bucket_and_slot() -> None:
     found = [
-        {"doc_id": "x:0", "slot": 3, "user_id": "bob"},
-        {"doc_id": "x:0", "slot": 3, "user_id": "carol"},
-        {"doc_id": "x:1", "slot": 0, "user_id": "bob"},
+        {"_id": "x:0\x1f3\x1fbob"},
+        {"_id": "x:0\x1f3\x1fcarol"},
+        {"_id": "x:1\x1f0\x1fbob"},
     ]
     assert replies.spilled_users(found) == {"x:0": {3: {"bob", "carol"}}, "x:1": {0: {"bob"}}}
     assert replies.spilled_users([]) == {}
+
+
+def test_a_spill_collection_in_the_earlier_format_is_refused() -> None:
+    replies.checked_spill_format({"_id_"})
+    with pytest.raises(LayoutMismatch, match="msg_spill"):
+        replies.checked_spill_format({"_id_", "doc_id_1_slot_1_user_id_1"})
 
 
 def test_bucket_bytes_of_a_missing_bucket_is_none() -> None:

@@ -18,6 +18,7 @@ from adapters.mongo.connection import MongoConnection, translated
 from adapters.mongo.replies import (
     bucket_bytes,
     bucket_slots,
+    checked_spill_format,
     duplicate_positions,
     spilled_users,
     store_stats,
@@ -33,7 +34,8 @@ from ports.bucket_repository import Spilled
 class MongoBucketRepository:
     """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array.
 
-    Spilled deleters live in ``msg_spill``, unique per (doc_id, slot, user_id).
+    Spilled deleters live in ``msg_spill``, one document each, ``_id`` =
+    ``commands.spill_key(doc_id, slot, user_id)``: unique by its _id, no index of its own.
     """
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
@@ -42,7 +44,7 @@ class MongoBucketRepository:
         self._buckets = connection.collection(commands.BUCKETS)
         self._spill = connection.collection(commands.SPILL)
         connection.ensure_indexes(commands.BUCKETS)
-        connection.ensure_indexes(commands.SPILL)
+        checked_spill_format(connection.index_names(commands.SPILL))
         connection.ensure_layout(commands.BUCKETS, layout)
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -97,7 +99,7 @@ class MongoBucketRepository:
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
-        """insert_many(ordered=False); the duplicates the unique index reports were there."""
+        """insert_many(ordered=False); the duplicate _ids reported were there already."""
         command = commands.spill_documents(entries)
         with translated("spill deleters"):
             try:

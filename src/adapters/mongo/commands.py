@@ -78,12 +78,12 @@ class InsertMany:
     ordered: bool = False
 
 
-# Unique keys only: nothing inside the msgs array is indexed (as in OpenIM), and rows are
-# addressed by _id alone. A spilled deleter is unique per slot: the index makes the insert a
-# set-add, and its doc_id prefix serves the reads (and a sharded cluster's shard key).
+# Unique keys only: nothing inside the msgs array is indexed (as in OpenIM), and rows and
+# spilled deleters are addressed by _id alone (spill_key): a spilled deleter needs no index
+# of its own, the _id index makes its insert a set-add and serves reads by slot as a range.
 INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     BUCKETS: (IndexSpec((("doc_id", 1),)),),
-    SPILL: (IndexSpec((("doc_id", 1), ("slot", 1), ("user_id", 1))),),
+    SPILL: (),
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
     USER_SEQS: (IndexSpec((("conversation_id", 1), ("user_id", 1))),),
@@ -219,19 +219,46 @@ def _entries(index: int, name: str) -> Doc:
     }
 
 
+# A spilled deleter's _id: "<doc_id>\x1f<slot>\x1f<user_id>". Ids never hold control
+# characters (domain.model.check_id), so the separator sorts below every character of an id:
+# the deleters of one slot are exactly the _ids in [prefix, prefix with "\x1f" → "\x20").
+SPILL_SEPARATOR = "\x1f"
+_AFTER_SEPARATOR = chr(ord(SPILL_SEPARATOR) + 1)
+
+
+def spill_key(doc_id: str, slot: int, user_id: str) -> str:
+    """The _id of one spilled deleter (see SPILL_SEPARATOR)."""
+    return f"{spill_prefix(doc_id, slot)}{user_id}"
+
+
+def spill_prefix(doc_id: str, slot: int) -> str:
+    """The _id prefix every spilled deleter of (doc_id, slot) starts with."""
+    return f"{doc_id}{SPILL_SEPARATOR}{slot}{SPILL_SEPARATOR}"
+
+
+def spill_entry(key: str) -> tuple[str, int, str]:
+    """(doc_id, slot, user_id) of a spilled deleter's _id."""
+    doc_id, slot, user_id = key.split(SPILL_SEPARATOR, 2)
+    return doc_id, int(slot), user_id
+
+
 def spill_documents(entries: Sequence[tuple[str, int, str]]) -> InsertMany:
-    """Spilled deleters as documents; the unique index turns repeats into reported duplicates."""
-    documents = [{"doc_id": d, "slot": i, "user_id": u} for d, i, u in entries]
+    """Spilled deleters as documents; a repeated _id is a reported duplicate (a set-add)."""
+    documents = [{"_id": spill_key(d, i, u)} for d, i, u in entries]
     return InsertMany(documents, ordered=False)
 
 
 def spilled_in(wanted: Mapping[str, Sequence[int]]) -> Doc:
-    """Filter of the spilled deleters of the given slots (find or delete_many)."""
-    branches = [{"doc_id": doc_id, "slot": {"$in": list(idx)}} for doc_id, idx in wanted.items()]
+    """Filter of the spilled deleters of the given slots (find or delete_many): _id ranges."""
+    branches = [
+        {"_id": {"$gte": prefix, "$lt": prefix[:-1] + _AFTER_SEPARATOR}}
+        for doc_id, indexes in wanted.items()
+        for prefix in (spill_prefix(doc_id, index) for index in indexes)
+    ]
     return branches[0] if len(branches) == 1 else {"$or": branches}
 
 
-SPILLED_FIELDS: Doc = {"_id": 0, "doc_id": 1, "slot": 1, "user_id": 1}
+SPILLED_FIELDS: Doc = {"_id": 1}
 
 
 def bucket_size(doc_id: str) -> list[Doc]:

@@ -97,6 +97,11 @@ class MongoConnection:
             with translated(f"create the indexes of {name}"):
                 self.collection(name).create_indexes(models)
 
+    def index_names(self, name: str) -> set[str]:
+        """The names of collection name's indexes (none when it does not exist): one round trip."""
+        with translated(f"list the indexes of {name}"):
+            return {index["name"] for index in self.collection(name).list_indexes()}
+
     def ensure_collection(self, name: str, options: Doc) -> Doc:
         """Create the collection with options unless it exists; the options it has.
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.codec import conversation_of, slot_from_doc
+from adapters.mongo.commands import spill_entry
 from domain.errors import LayoutMismatch, StoreUnavailable
 from domain.model import Slot, StoreStats, TableStats, Watermarks
 
@@ -34,8 +35,8 @@ def spilled_users(found: Iterable[Doc]) -> dict[str, dict[int, set[str]]]:
     """Spilled deleters by doc_id and slot, from the side collection's documents."""
     users: dict[str, dict[int, set[str]]] = {}
     for doc in found:
-        slots = users.setdefault(doc["doc_id"], {})
-        slots.setdefault(int(doc["slot"]), set()).add(doc["user_id"])
+        doc_id, slot, user_id = spill_entry(doc["_id"])
+        users.setdefault(doc_id, {}).setdefault(slot, set()).add(user_id)
     return users
 
 
@@ -88,6 +89,20 @@ def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collect
         raise LayoutMismatch(
             f"collection {collection!r} was created with bucket size {stored}, "
             f"opened with {bucket_size}"
+        )
+
+
+# msg_spill before its deleters were keyed by _id: {doc_id, slot, user_id} under this index.
+OLD_SPILL_INDEX = "doc_id_1_slot_1_user_id_1"
+
+
+def checked_spill_format(index_names: set[str]) -> None:
+    """Refuse a msg_spill written in the earlier format, whose deleters reads would miss."""
+    if OLD_SPILL_INDEX in index_names:
+        raise LayoutMismatch(
+            "collection 'msg_spill' holds spilled deleters in the earlier {doc_id, slot, "
+            "user_id} format, which this version does not read; convert it first "
+            "(docs/mongo.md, 'Spilled deleters before 0.1.0')"
         )
 
 
