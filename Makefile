@@ -10,6 +10,8 @@ UV := $(shell command -v uv 2>/dev/null)
 .PHONY: bench demo test lint unit contract clean mongoeco plugin
 
 # A venv (.venv, .venv-plugin): uv when it is on PATH, else python3 -m venv + pip.
+# Precious: a file built by a pattern rule is otherwise deleted as intermediate after the run.
+.PRECIOUS: %/bin/python
 %/bin/python:
 ifdef UV
 	$(UV) venv --python $(PYTHON) $*
