@@ -46,7 +46,9 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
     assert {"parameters", "machine", "git", "backends", "analysis", "duration_s"} <= set(results)
     assert results["parameters"]["scale"] == "tiny"
     assert results["parameters"]["dataset"]["messages"] > 1_000
-    assert {w["name"] for w in results["parameters"]["workloads"]} == set(WORKLOAD_NAMES)
+    planned = {w["name"] for w in results["parameters"]["workloads"]}
+    # Every workload but the spill past the 1,000-deleter inline cap: tiny groups are smaller.
+    assert planned == set(WORKLOAD_NAMES) - {"hot_delete_spilled"}
     assert results["machine"]["cpu_count"] >= 1
     labels = [b["label"] for b in results["backends"]]
     assert labels == ["memory", "sql-row/sqlite", "sql-bucket/sqlite"]
@@ -56,7 +58,7 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
         if backend["status"] != "ok":  # only a backend this build does not have may skip
             assert "not available in this build" in backend["reason"], backend["reason"]
             continue
-        expected = set(WORKLOAD_NAMES) - ({"raw_pull_latest"} if not backend["raw_arm"] else set())
+        expected = planned - ({"raw_pull_latest"} if not backend["raw_arm"] else set())
         assert set(backend["workloads"]) == expected
         for run in backend["workloads"].values():
             _check_run(run)

@@ -20,6 +20,8 @@ MEANING = {
     "delete_for_me": "Per-user tags: a set-add inside a bucket vs a row in a deletions table.",
     "hot_delete": "One slot's deleted-by list grows with every user, and so does each bucket "
     "rewrite.",
+    "hot_delete_spilled": "Past the inline cap a bucket store writes each deleter to its side "
+    "table: the cost of a spill vs one more deletion row.",
     "mark_read": "A read receipt over the latest messages: one bucket patch vs up to 20 rows.",
     "purge": "Physical delete: slots cleared inside a bucket vs rows wiped.",
     "clear_small": "Clear history is a watermark write in both layouts.",

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from app.bench.dataset import Batch, Conversation, Dataset
 from app.service import MessageService
+from domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
 from domain.model import Actor, InsertResult, Message, Role
 from domain.projection import Entry
 
@@ -61,6 +62,7 @@ class Workload:
 
 
 ADMIN = Actor("bench-admin", Role.APP_ADMIN)
+INLINE_DELETERS = DEFAULT_MAX_DELETERS_PER_SLOT  # deleters a bucket slot keeps inline
 
 
 def _expect(condition: bool, what: str) -> None:
@@ -183,10 +185,16 @@ def _delete(data: Dataset) -> list[Op]:
     return _each(data, "delete_for_me", data.conversations, make)
 
 
-def _hot_delete(data: Dataset) -> list[Op]:
-    """Members of the largest group delete its newest message, one after another."""
+def _hot_delete(data: Dataset, spilled: bool) -> list[Op]:
+    """Members of the largest group delete its newest message, one after another.
+
+    The first ``INLINE_DELETERS`` (the bucket stores' default inline cap per slot) run as
+    ``hot_delete``; those beyond it, whose ids a bucket store keeps in its side table, run
+    as ``hot_delete_spilled``, so that spill costs show on their own.
+    """
     conv = data.largest
     users = conv.members[: data.scale.hot_deleters]
+    users = users[INLINE_DELETERS:] if spilled else users[:INLINE_DELETERS]
     return [_call("delete_for_me", conv.id, [conv.size], user) for user in users]
 
 
@@ -271,8 +279,16 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "hot_delete",
         "hot message deleted by many",
-        "members of the largest group delete its newest message, one after another",
-        _hot_delete,
+        "members of the largest group delete its newest message, one after another, up "
+        f"to the bucket stores' inline cap of {INLINE_DELETERS:,} deleters per slot",
+        lambda data: _hot_delete(data, spilled=False),
+    ),
+    Workload(
+        "hot_delete_spilled",
+        "hot message deleted past the inline cap",
+        "more members delete the same message; a bucket store keeps these deleters in its "
+        "side table (spill)",
+        lambda data: _hot_delete(data, spilled=True),
     ),
     Workload(
         "mark_read",
