@@ -62,6 +62,7 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
         assert set(backend["workloads"]) == expected
         for run in backend["workloads"].values():
             _check_run(run)
+        _check_log_and_bytes(backend)
         footprint = backend["footprint"]["after_ingest"]
         assert footprint["messages"] == results["parameters"]["dataset"]["messages"]
         assert footprint["data_bytes_per_message"] > 0
@@ -72,6 +73,20 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
     for target in results["analysis"]["targets"]:
         assert target["passed"] in (True, False, None)
     _check_contention(results)
+
+
+def _check_log_and_bytes(backend: dict[str, Any]) -> None:
+    """SQLite backends measure their WAL per workload; every backend counts the hot pulls' bytes."""
+    workloads = backend["workloads"]
+    assert set(workloads["pull_hot"]["received"]) == {"per_op", "by_driver"}
+    if backend["store"] == "memory":
+        assert "in process" in backend["log_missing"]
+        assert "log" not in workloads["ingest"]
+        return
+    assert backend["log_source"].startswith("SQLite WAL")
+    assert workloads["ingest"]["log"]["per_item"] > 0  # every message is written to the WAL
+    assert workloads["pull_latest"]["log"]["bytes"] == 0  # a read writes nothing
+    assert workloads["pull_hot"]["received"]["by_driver"]["sql"] > 0
 
 
 def _check_contention(results: dict[str, Any]) -> None:

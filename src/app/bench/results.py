@@ -72,6 +72,14 @@ class LogWrites:
 
 
 @dataclass(frozen=True, slots=True)
+class Received:
+    """Bytes of the replies the drivers received, per operation of one workload."""
+
+    per_op: float
+    by_driver: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadResult:
     """One workload on one backend."""
 
@@ -86,6 +94,7 @@ class WorkloadResult:
     error_samples: dict[str, int] = field(default_factory=dict)
     histogram: str = ""
     log: LogWrites | None = None  # None: the backend's log is not measured
+    received: Received | None = None  # measured on the workloads that ask for it only
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,9 @@ import tempfile
 import time
 import uuid
 import zlib
+from collections import Counter
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from app.bench.results import (
     Machine,
     Parameters,
     Plan,
+    Received,
     RunResults,
     Unsized,
     WorkloadInfo,
@@ -45,6 +47,7 @@ from app.bench.results import (
 from app.bench.spec import BackendSpec, redact
 from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
+from app.instrument import received
 from app.instrument.probe import Probe, probing
 from app.instrument.scratch import engine_version, is_emulated, scratch_redis, scratch_store
 from app.instrument.wal import LogMeter, Unmetered, log_meter
@@ -122,6 +125,7 @@ def run(
     results: list[BackendResult] = []
     plan = contention.PLANS.get(options.scale) if options.contention else None
     with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
+        received.prepare()  # before any MongoDB client exists, like the round-trip probe
         probe = stack.enter_context(probing())
         labels: set[str] = set()
         backends: list[_Open] = []
@@ -330,12 +334,20 @@ def _run_workload(
     meter = backend.meter
     if meter is not None:
         meter.begin()
-    for op in plan:
-        recorder.time(op.prepare(backend.subject), op.items)
-        if meter is not None:
-            meter.after_op()  # untimed: the clock stopped inside recorder.time
-        observer.advance(label)
+    counting: AbstractContextManager[Counter[str]] = (
+        received.counting() if workload.received else nullcontext(Counter())
+    )
+    with counting as replies:
+        for op in plan:
+            recorder.time(op.prepare(backend.subject), op.items)
+            if meter is not None:
+                meter.after_op()  # untimed: the clock stopped inside recorder.time
+            observer.advance(label)
     found = recorder.result()
+    if workload.received:
+        ops = max(found.ops, 1)
+        by_driver = {k: round(v / ops, 1) for k, v in sorted(replies.items())}
+        found = replace(found, received=Received(round(sum(replies.values()) / ops, 1), by_driver))
     if meter is None or workload.raw:
         return found
     written = meter.written()

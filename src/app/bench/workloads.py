@@ -59,6 +59,7 @@ class Workload:
     about: str
     plan: Callable[[Dataset], list[Op]]
     raw: bool = False  # runs on the raw-driver arm instead of the service
+    received: bool = False  # also counts the bytes the drivers receive (app.instrument.received)
 
 
 ADMIN = Actor("bench-admin", Role.APP_ADMIN)
@@ -198,6 +199,18 @@ def _hot_delete(data: Dataset, spilled: bool) -> list[Op]:
     return [_call("delete_for_me", conv.id, [conv.size], user) for user in users]
 
 
+HOT_VIEWER = "bench-hot-viewer"  # never deletes or clears anything
+
+
+def _pull_hot(data: Dataset) -> list[Op]:
+    """A viewer who deleted nothing pulls the hot message (before or after its deleters)."""
+    conv = data.largest
+    return [_call("pull", conv.id, HOT_VIEWER, [conv.size]) for _ in range(HOT_PULLS)]
+
+
+HOT_PULLS = 20  # the bytes of one pull do not vary: a few pulls measure them
+
+
 def _mark_read(data: Dataset) -> list[Op]:
     """In 1:1 chats a member marks the latest (up to 20) messages read."""
 
@@ -277,6 +290,14 @@ WORKLOADS: tuple[Workload, ...] = (
         _delete,
     ),
     Workload(
+        "pull_hot",
+        "pull the hot message (no deleters)",
+        "a viewer pulls the newest message of the largest group before anyone deleted it; "
+        "the bytes the drivers receive are counted",
+        _pull_hot,
+        received=True,
+    ),
+    Workload(
         "hot_delete",
         "hot message deleted by many",
         "members of the largest group delete its newest message, one after another, up "
@@ -289,6 +310,14 @@ WORKLOADS: tuple[Workload, ...] = (
         "more members delete the same message; a bucket store keeps these deleters in its "
         "side table (spill)",
         lambda data: _hot_delete(data, spilled=True),
+    ),
+    Workload(
+        "pull_hot_deleted",
+        "pull the hot message (after its deleters)",
+        "the same viewer pulls the same message after the hot deletes; the bytes the "
+        "drivers receive are counted",
+        _pull_hot,
+        received=True,
     ),
     Workload(
         "mark_read",
