@@ -9,8 +9,8 @@ as each driver hands it over, without the protocol's framing:
   bytes by length, numbers 8 bytes, NULL nothing, JSON the driver decoded by its JSON text.
 - pymongo: each reply's BSON size (a global ``CommandListener``; like round trips, call
   ``prepare`` before a MongoDB client is created).
-- redis-py: the replies of ``Redis.execute_command`` and ``Pipeline.execute``, sized like
-  SQL values.
+- redis-py: the replies of ``execute_command`` and of pipelines' ``execute``, single node
+  and cluster, sized like SQL values.
 
 Counting costs time (every value is sized), so the benchmark counts only on the workloads
 that ask for it, never on those it times for the latency tables' sake alone.
@@ -123,28 +123,31 @@ def prepare() -> None:
 def _watch_redis() -> Callable[[], None]:
     try:
         from redis.client import Pipeline, Redis
+        from redis.cluster import ClusterPipeline, RedisCluster
     except ImportError:
         return lambda: None
-    plain, batch = Redis.execute_command, Pipeline.execute
+    # A pipeline's execute_command only queues (and returns the pipeline): not a reply.
+    undo = [_wrap(kind, "execute_command") for kind in (Redis, RedisCluster)]
+    undo += [_wrap(kind, "execute") for kind in (Pipeline, ClusterPipeline)]
 
-    def execute_command(self: Any, *args: Any, **options: Any) -> Any:
-        reply = plain(self, *args, **options)  # type: ignore[no-untyped-call]
+    def restore() -> None:
+        for step in reversed(undo):
+            step()
+
+    return restore
+
+
+def _wrap(kind: Any, name: str) -> Callable[[], None]:
+    """Count the replies of kind.name (a Redis client's or pipeline's call) while counting."""
+    original = vars(kind)[name]
+
+    def counted(self: Any, *args: Any, **options: Any) -> Any:
+        reply = original(self, *args, **options)
         _add("redis", size(reply))
         return reply
 
-    def execute(self: Any, *args: Any, **options: Any) -> Any:
-        replies = batch(self, *args, **options)
-        _add("redis", size(replies))
-        return replies
-
-    Redis.execute_command = execute_command  # type: ignore[method-assign]
-    Pipeline.execute = execute  # type: ignore[method-assign]
-
-    def restore() -> None:
-        Redis.execute_command = plain  # type: ignore[method-assign]
-        Pipeline.execute = batch  # type: ignore[method-assign]
-
-    return restore
+    setattr(kind, name, counted)
+    return lambda: setattr(kind, name, original)
 
 
 @contextmanager
