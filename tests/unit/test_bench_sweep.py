@@ -147,7 +147,7 @@ def test_the_report_gains_a_sweep_section_with_charts(tmp_path: Path) -> None:
     markdown = files.markdown.read_text()
     assert "## Bucket size sweep" in markdown and "### sql/sqlite" in markdown
     assert "| p50 · round trips | row layout | 20 slots | 50 slots | 100 slots |" in markdown
-    assert markdown.count("pull_latest(20) ≤ 2 round trips") == 2  # row, and bucket at 100
+    assert markdown.count("| pull ≤ 1 round trip |") == 2  # row, and bucket at 100
     assert (tmp_path / "sweep-sql-sqlite.png").read_bytes()[:4] == b"\x89PNG"
     assert "Bucket size sweep" in files.html.read_text()
 

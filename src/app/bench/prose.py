@@ -18,8 +18,13 @@ MEANING = {
     "pull_scattered": "Random seqs touch up to 20 buckets: the bucket layout's worst read.",
     "revoke": "A tag write: a slot rewritten inside its bucket vs one row updated.",
     "delete_for_me": "Per-user tags: a set-add inside a bucket vs a row in a deletions table.",
+    "pull_hot": "One message pulled by a viewer who deleted nothing, before anyone did.",
+    "pull_hot_deleted": "The same pull once many users deleted the message: whatever the read "
+    "ships of the deleters shows here.",
     "hot_delete": "One slot's deleted-by list grows with every user, and so does each bucket "
     "rewrite.",
+    "hot_delete_spilled": "Past the inline cap a bucket store writes each deleter to its side "
+    "table: the cost of a spill vs one more deletion row.",
     "mark_read": "A read receipt over the latest messages: one bucket patch vs up to 20 rows.",
     "purge": "Physical delete: slots cleared inside a bucket vs rows wiped.",
     "clear_small": "Clear history is a watermark write in both layouts.",

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.bench import charts, concurrency, sweep
+from app.bench import amplification, charts, concurrency, sweep
 from app.bench.analysis import analysis, pairs
 from app.bench.compare import HEADERS as COMPARE_HEADERS
 from app.bench.compare import compare, comparison, name_run, summary
@@ -77,6 +77,7 @@ def build(results: RunResults, previous: RunResults | None = None) -> list[Block
     blocks += _charts(results)
     blocks += _workloads(results)
     blocks += _footprint(results)
+    blocks += amplification.blocks(results)
     blocks += _contention(results)
     blocks += _backends(results)
     blocks += _parameters(results)
@@ -141,6 +142,11 @@ def _how_to_read() -> list[Block]:
                 (
                     "Footprint comes from each store's stats(): data and index bytes divided "
                     "by the messages stored.",
+                ),
+                (
+                    "Write amplification is the bytes each engine wrote to its log (WAL, redo "
+                    "log) per operation, read from the engine's own counter around each "
+                    "workload.",
                 ),
             )
         ),

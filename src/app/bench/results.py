@@ -63,6 +63,23 @@ class RoundTripStats:
 
 
 @dataclass(frozen=True, slots=True)
+class LogWrites:
+    """Bytes the engine wrote to its log (WAL, redo log) during one workload's loop."""
+
+    bytes: int
+    per_op: float
+    per_item: float
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """Bytes of the replies the drivers received, per operation of one workload."""
+
+    per_op: float
+    by_driver: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadResult:
     """One workload on one backend."""
 
@@ -76,6 +93,8 @@ class WorkloadResult:
     errors: int
     error_samples: dict[str, int] = field(default_factory=dict)
     histogram: str = ""
+    log: LogWrites | None = None  # None: the backend's log is not measured
+    received: Received | None = None  # measured on the workloads that ask for it only
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +167,9 @@ class BackendResult:
     emulated: bool = field(default=False, metadata=_OMIT_EMPTY)
     reason: str | None = None
     raw_arm: bool | None = None
+    # What the log bytes of its workloads count (log_source), or why they are not measured.
+    log_source: str | None = None
+    log_missing: str | None = None
     workloads: dict[str, WorkloadResult] = field(default_factory=dict, metadata=_OMIT_EMPTY)
     footprint: Footprints = field(default_factory=Footprints, metadata=_OMIT_EMPTY)
     contention: list[ContentionRun] = field(default_factory=list, metadata=_OMIT_EMPTY)

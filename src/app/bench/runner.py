@@ -17,8 +17,9 @@ import tempfile
 import time
 import uuid
 import zlib
+from collections import Counter
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,11 @@ from app.bench.results import (
     DatasetSummary,
     Footprint,
     GitInfo,
+    LogWrites,
     Machine,
     Parameters,
     Plan,
+    Received,
     RunResults,
     Unsized,
     WorkloadInfo,
@@ -44,8 +47,10 @@ from app.bench.results import (
 from app.bench.spec import BackendSpec, redact
 from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
+from app.instrument import received
 from app.instrument.probe import Probe, probing
 from app.instrument.scratch import is_emulated, scratch_redis, scratch_store, server_version
+from app.instrument.wal import LogMeter, Unmetered, log_meter
 from app.service import MessageService
 from domain.model import StoreStats
 
@@ -98,6 +103,7 @@ class _Open:
     result: BackendResult
     seconds: float = 0.0
     config: dict[str, Any] | None = None  # what another process opens the store with
+    meter: LogMeter | None = None  # bytes the engine writes to its log; None: not measured
 
 
 def run(
@@ -111,13 +117,15 @@ def run(
     dataset = Dataset(SCALES[options.scale], options.seed, options.traffic)
     # ingest always runs: it loads the data every other workload reads or tags
     wanted = {"ingest", *options.workloads} if options.workloads else {w.name for w in WORKLOADS}
-    chosen = [w for w in WORKLOADS if w.name in wanted]
-    plans = {w.name: w.plan(dataset) for w in chosen}
+    plans = {w.name: w.plan(dataset) for w in WORKLOADS if w.name in wanted}
+    # A workload with nothing to do at this scale (hot_delete_spilled at tiny) does not run.
+    chosen = [w for w in WORKLOADS if plans.get(w.name) or w.name == "ingest"]
     loaded = "redeliver" if "redeliver" in plans else "ingest"
     run_id = uuid.uuid4().hex[:8]
     results: list[BackendResult] = []
     plan = contention.PLANS.get(options.scale) if options.contention else None
     with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
+        received.prepare()  # before any MongoDB client exists, like the round-trip probe
         probe = stack.enter_context(probing())
         labels: set[str] = set()
         backends: list[_Open] = []
@@ -171,10 +179,26 @@ def _open_backend(
         observer.done(setup.label, "skipped", result.reason)
         return None
     result.raw_arm = subject.raw is not None
+    meter = _meter(config["store"]["url"], result, stack)
     runs = {w.name for w in WORKLOADS if not w.raw or subject.raw is not None}
     observer.backend(setup.label, sum(n for name, n in ops.items() if name in runs))
     shareable = setup.spec.store != "memory"  # another process sees the same data
-    return _Open(setup, subject, result, config=config if shareable else None)
+    return _Open(setup, subject, result, config=config if shareable else None, meter=meter)
+
+
+def _meter(url: str, result: BackendResult, stack: ExitStack) -> LogMeter | None:
+    """The meter of the store's log, or None with the reason in result."""
+    if result.emulated:
+        result.log_missing = "not measured on the emulator: mongoeco keeps no journal"
+        return None
+    try:
+        meter = log_meter(url)
+    except Unmetered as error:
+        result.log_missing = str(error)
+        return None
+    stack.callback(meter.close)
+    result.log_source = meter.source
+    return meter
 
 
 def _measure(
@@ -307,10 +331,28 @@ def _run_workload(
     label = backend.setup.label
     observer.workload(label, workload.title, len(plan))
     recorder = Recorder(probe.round_trips)
-    for op in plan:
-        recorder.time(op.prepare(backend.subject), op.items)
-        observer.advance(label)
-    return recorder.result()
+    meter = backend.meter
+    if meter is not None:
+        meter.begin()
+    counting: AbstractContextManager[Counter[str]] = (
+        received.counting() if workload.received else nullcontext(Counter())
+    )
+    with counting as replies:
+        for op in plan:
+            recorder.time(op.prepare(backend.subject), op.items)
+            if meter is not None:
+                meter.after_op()  # untimed: the clock stopped inside recorder.time
+            observer.advance(label)
+    found = recorder.result()
+    if workload.received:
+        ops = max(found.ops, 1)
+        by_driver = {k: round(v / ops, 1) for k, v in sorted(replies.items())}
+        found = replace(found, received=Received(round(sum(replies.values()) / ops, 1), by_driver))
+    if meter is None or workload.raw:
+        return found
+    written = meter.written()
+    per_op, per_item = written / max(found.ops, 1), written / max(found.items, 1)
+    return replace(found, log=LogWrites(written, round(per_op, 1), round(per_item, 1)))
 
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from app.bench.dataset import Batch, Conversation, Dataset
 from app.service import MessageService
+from domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
 from domain.model import Actor, InsertResult, Message, Role
 from domain.projection import Entry
 
@@ -58,9 +59,11 @@ class Workload:
     about: str
     plan: Callable[[Dataset], list[Op]]
     raw: bool = False  # runs on the raw-driver arm instead of the service
+    received: bool = False  # also counts the bytes the drivers receive (app.instrument.received)
 
 
 ADMIN = Actor("bench-admin", Role.APP_ADMIN)
+INLINE_DELETERS = DEFAULT_MAX_DELETERS_PER_SLOT  # deleters a bucket slot keeps inline
 
 
 def _expect(condition: bool, what: str) -> None:
@@ -183,11 +186,29 @@ def _delete(data: Dataset) -> list[Op]:
     return _each(data, "delete_for_me", data.conversations, make)
 
 
-def _hot_delete(data: Dataset) -> list[Op]:
-    """Members of the largest group delete its newest message, one after another."""
+def _hot_delete(data: Dataset, spilled: bool) -> list[Op]:
+    """Members of the largest group delete its newest message, one after another.
+
+    The first ``INLINE_DELETERS`` (the bucket stores' default inline cap per slot) run as
+    ``hot_delete``; those beyond it, whose ids a bucket store keeps in its side table, run
+    as ``hot_delete_spilled``, so that spill costs show on their own.
+    """
     conv = data.largest
     users = conv.members[: data.scale.hot_deleters]
+    users = users[INLINE_DELETERS:] if spilled else users[:INLINE_DELETERS]
     return [_call("delete_for_me", conv.id, [conv.size], user) for user in users]
+
+
+HOT_VIEWER = "bench-hot-viewer"  # never deletes or clears anything
+
+
+def _pull_hot(data: Dataset) -> list[Op]:
+    """A viewer who deleted nothing pulls the hot message (before or after its deleters)."""
+    conv = data.largest
+    return [_call("pull", conv.id, HOT_VIEWER, [conv.size]) for _ in range(HOT_PULLS)]
+
+
+HOT_PULLS = 20  # the bytes of one pull do not vary: a few pulls measure them
 
 
 def _mark_read(data: Dataset) -> list[Op]:
@@ -269,10 +290,34 @@ WORKLOADS: tuple[Workload, ...] = (
         _delete,
     ),
     Workload(
+        "pull_hot",
+        "pull the hot message (no deleters)",
+        "a viewer pulls the newest message of the largest group before anyone deleted it; "
+        "the bytes the drivers receive are counted",
+        _pull_hot,
+        received=True,
+    ),
+    Workload(
         "hot_delete",
         "hot message deleted by many",
-        "members of the largest group delete its newest message, one after another",
-        _hot_delete,
+        "members of the largest group delete its newest message, one after another, up "
+        f"to the bucket stores' inline cap of {INLINE_DELETERS:,} deleters per slot",
+        lambda data: _hot_delete(data, spilled=False),
+    ),
+    Workload(
+        "hot_delete_spilled",
+        "hot message deleted past the inline cap",
+        "more members delete the same message; a bucket store keeps these deleters in its "
+        "side table (spill)",
+        lambda data: _hot_delete(data, spilled=True),
+    ),
+    Workload(
+        "pull_hot_deleted",
+        "pull the hot message (after its deleters)",
+        "the same viewer pulls the same message after the hot deletes; the bytes the "
+        "drivers receive are counted",
+        _pull_hot,
+        received=True,
     ),
     Workload(
         "mark_read",

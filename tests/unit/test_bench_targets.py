@@ -1,0 +1,121 @@
+"""Issue 13's targets and the write-amplification section, on hand-made results.
+
+Each goal is a line per backend (or per engine), measured from the numbers; a missing
+measurement is a FAIL saying so, never a dropped line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.bench import amplification
+from app.bench.document import Table, to_markdown
+from app.bench.results import TargetLine, to_json
+from app.bench.targets import targets
+from tests.unit import bench_fakes
+from tests.unit.bench_fakes import typed
+
+OVERHEAD = "service overhead ≤ 1.5× raw driver"
+DELETERS = "pull bytes with many deleters ≤ 1.2× with none"
+BUCKET_BYTES = "bucket data+index bytes/msg ≤ row's"
+TAGS = "tag writes ≤ 2 round trips"
+
+
+def _lines(results: dict[str, Any], target: str) -> dict[str, TargetLine]:
+    return {t.scope: t for t in targets(typed(results)) if t.target == target}
+
+
+def _received(run: dict[str, Any], per_op: float) -> dict[str, Any]:
+    return {**run, "received": {"per_op": per_op, "by_driver": {"sql": per_op}}}
+
+
+def test_a_layout_without_a_raw_arm_fails_and_arms_are_read_from_the_results() -> None:
+    results = bench_fakes.results()
+    lines = _lines(results, OVERHEAD)
+    assert lines["sql-bucket/sqlite"].verdict == "FAIL"
+    assert lines["sql-bucket/sqlite"].measured == "no raw arm"
+    assert lines["memory"].verdict == "n/a"
+    bucket = results["backends"][2]["workloads"]
+    bucket["pull_range"] = bench_fakes.run(130)
+    bucket["raw_pull_range"] = bench_fakes.run(100, per_op=1, max_trips=1)
+    line = _lines(results, OVERHEAD)["sql-bucket/sqlite"]
+    assert line.verdict == "pass" and "pull_range" in line.measured and "1.30×" in line.measured
+
+
+def test_deleter_bytes_compare_the_hot_pull_after_its_deleters_with_before() -> None:
+    results = bench_fakes.results()
+    assert [t.measured for t in _lines(results, DELETERS).values()] == ["not measured"]
+    row, bucket = results["backends"][1]["workloads"], results["backends"][2]["workloads"]
+    row["pull_hot"] = _received(bench_fakes.run(100), 200)
+    row["pull_hot_deleted"] = _received(bench_fakes.run(100), 1_000)
+    bucket["pull_hot"] = _received(bench_fakes.run(100), 500)
+    bucket["pull_hot_deleted"] = _received(bench_fakes.run(100), 550)
+    lines = _lines(results, DELETERS)
+    assert lines["sql-row/sqlite"].verdict == "FAIL"
+    assert "1,000 B with 30 deleters vs 200 B with none = 5.00×" in lines["sql-row/sqlite"].measured
+    assert lines["sql-row/sqlite"].note
+    assert lines["sql-bucket/sqlite"].verdict == "pass"
+    del bucket["pull_hot_deleted"]["received"]
+    assert _lines(results, DELETERS)["sql-bucket/sqlite"].measured == "not measured"
+    assert _lines(results, DELETERS)["sql-bucket/sqlite"].verdict == "FAIL"
+
+
+def _footprint(per_message: float) -> dict[str, Any]:
+    return {
+        "messages": 1000,
+        "documents": 10,
+        "data_bytes": int(per_message * 1000),
+        "index_bytes": 0,
+        "data_bytes_per_message": per_message,
+        "index_bytes_per_message": 0.0,
+        "messages_per_document": 100.0,
+    }
+
+
+def test_buckets_must_stay_no_bigger_than_rows_after_ingest_and_after_tag_writes() -> None:
+    results = bench_fakes.results()
+    row, bucket = results["backends"][1], results["backends"][2]
+    row["footprint"] = {"after_ingest": _footprint(400), "end": _footprint(420)}
+    bucket["footprint"] = {"after_ingest": _footprint(300), "end": _footprint(310)}
+    assert _lines(results, BUCKET_BYTES)["sql/sqlite"].verdict == "pass"
+    bucket["footprint"]["end"] = _footprint(600)
+    line = _lines(results, BUCKET_BYTES)["sql/sqlite"]
+    assert line.verdict == "FAIL" and "after the tag writes 600 vs 420 B/msg" in line.measured
+    assert line.note is not None and "tag writes" in line.note
+
+
+def test_a_tag_write_over_two_round_trips_fails_with_its_worst_workload() -> None:
+    results = bench_fakes.results()
+    row = results["backends"][1]["workloads"]
+    row["revoke"] = bench_fakes.run(100, per_op=2, writes=1, max_trips=2)
+    assert _lines(results, TAGS)["sql-row/sqlite"].verdict == "pass"
+    row["purge"] = bench_fakes.run(100, per_op=5.5, writes=2, max_trips=6)
+    line = _lines(results, TAGS)["sql-row/sqlite"]
+    assert line.verdict == "FAIL" and "purge 6" in line.measured
+    assert line.note is not None and line.note.startswith("purge spends 3.5 reads + 2 writes")
+
+
+def test_write_amplification_puts_the_layouts_of_one_engine_side_by_side() -> None:
+    results = bench_fakes.results()
+    for n, per_op in ((1, 400.0), (2, 1_200.0)):
+        backend = results["backends"][n]
+        backend["log_source"] = "SQLite WAL"
+        backend["workloads"]["clear_small"]["log"] = {
+            "bytes": int(per_op * 10),
+            "per_op": per_op,
+            "per_item": per_op,
+        }
+    results["backends"][0]["log_missing"] = "no log: the store runs in process"
+    assert to_json(typed(results)) == results  # the new fields read back as they were written
+    blocks = amplification.blocks(typed(results))
+    [table] = [b for b in blocks if isinstance(b, Table)]
+    assert table.headers == (
+        "workload",
+        "sql-row/sqlite B/op",
+        "sql-bucket/sqlite B/op",
+        "bucket/row",
+    )
+    assert table.rows == (("clear_history (small)", "400", "1,200", "3.00×"),)
+    markdown = to_markdown(blocks)
+    assert "memory: no log: the store runs in process" in markdown
+    assert "server-wide" in markdown  # the shared-server caveat
