@@ -26,19 +26,25 @@ class CachedMessageStore:
         self.cache = cache
         self.layout = store.layout
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Cached slots, plus one store read for all misses, which are then cached."""
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Cached slots, plus one store read for all misses, which are then cached.
+
+        With a viewer both the cache and the store answer for that viewer (no deleter list
+        travels); without one, slots with deleters always come from the store.
+        """
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
             return {}
-        found = self.cache.get_many(conversation_id, wanted)
+        found = self.cache.get_many(conversation_id, wanted, viewer)
         misses = [seq for seq in wanted if seq not in found.slots]
         if not misses:
             return dict(found.slots)
-        loaded = self.store.get(conversation_id, misses)
+        loaded = self.store.get(conversation_id, misses, viewer)
         fill = {seq: slot for seq, slot in loaded.items() if not slot.is_empty}
         if fill and found.ticket is not None:
-            self.cache.put_many(conversation_id, fill, found.ticket)
+            self.cache.put_many(conversation_id, fill, found.ticket, viewer)
         return {**found.slots, **loaded}
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:

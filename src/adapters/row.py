@@ -60,9 +60,11 @@ class RowMessageStore(TagWrites):
         if pending:
             raise StoreUnavailable(f"insert into {conversation_id} did not settle under contention")
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Read slots holding anything; see MessageStore.get."""
-        found = self.repository.read(conversation_id, seqs)
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Read slots holding anything (scoped to viewer when given); see MessageStore.get."""
+        found = self.repository.read(conversation_id, seqs, viewer)
         return {seq: slot for seq, slot in found.items() if not slot.is_empty}
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
@@ -79,21 +81,20 @@ class RowMessageStore(TagWrites):
     def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
         """Set-add user_id to deleted_by; see MessageStore.delete_for.
 
-        Reads the rows without their tags: the rule needs no deleters, and the set-add makes
-        a repeated deleter change nothing. So a message deleted by thousands costs each
-        deleter two round trips, not a read of all the others.
+        Reads the rows as user_id sees them: the rule needs only whether user_id deleted
+        them, so a message deleted by thousands costs each deleter two round trips, not a
+        read of all the others.
         """
-        return self._apply(conversation_id, seqs, deleting_for(user_id), tags=False)
+        return self._apply(conversation_id, seqs, deleting_for(user_id), user_id)
 
     def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
         """Read the rows once, then write every change in one patch."""
-        return self._apply(conversation_id, seqs, decide, tags=True)
+        return self._apply(conversation_id, seqs, decide)
 
     def _apply(
-        self, conversation_id: str, seqs: Sequence[int], decide: Decision, *, tags: bool
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, viewer: str | None = None
     ) -> int:
-        read = self.repository.read if tags else self.repository.read_state
-        found = read(conversation_id, seqs)
+        found = self.repository.read(conversation_id, seqs, viewer)
         changes = {seq: decide(found.get(seq, EMPTY_SLOT)) for seq in seqs}
         patches = {seq: patch for seq, patch in changes.items() if patch is not None}
         return self.repository.patch(conversation_id, patches)

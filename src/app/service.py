@@ -222,7 +222,7 @@ class MessageService:
             raise InvalidArgument(f"count must be an int in 1..{self.limits.max_seqs_per_call}")
         marks = self.seqs.watermarks(conversation_id, viewer_id)
         seqs = marks.latest(count)
-        return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
+        return project(viewer_id, seqs, self._load(conversation_id, viewer_id, seqs, marks), marks)
 
     @_operation
     def revoke(
@@ -240,7 +240,8 @@ class MessageService:
         check_role(sender_role)
         check_short_text(nickname, "nickname", self.limits)
         seq = self._allocated(conversation_id, [seq])[0]
-        slot = self.store.get(conversation_id, [seq]).get(seq)
+        # Scoped to the actor: the revoke rules never need who deleted the message.
+        slot = self.store.get(conversation_id, [seq], actor.user_id).get(seq)
         if slot is not None and not takes_revoke(slot):
             return False
         policy.check_revoke(actor, None if slot is None else slot.message, sender_role)
@@ -395,11 +396,15 @@ class MessageService:
 
     def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
         marks = self.seqs.watermarks(conversation_id, viewer_id)
-        return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
+        slots = self._load(conversation_id, viewer_id, seqs, marks)
+        return project(viewer_id, seqs, slots, marks)
 
-    def _load(self, conversation_id: str, seqs: list[int], marks: Watermarks) -> dict[int, Slot]:
+    def _load(
+        self, conversation_id: str, viewer_id: str, seqs: list[int], marks: Watermarks
+    ) -> dict[int, Slot]:
+        """The visible slots as viewer_id reads them: no deleter list travels."""
         visible = marks.visible(seqs)
-        return self.store.get(conversation_id, visible) if visible else {}
+        return self.store.get(conversation_id, visible, viewer_id) if visible else {}
 
     def _allocated(self, conversation_id: str, seqs: Sequence[int]) -> list[int]:
         checked = check_seqs(seqs, self.limits)

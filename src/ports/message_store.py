@@ -35,11 +35,19 @@ class MessageStore(Protocol):
         """
         ...
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
         """Return the slots of the given seqs that hold a message, a tag or a purge mark.
 
         Seqs with nothing stored are absent from the result (never empty Slots). Order of the
         dict is unspecified; callers order by their own seq list.
+
+        With ``viewer`` the read is scoped to that user and independent of how many users
+        deleted a seq: ``deleted_by`` is ``{viewer}`` if the viewer deleted it,
+        ``{OTHER_DELETERS}`` if only others did, else empty (``domain.model``); the engine
+        answers it, so no deleter list travels. Without it (migrate, scan, inspect) every
+        deleter is returned.
         """
         ...
 

@@ -73,9 +73,11 @@ class SpyStore:
         """Make thread's next get pause after reading the store, until resume is set."""
         self._hold = thread
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
         self.reads.append(list(seqs))
-        slots = self.store.get(conversation_id, seqs)
+        slots = self.store.get(conversation_id, seqs, viewer)
         if self._hold is threading.current_thread():
             self._hold = None
             self.loaded.set()

@@ -8,7 +8,7 @@ from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.budget import TagBudget
 from domain.model import Message, Revoke, Role, Slot, SlotPatch
-from ports.bucket_repository import Spilled
+from ports.bucket_repository import Spilled, Viewed
 from tests.factories import CONV, message, messages
 
 
@@ -54,9 +54,17 @@ class RecordingRepository(MemoryBucketRepository):
         self.calls.append("spill")
         return super().add_spilled(entries)
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        self.calls.append("read")
+        return super().read_viewed(wanted, viewer)
+
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
         self.calls.append("read spilled")
-        return super().read_spilled(wanted)
+        return super().read_spilled(wanted, viewer)
 
     def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
         self.calls.append("drop spilled")

@@ -23,11 +23,19 @@ class RecordingCache:
         self.calls: list[tuple[str, list[int]]] = []
         self.ticket: object | None = "ticket"
 
-    def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
+    def get_many(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> CacheRead:
         self.calls.append(("get", list(seqs)))
         return CacheRead({s: self.slots[s] for s in seqs if s in self.slots}, self.ticket)
 
-    def put_many(self, conversation_id: str, slots: Mapping[int, Slot], ticket: object) -> None:
+    def put_many(
+        self,
+        conversation_id: str,
+        slots: Mapping[int, Slot],
+        ticket: object,
+        viewer: str | None = None,
+    ) -> None:
         assert ticket == self.ticket
         self.calls.append(("put", list(slots)))
         self.slots.update(slots)
