@@ -4,7 +4,8 @@
 - MongoDB: the BSON size of every command reply, from a pymongo ``CommandListener``
   registered when this module is imported (pymongo hands global listeners only to clients
   created afterwards, and the contract fixtures open their clients later).
-- Redis: every reply of ``Redis.execute_command`` (the lengths of the bulk strings in it).
+- Redis: every reply of ``Redis.execute_command`` and ``RedisCluster.execute_command`` (the
+  lengths of the bulk strings in it; the read script's reply on a cluster).
 - memory: what the in-process bucket repository hands back, as compact JSON.
 
 Counts only, never times: for tests that pin how many bytes a read moves.
@@ -22,6 +23,7 @@ from unittest import mock
 import bson
 import redis
 from pymongo import monitoring
+from redis.cluster import RedisCluster
 
 from adapters.codec import slot_to_doc
 from adapters.memory import MemoryBucketRepository
@@ -86,6 +88,7 @@ def received() -> Iterator[Meter]:
     """Count the bytes every driver receives inside the block."""
     meter = Meter()
     execute, command = Database.execute, redis.Redis.execute_command
+    cluster_command = RedisCluster.execute_command
     reads = {name: getattr(MemoryBucketRepository, name) for name in _MEMORY_READS}
 
     def sql(self: Database, *args: Any, **kwargs: Any) -> Any:
@@ -95,6 +98,11 @@ def received() -> Iterator[Meter]:
 
     def redis_command(self: redis.Redis, *args: Any, **kwargs: Any) -> Any:
         reply = command(self, *args, **kwargs)
+        meter.add("redis", size(reply))
+        return reply
+
+    def redis_cluster_command(self: RedisCluster, *args: Any, **kwargs: Any) -> Any:
+        reply = cluster_command(self, *args, **kwargs)
         meter.add("redis", size(reply))
         return reply
 
@@ -109,6 +117,9 @@ def received() -> Iterator[Meter]:
     with ExitStack() as stack:
         stack.enter_context(mock.patch.object(Database, "execute", sql))
         stack.enter_context(mock.patch.object(redis.Redis, "execute_command", redis_command))
+        stack.enter_context(
+            mock.patch.object(RedisCluster, "execute_command", redis_cluster_command)
+        )
         for name in _MEMORY_READS:
             stack.enter_context(mock.patch.object(MemoryBucketRepository, name, memory(name)))
         _active.append(meter)
