@@ -76,7 +76,7 @@ def hot_message(service: MessageService, users: list[str]) -> None:
             )
         return
     assert isinstance(repository, MongoRowRepository)
-    repository._rows.update_one(  # noqa: SLF001  (white-box: the deleters in one write)
+    repository._rows.update_one(  # white-box: the deleters in one write
         {"_id": commands.row_id(CONV, HOT)}, {"$set": {"del_list": users}}
     )
 
