@@ -32,7 +32,15 @@ from domain.model import (
     viewed_deleters,
 )
 from domain.scan import ScannedSlot, SlotPage
-from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for, purging
+from domain.tags import (
+    MAX_ROUNDS,
+    Decision,
+    Guard,
+    TagWrites,
+    classify,
+    deleting_for,
+    purging,
+)
 from ports.bucket_repository import BucketRepository, Spilled
 
 # The slots of one bucket that an operation touches, by slot index; None: no such bucket.
@@ -127,7 +135,9 @@ class BucketMessageStore(TagWrites):
             contention.record(contention.BUCKET_CREATE_LOST)
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
         """Set-add user_id to deleted_by, inline or spilled; see MessageStore.delete_for.
 
         Each bucket costs its read (shared) and one patch; the side table one more write
@@ -136,6 +146,7 @@ class BucketMessageStore(TagWrites):
         changed = 0
         spilled: list[Spilled] = []
         buckets, counts = self._view(self._wanted(conversation_id, seqs), user_id)
+        self._guard(conversation_id, seqs, buckets, guard)
         for doc_id, slots in buckets.items():
             known = counts[doc_id]
 
@@ -150,13 +161,14 @@ class BucketMessageStore(TagWrites):
         # After the flags: a reader that sees a flag reads the side table, never the reverse.
         return changed + (self.repository.add_spilled(spilled) if spilled else 0)
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
         """Physically delete, spilled deleters too; see MessageStore.purge.
 
         A purged slot never shows spilled deleters again, so a deleter spilled by a
         concurrent delete after the side table was cleaned stays invisible.
         """
         buckets = self._read(conversation_id, seqs)
+        self._guard(conversation_id, seqs, buckets, guard)
         changed = sum(
             self._write(doc_id, slots, _planned(purging))[0] for doc_id, slots in buckets.items()
         )
@@ -242,12 +254,35 @@ class BucketMessageStore(TagWrites):
                     deleted_by = viewed_deleters(viewer, viewer in deleted_by, True)
                 buckets[doc_id][index] = replace(slot, deleted_by=deleted_by, spilled=False)
 
-    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+    def _patch(
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, guard: Guard | None
+    ) -> int:
         """Read the slots once, then write each bucket's changes in one patch (or create it)."""
+        buckets = self._read(conversation_id, seqs)
+        self._guard(conversation_id, seqs, buckets, guard)
         return sum(
-            self._write(doc_id, slots, _planned(decide))[0]
-            for doc_id, slots in self._read(conversation_id, seqs).items()
+            self._write(doc_id, slots, _planned(decide))[0] for doc_id, slots in buckets.items()
         )
+
+    def _guard(
+        self,
+        conversation_id: str,
+        seqs: Sequence[int],
+        buckets: dict[str, Slots],
+        guard: Guard | None,
+    ) -> None:
+        """Call guard with the seqs whose slot holds nothing (before any write)."""
+        if guard is None:
+            return
+        layout = self.layout
+        empty = [
+            seq
+            for seq in seqs
+            if (slot := buckets[layout.doc_id(conversation_id, seq)][layout.slot_index(seq)])
+            is None
+            or slot.is_empty
+        ]
+        guard(empty)
 
     def _deleting(self, user_id: str, counts: Counts) -> Plan:
         """Delete-for-me by domain.tags.deleting_for: inline while the budget allows.

@@ -11,6 +11,7 @@ from adapters.cached_store import CachedMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.errors import StoreUnavailable
 from domain.model import InsertResult, Message, Revoke, Role, Slot
+from domain.tags import Guard
 from ports.message_cache import CacheRead, MessageCache
 from tests.factories import CONV, messages
 
@@ -56,8 +57,8 @@ class BrokenStore(BucketMessageStore):
         super().insert(conversation_id, messages)
         raise StoreUnavailable("connection lost")
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        super().purge(conversation_id, seqs)
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
+        super().purge(conversation_id, seqs, guard)
         raise StoreUnavailable("connection lost")
 
 
