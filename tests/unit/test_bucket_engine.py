@@ -278,3 +278,31 @@ def test_early_readers_stop_at_two() -> None:
     assert store.mark_read(CONV, [3], "r3") == 0  # refused, read again: two are enough
     assert repository.calls[calls:] == ["read", "patch", "read"]
     assert store.get(CONV, [3])[3].read_by == {"r1", "r2"}
+
+
+def test_delete_for_reads_no_deleter_list() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=20, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    shipped: list[int] = []
+    viewed = repository.read_viewed
+
+    def counting(wanted: Mapping[str, Sequence[int]], viewer: str) -> dict[str, dict[int, Viewed]]:
+        found = viewed(wanted, viewer)
+        shipped.extend(len(s.deleted_by) for b in found.values() for s, _ in b.values())
+        return found
+
+    def refused(wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        raise AssertionError("delete_for read whole deleter lists")
+
+    repository.read_viewed = counting  # type: ignore[method-assign]
+    repository.read = refused  # type: ignore[method-assign]
+    repository.calls.clear()
+    users = [f"u{n}" for n in range(30)]  # 20 inline, then 10 spill
+    assert deleters(store, 2, *users, "u0", "u29") == [1] * 30 + [0, 0]
+    assert "read" in repository.calls and max(shipped) == 1  # {user}, {""} or {}
+    del repository.read  # the full read again, for the checks below
+    assert store.get(CONV, [2])[2].deleted_by == set(users)
+    assert store.get(CONV, [2], "u29")[2].deleted_by == {"u29"}
+    assert store.get(CONV, [2], "u0")[2].deleted_by == {"u0"}
+    assert store.get(CONV, [2], "bystander")[2].deleted_by == {""}
+    assert store.get(CONV, [1], "u0")[1].deleted_by == frozenset()
