@@ -243,7 +243,14 @@ class BucketMessageStore(TagWrites):
                 if slot is not None and slot.purged and slot.spilled:
                     slots[index] = replace(slot, spilled=False)  # purged: nothing to show
         flagged = _flagged(buckets)
-        found = self.repository.read_spilled(flagged, viewer) if flagged else {}
+        asked = flagged
+        if viewer is not None:  # a viewer found inline has the answer: no side-table lookup
+            asked = {
+                doc_id: unknown
+                for doc_id, indexes in flagged.items()
+                if (unknown := [i for i in indexes if viewer not in _deleters(buckets, doc_id, i)])
+            }
+        found = self.repository.read_spilled(asked, viewer) if asked else {}
         for doc_id, indexes in flagged.items():
             for index in indexes:
                 slot = buckets[doc_id][index]
@@ -364,6 +371,11 @@ def _planned(decide: Decision) -> Plan:
         return patches, []
 
     return plan
+
+
+def _deleters(buckets: dict[str, Slots], doc_id: str, index: int) -> frozenset[str]:
+    slot = buckets[doc_id][index]
+    return frozenset() if slot is None else slot.deleted_by
 
 
 def _flagged(buckets: dict[str, Slots]) -> dict[str, list[int]]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.budget import TagBudget
-from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from domain.model import OTHER_DELETERS, Message, Revoke, Role, Slot, SlotPatch
 from ports.bucket_repository import Spilled, Viewed
 from tests.factories import CONV, message, messages
 
@@ -209,6 +209,19 @@ def test_a_read_costs_one_more_round_trip_only_with_a_spilled_slot() -> None:
     slots = store.get(CONV, [1, 2, 120])
     assert repository.calls == ["read", "read spilled"]
     assert slots[2] == Slot(message=message(2), deleted_by=frozenset({"a", "b"}))
+
+
+def test_a_viewer_found_inline_needs_no_side_table_lookup() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=1, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    deleters(store, 2, "a", "b")  # a inline, b spilled: the slot is flagged
+    repository.calls.clear()
+    assert store.get(CONV, [2], "a")[2].deleted_by == {"a"}
+    assert repository.calls == ["read"]
+    for viewer, seen in (("b", {"b"}), ("c", {OTHER_DELETERS})):
+        repository.calls.clear()
+        assert store.get(CONV, [2], viewer)[2].deleted_by == seen
+        assert repository.calls == ["read", "read spilled"]
 
 
 def test_the_bucket_budget_spills_deleters_of_slots_that_are_not_full() -> None:
