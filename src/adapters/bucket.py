@@ -29,13 +29,24 @@ from domain.model import (
     Slot,
     SlotPatch,
     StoreStats,
+    viewed_deleters,
 )
 from domain.scan import ScannedSlot, SlotPage
-from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for, purging
+from domain.tags import (
+    MAX_ROUNDS,
+    Decision,
+    Guard,
+    TagWrites,
+    classify,
+    deleting_for,
+    purging,
+)
 from ports.bucket_repository import BucketRepository, Spilled
 
 # The slots of one bucket that an operation touches, by slot index; None: no such bucket.
 Slots = dict[int, Slot | None]
+# Inline deleters per slot index of one bucket (from a viewer's read).
+Counts = dict[int, int]
 # What to write to a bucket given its slots and whether deleters may still go inline:
 # the patches, and the slot indexes whose deleter goes to the side table.
 Plan = Callable[[Slots, bool], tuple[dict[int, SlotPatch], list[int]]]
@@ -86,10 +97,19 @@ class BucketMessageStore(TagWrites):
             checked = True
         raise StoreUnavailable(f"insert into {doc_id} did not settle under contention")
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Read slots holding anything, spilled deleters merged in; see MessageStore.get."""
-        buckets = self._read(conversation_id, seqs)
-        self._merge_spilled(buckets)
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Read slots holding anything, spilled deleters merged in; see MessageStore.get.
+
+        With a viewer the repository answers "did the viewer delete it" itself and the side
+        table is asked for the viewer's own entry only.
+        """
+        if viewer is None:
+            buckets = self._read(conversation_id, seqs)
+        else:
+            buckets = self._view(self._wanted(conversation_id, seqs), viewer)[0]
+        self._merge_spilled(buckets, viewer)
         found: dict[int, Slot] = {}
         for seq in seqs:
             slot = buckets[self.layout.doc_id(conversation_id, seq)][self.layout.slot_index(seq)]
@@ -115,7 +135,9 @@ class BucketMessageStore(TagWrites):
             contention.record(contention.BUCKET_CREATE_LOST)
         raise StoreUnavailable(f"revoke in {doc_id} did not settle under contention")
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
         """Set-add user_id to deleted_by, inline or spilled; see MessageStore.delete_for.
 
         Each bucket costs its read (shared) and one patch; the side table one more write
@@ -123,20 +145,30 @@ class BucketMessageStore(TagWrites):
         """
         changed = 0
         spilled: list[Spilled] = []
-        for doc_id, slots in self._read(conversation_id, seqs).items():
-            inline, spills = self._write(doc_id, slots, self._deleting(user_id))
+        buckets, counts = self._view(self._wanted(conversation_id, seqs), user_id)
+        self._guard(conversation_id, seqs, buckets, guard)
+        for doc_id, slots in buckets.items():
+            known = counts[doc_id]
+
+            def reread(doc_id: str, indexes: list[int], known: Counts = known) -> Slots:
+                found, fresh = self._view({doc_id: indexes}, user_id)
+                known.update(fresh[doc_id])
+                return found[doc_id]
+
+            inline, spills = self._write(doc_id, slots, self._deleting(user_id, known), reread)
             changed += inline
             spilled += [(doc_id, index, user_id) for index in spills]
         # After the flags: a reader that sees a flag reads the side table, never the reverse.
         return changed + (self.repository.add_spilled(spilled) if spilled else 0)
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
         """Physically delete, spilled deleters too; see MessageStore.purge.
 
         A purged slot never shows spilled deleters again, so a deleter spilled by a
         concurrent delete after the side table was cleaned stays invisible.
         """
         buckets = self._read(conversation_id, seqs)
+        self._guard(conversation_id, seqs, buckets, guard)
         changed = sum(
             self._write(doc_id, slots, _planned(purging))[0] for doc_id, slots in buckets.items()
         )
@@ -172,46 +204,98 @@ class BucketMessageStore(TagWrites):
         """Release the repository."""
         self.repository.close()
 
-    def _read(self, conversation_id: str, seqs: Sequence[int]) -> dict[str, Slots]:
-        """The inline slots of seqs by bucket, in one round trip."""
-        wanted = {
+    def _wanted(self, conversation_id: str, seqs: Sequence[int]) -> dict[str, list[int]]:
+        """The slot indexes of seqs by doc_id."""
+        return {
             doc_id: [self.layout.slot_index(seq) for seq in group]
             for doc_id, group in self.layout.group(conversation_id, seqs).items()
         }
+
+    def _read(self, conversation_id: str, seqs: Sequence[int]) -> dict[str, Slots]:
+        """The inline slots of seqs by bucket, in one round trip."""
+        wanted = self._wanted(conversation_id, seqs)
         buckets = self.repository.read(wanted) if wanted else {}
         return {
             doc_id: {index: _slot(buckets.get(doc_id), index) for index in indexes}
             for doc_id, indexes in wanted.items()
         }
 
-    def _merge_spilled(self, buckets: dict[str, Slots]) -> None:
-        """Complete flagged slots with their side-table deleters (one more round trip)."""
+    def _view(
+        self, wanted: dict[str, list[int]], viewer: str
+    ) -> tuple[dict[str, Slots], dict[str, Counts]]:
+        """The inline slots as viewer reads them and their inline deleter counts, one trip."""
+        found = self.repository.read_viewed(wanted, viewer) if wanted else {}
+        buckets: dict[str, Slots] = {}
+        counts: dict[str, Counts] = {}
+        for doc_id, indexes in wanted.items():
+            bucket = found.get(doc_id)
+            buckets[doc_id] = {i: None if bucket is None else bucket[i][0] for i in indexes}
+            counts[doc_id] = {i: 0 if bucket is None else bucket[i][1] for i in indexes}
+        return buckets, counts
+
+    def _merge_spilled(self, buckets: dict[str, Slots], viewer: str | None = None) -> None:
+        """Complete flagged slots with their side-table deleters (one more round trip).
+
+        For a viewer, the side table is asked for the viewer's own entries only.
+        """
         for slots in buckets.values():
             for index, slot in slots.items():
                 if slot is not None and slot.purged and slot.spilled:
                     slots[index] = replace(slot, spilled=False)  # purged: nothing to show
         flagged = _flagged(buckets)
-        found = self.repository.read_spilled(flagged) if flagged else {}
+        asked = flagged
+        if viewer is not None:  # a viewer found inline has the answer: no side-table lookup
+            asked = {
+                doc_id: unknown
+                for doc_id, indexes in flagged.items()
+                if (unknown := [i for i in indexes if viewer not in _deleters(buckets, doc_id, i)])
+            }
+        found = self.repository.read_spilled(asked, viewer) if asked else {}
         for doc_id, indexes in flagged.items():
             for index in indexes:
                 slot = buckets[doc_id][index]
                 assert slot is not None
                 extra = found.get(doc_id, {}).get(index, set())
-                buckets[doc_id][index] = replace(
-                    slot, deleted_by=slot.deleted_by | extra, spilled=False
-                )
+                deleted_by = slot.deleted_by | extra
+                if viewer is not None:  # a flagged slot has deleters, inline or spilled
+                    deleted_by = viewed_deleters(viewer, viewer in deleted_by, True)
+                buckets[doc_id][index] = replace(slot, deleted_by=deleted_by, spilled=False)
 
-    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+    def _patch(
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, guard: Guard | None
+    ) -> int:
         """Read the slots once, then write each bucket's changes in one patch (or create it)."""
+        buckets = self._read(conversation_id, seqs)
+        self._guard(conversation_id, seqs, buckets, guard)
         return sum(
-            self._write(doc_id, slots, _planned(decide))[0]
-            for doc_id, slots in self._read(conversation_id, seqs).items()
+            self._write(doc_id, slots, _planned(decide))[0] for doc_id, slots in buckets.items()
         )
 
-    def _deleting(self, user_id: str) -> Plan:
+    def _guard(
+        self,
+        conversation_id: str,
+        seqs: Sequence[int],
+        buckets: dict[str, Slots],
+        guard: Guard | None,
+    ) -> None:
+        """Call guard with the seqs whose slot holds nothing (before any write)."""
+        if guard is None:
+            return
+        layout = self.layout
+        empty = [
+            seq
+            for seq in seqs
+            if (slot := buckets[layout.doc_id(conversation_id, seq)][layout.slot_index(seq)])
+            is None
+            or slot.is_empty
+        ]
+        guard(empty)
+
+    def _deleting(self, user_id: str, counts: Counts) -> Plan:
         """Delete-for-me by domain.tags.deleting_for: inline while the budget allows.
 
-        Beyond it the slot is flagged and the deleter spills to the side table.
+        Beyond it the slot is flagged and the deleter spills to the side table. The slots
+        come from user_id's own read (``read_viewed``): counts holds their inline deleters.
         """
         budget, decide = self.budget, deleting_for(user_id)
 
@@ -225,7 +309,7 @@ class BucketMessageStore(TagWrites):
                 patch = decide(slot)
                 if patch is None:
                     continue
-                fits = len(slot.deleted_by) < budget.deleters_per_slot and room != 0
+                fits = counts.get(index, 0) < budget.deleters_per_slot and room != 0
                 if inline and fits and not slot.spilled:
                     patches[index] = patch
                     room = None if room is None else room - 1
@@ -237,11 +321,18 @@ class BucketMessageStore(TagWrites):
 
         return plan
 
-    def _write(self, doc_id: str, slots: Slots, plan: Plan) -> tuple[int, list[int]]:
+    def _write(
+        self,
+        doc_id: str,
+        slots: Slots,
+        plan: Plan,
+        reread: Callable[[str, list[int]], Slots] | None = None,
+    ) -> tuple[int, list[int]]:
         """Write one bucket's plan within the budget: (slots changed inline, slots to spill).
 
         A patch refused by an existing bucket means a slot or the bucket is full: the slots
-        are read again and the plan redone with every deleter spilling.
+        are read again (by reread, default a plain read) and the plan redone with every
+        deleter spilling.
         """
         inline = True
         for _ in range(MAX_ROUNDS):
@@ -256,6 +347,9 @@ class BucketMessageStore(TagWrites):
                 contention.record(contention.BUCKET_CREATE_LOST)
             else:
                 inline = False
+            if reread is not None:
+                slots = reread(doc_id, list(slots))
+                continue
             current = self.repository.read({doc_id: list(slots)}).get(doc_id)
             slots = {index: _slot(current, index) for index in slots}
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
@@ -277,6 +371,11 @@ def _planned(decide: Decision) -> Plan:
         return patches, []
 
     return plan
+
+
+def _deleters(buckets: dict[str, Slots], doc_id: str, index: int) -> frozenset[str]:
+    slot = buckets[doc_id][index]
+    return frozenset() if slot is None else slot.deleted_by
 
 
 def _flagged(buckets: dict[str, Slots]) -> dict[str, list[int]]:

@@ -8,10 +8,12 @@ the seqs they may have changed, also when the store write failed half-way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TypeVar
 
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
 from domain.scan import SlotPage
+from domain.tags import Guard
 from ports.message_cache import MessageCache
 from ports.message_store import MessageStore
 
@@ -26,19 +28,25 @@ class CachedMessageStore:
         self.cache = cache
         self.layout = store.layout
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Cached slots, plus one store read for all misses, which are then cached."""
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Cached slots, plus one store read for all misses, which are then cached.
+
+        With a viewer both the cache and the store answer for that viewer (no deleter list
+        travels); without one, slots with deleters always come from the store.
+        """
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
             return {}
-        found = self.cache.get_many(conversation_id, wanted)
+        found = self.cache.get_many(conversation_id, wanted, viewer)
         misses = [seq for seq in wanted if seq not in found.slots]
         if not misses:
             return dict(found.slots)
-        loaded = self.store.get(conversation_id, misses)
+        loaded = self.store.get(conversation_id, misses, viewer)
         fill = {seq: slot for seq, slot in loaded.items() if not slot.is_empty}
         if fill and found.ticket is not None:
-            self.cache.put_many(conversation_id, fill, found.ticket)
+            self.cache.put_many(conversation_id, fill, found.ticket, viewer)
         return {**found.slots, **loaded}
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
@@ -58,21 +66,25 @@ class CachedMessageStore:
             conversation_id, [seq], lambda: self.store.revoke(conversation_id, seq, revoke)
         )
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
         """Delete for user_id in the store, then invalidate seqs if any changed."""
-        return self._write(
-            conversation_id, seqs, lambda: self.store.delete_for(conversation_id, seqs, user_id)
-        )
+        write = partial(self.store.delete_for, conversation_id, seqs, user_id, guard)
+        return self._write(conversation_id, seqs, write)
 
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+    def mark_read(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None = None
+    ) -> int:
         """Mark read in the store, then invalidate seqs if any changed."""
-        return self._write(
-            conversation_id, seqs, lambda: self.store.mark_read(conversation_id, seqs, reader_id)
-        )
+        write = partial(self.store.mark_read, conversation_id, seqs, reader_id, guard)
+        return self._write(conversation_id, seqs, write)
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
         """Purge in the store, then invalidate seqs if any changed."""
-        return self._write(conversation_id, seqs, lambda: self.store.purge(conversation_id, seqs))
+        return self._write(
+            conversation_id, seqs, partial(self.store.purge, conversation_id, seqs, guard)
+        )
 
     def scan(self, after: str | None, limit: int) -> SlotPage:
         """The store's own scan, past the cache (the store is the source of truth)."""

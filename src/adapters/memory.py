@@ -20,10 +20,11 @@ from domain.model import (
     StoreStats,
     TableStats,
     Watermarks,
+    viewed_deleters,
 )
 from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 from domain.tags import takes_revoke
-from ports.bucket_repository import Spilled
+from ports.bucket_repository import Spilled, Viewed
 
 _K = TypeVar("_K", bound=Hashable)
 _R = TypeVar("_R")
@@ -67,12 +68,24 @@ class MemoryBucketRepository:
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Requested slots of existing buckets."""
+        return self._slots(wanted)
+
+    def _slots(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         with self._lock:
             return {
                 doc_id: {index: self._buckets[doc_id][index] for index in indexes}
                 for doc_id, indexes in wanted.items()
                 if doc_id in self._buckets
             }
+
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        """Requested slots of existing buckets as viewer reads them (a set lookup)."""
+        return {
+            doc_id: {index: _viewed(slot, viewer) for index, slot in slots.items()}
+            for doc_id, slots in self._slots(wanted).items()
+        }
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """Set revoke on an unrevoked, unpurged slot of an existing bucket."""
@@ -107,13 +120,17 @@ class MemoryBucketRepository:
                 users.add(user_id)
         return added
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
-        """Side-table deleters of the given slots."""
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
+        """Side-table deleters of the given slots (viewer's entry only when given)."""
         found: dict[str, dict[int, set[str]]] = {}
         with self._lock:
             for doc_id, indexes in wanted.items():
                 for index in indexes:
                     users = self._spilled.get((doc_id, index))
+                    if users and viewer is not None:
+                        users = users & {viewer}
                     if users:
                         found.setdefault(doc_id, {})[index] = set(users)
         return found
@@ -316,3 +333,9 @@ def _page(
     chosen = [row for row in rows if after is None or key(row) > after][:limit]
     cursor = key(chosen[-1]) if len(chosen) == limit else None
     return SeqPage(tuple(chosen), cursor)
+
+
+def _viewed(slot: Slot, viewer: str) -> Viewed:
+    """A slot as viewer reads it, and its inline deleter count."""
+    deleted_by = viewed_deleters(viewer, viewer in slot.deleted_by, bool(slot.deleted_by))
+    return replace(slot, deleted_by=deleted_by), len(slot.deleted_by)

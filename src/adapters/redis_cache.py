@@ -1,8 +1,14 @@
 """RedisMessageCache: raw slots per seq in Redis, guarded against stale fills, outage-tolerant.
 
 Keys (the braces are a Redis Cluster hash tag: one conversation, one hash slot):
-  ``<prefix>:msg:{<conversation_id>}:<seq>``  orjson of the slot dict of ``adapters.codec``
+  ``<prefix>:msg:{<conversation_id>}:<seq>``  orjson of ``{"t": fill token, "d": has deleters,
+                                              "s": the slot dict of adapters.codec minus del_list}``
+  ``<prefix>:del:{<conversation_id>}:<seq>:<viewer>``  fill token + ``1`` (viewer deleted the
+                                              seq) or ``0``; kept only for slots with deleters
   ``<prefix>:gen:{<conversation_id>}``        the conversation's invalidation generation
+
+No deleter list is cached: a viewer's mark is valid only next to the slot entry whose fill token
+it carries, so invalidating the slot entry (every write does) retires every viewer's mark.
 
 The fill guard: a lookup reads the generation in the same MGET as the slots; a fill is one
 Lua script that writes only if the generation is unchanged. Every invalidation replaces the
@@ -24,7 +30,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,7 +44,7 @@ from redis.retry import Retry
 
 from adapters.codec import slot_from_doc, slot_to_doc
 from domain.errors import ConfigError
-from domain.model import Slot
+from domain.model import Slot, viewed_deleters
 from ports.message_cache import CacheRead
 
 log = logging.getLogger(__name__)
@@ -184,10 +190,15 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
 
 @dataclass(frozen=True, slots=True)
 class _Ticket:
-    """Fill permission: the generation seen by the lookup and the local failure epoch."""
+    """Fill permission: the generation seen by the lookup and the local failure epoch.
+
+    ``tokens`` are the fill tokens of the cached slot entries with deleters that the lookup
+    could not answer for the viewer: a fill writes only the viewer's mark next to them.
+    """
 
     generation: bytes | str
     epoch: int
+    tokens: dict[int, str] = field(default_factory=dict)
 
 
 class RedisMessageCache:
@@ -252,6 +263,10 @@ class RedisMessageCache:
         """The key of one cached slot."""
         return f"{self.key_prefix}:msg:{{{conversation_id}}}:{seq}"
 
+    def mark_key(self, conversation_id: str, seq: int, viewer: str) -> str:
+        """The key of one viewer's "did I delete it" mark for a cached slot."""
+        return f"{self.key_prefix}:del:{{{conversation_id}}}:{seq}:{viewer}"
+
     def generation_key(self, conversation_id: str) -> str:
         """The key of the conversation's invalidation generation (same hash slot)."""
         return f"{self.key_prefix}:gen:{{{conversation_id}}}"
@@ -262,10 +277,15 @@ class RedisMessageCache:
         with self._lock:
             return {conv: frozenset(seqs) for conv, seqs in self._pending.items()}
 
-    def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
-        """One lookup of the generation and the slots; a miss-only result if Redis fails.
+    def get_many(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> CacheRead:
+        """One lookup of the generation, the slots and (for a viewer) the viewer's marks.
 
-        The lookup is an MGET, or on a cluster the read script (one EVALSHA, same keys).
+        The lookup is an MGET, or on a cluster the read script (one EVALSHA, same keys; the
+        marks share the conversation's hash tag, so they live on the same master). A slot
+        with deleters is a hit only with a viewer whose mark carries its fill token; a
+        miss-only result if Redis fails.
         """
         scope = self._scope(conversation_id)
         if not seqs or not self._usable(scope) or not self._deliver_pending(conversation_id):
@@ -273,27 +293,59 @@ class RedisMessageCache:
         epoch = self._epoch
         keys = [self.generation_key(conversation_id)]
         keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
+        if viewer is not None:
+            keys.extend(self.mark_key(conversation_id, seq, viewer) for seq in seqs)
         values = self._call(partial(self._lookup, keys), scope)
         if values is None:
             return CacheRead()
+        marks = values[1 + len(seqs) :] if viewer is not None else [None] * len(seqs)
         slots: dict[int, Slot] = {}
-        for seq, value in zip(seqs, values[1:], strict=True):
-            slot = None if value is None else _decode(conversation_id, value)
-            if slot is not None:
+        tokens: dict[int, str] = {}
+        for seq, value, mark in zip(seqs, values[1 : 1 + len(seqs)], marks, strict=True):
+            entry = None if value is None else _decode(conversation_id, value)
+            if entry is None:
+                continue
+            token, slot, deleters = entry
+            if not deleters:
                 slots[seq] = slot
-        return CacheRead(slots, _Ticket(values[0] or b"", epoch))
+            elif viewer is not None and _text(mark) in (f"{token}1", f"{token}0"):
+                deleted = _text(mark) == f"{token}1"
+                slots[seq] = replace(slot, deleted_by=viewed_deleters(viewer, deleted, True))
+            else:
+                tokens[seq] = token
+        return CacheRead(slots, _Ticket(values[0] or b"", epoch, tokens))
 
-    def put_many(self, conversation_id: str, slots: Mapping[int, Slot], ticket: object) -> None:
-        """One script call: SET EX every slot, unless the generation moved since the lookup."""
+    def put_many(
+        self,
+        conversation_id: str,
+        slots: Mapping[int, Slot],
+        ticket: object,
+        viewer: str | None = None,
+    ) -> None:
+        """One script call: SET EX every slot (minus deleters) and the viewer's marks.
+
+        Nothing is written when the generation moved since the lookup.
+        """
         if not slots or not isinstance(ticket, _Ticket) or ticket.epoch != self._epoch:
             return
         scope = self._scope(conversation_id)
         if not self._usable(scope):
             return
+        fresh = _token()
         keys = [self.generation_key(conversation_id)]
-        keys.extend(self.slot_key(conversation_id, seq) for seq in slots)
-        args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds, _token()]
-        args.extend(orjson.dumps(slot_to_doc(slot)) for slot in slots.values())
+        values: list[bytes | str] = []
+        for seq, slot in slots.items():
+            token = ticket.tokens.get(seq)
+            if token is None:  # a new entry: its marks of earlier fills no longer match
+                token = fresh
+                keys.append(self.slot_key(conversation_id, seq))
+                values.append(_encode(token, slot))
+            if viewer is not None and slot.deleted_by:
+                keys.append(self.mark_key(conversation_id, seq, viewer))
+                values.append(f"{token}{int(viewer in slot.deleted_by)}")
+        if len(keys) == 1:
+            return
+        args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds, _token(), *values]
         self._call(lambda: self._fill(keys=keys, args=args), scope)
 
     def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
@@ -481,9 +533,24 @@ def _token() -> str:
     return secrets.token_hex(8)
 
 
-def _decode(conversation_id: str, value: bytes | str) -> Slot | None:
-    """A cached slot, or None for an unreadable value (treated as a miss and refilled)."""
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def _encode(token: str, slot: Slot) -> bytes:
+    """A slot entry: its fill token, whether it has deleters, the slot without them."""
+    doc = slot_to_doc(slot)
+    del doc["del_list"]
+    return orjson.dumps({"t": token, "d": bool(slot.deleted_by), "s": doc})
+
+
+def _decode(conversation_id: str, value: bytes | str) -> tuple[str, Slot, bool] | None:
+    """A slot entry: (token, slot without deleters, has deleters).
+
+    None for an unreadable value (treated as a miss and refilled).
+    """
     try:
-        return slot_from_doc(conversation_id, orjson.loads(value))
+        entry = orjson.loads(value)
+        return str(entry["t"]), slot_from_doc(conversation_id, entry["s"]), bool(entry["d"])
     except (ValueError, TypeError, KeyError, AttributeError):
         return None

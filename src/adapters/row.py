@@ -14,7 +14,7 @@ from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import EMPTY_SLOT, InsertOutcome, InsertResult, Message, Revoke, Slot, StoreStats
 from domain.scan import SlotPage
-from domain.tags import MAX_ROUNDS, Decision, TagWrites, classify, deleting_for
+from domain.tags import MAX_ROUNDS, Decision, Guard, TagWrites, classify, deleting_for
 from ports.row_repository import RowRepository
 
 
@@ -60,9 +60,11 @@ class RowMessageStore(TagWrites):
         if pending:
             raise StoreUnavailable(f"insert into {conversation_id} did not settle under contention")
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Read slots holding anything; see MessageStore.get."""
-        found = self.repository.read(conversation_id, seqs)
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Read slots holding anything (scoped to viewer when given); see MessageStore.get."""
+        found = self.repository.read(conversation_id, seqs, viewer)
         return {seq: slot for seq, slot in found.items() if not slot.is_empty}
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
@@ -76,24 +78,34 @@ class RowMessageStore(TagWrites):
             # Another writer created the row in between: it is still free, so try again.
         raise StoreUnavailable(f"revoke of {conversation_id}/{seq} did not settle")
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
         """Set-add user_id to deleted_by; see MessageStore.delete_for.
 
-        Reads the rows without their tags: the rule needs no deleters, and the set-add makes
-        a repeated deleter change nothing. So a message deleted by thousands costs each
-        deleter two round trips, not a read of all the others.
+        Reads the rows as user_id sees them: the rule needs only whether user_id deleted
+        them, so a message deleted by thousands costs each deleter two round trips, not a
+        read of all the others.
         """
-        return self._apply(conversation_id, seqs, deleting_for(user_id), tags=False)
+        return self._apply(conversation_id, seqs, deleting_for(user_id), guard, user_id)
 
-    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
+    def _patch(
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, guard: Guard | None
+    ) -> int:
         """Read the rows once, then write every change in one patch."""
-        return self._apply(conversation_id, seqs, decide, tags=True)
+        return self._apply(conversation_id, seqs, decide, guard)
 
     def _apply(
-        self, conversation_id: str, seqs: Sequence[int], decide: Decision, *, tags: bool
+        self,
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+        viewer: str | None = None,
     ) -> int:
-        read = self.repository.read if tags else self.repository.read_state
-        found = read(conversation_id, seqs)
+        found = self.repository.read(conversation_id, seqs, viewer)
+        if guard is not None:
+            guard([seq for seq in seqs if seq not in found or found[seq].is_empty])
         changes = {seq: decide(found.get(seq, EMPTY_SLOT)) for seq in seqs}
         patches = {seq: patch for seq, patch in changes.items() if patch is not None}
         return self.repository.patch(conversation_id, patches)

@@ -40,7 +40,7 @@ from domain.model import (
     check_short_text,
 )
 from domain.projection import Entry, project
-from domain.tags import takes_revoke
+from domain.tags import Guard, takes_revoke
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
@@ -222,7 +222,7 @@ class MessageService:
             raise InvalidArgument(f"count must be an int in 1..{self.limits.max_seqs_per_call}")
         marks = self.seqs.watermarks(conversation_id, viewer_id)
         seqs = marks.latest(count)
-        return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
+        return project(viewer_id, seqs, self._load(conversation_id, viewer_id, seqs, marks), marks)
 
     @_operation
     def revoke(
@@ -239,8 +239,13 @@ class MessageService:
         check_actor(actor, self.limits)
         check_role(sender_role)
         check_short_text(nickname, "nickname", self.limits)
-        seq = self._allocated(conversation_id, [seq])[0]
-        slot = self.store.get(conversation_id, [seq]).get(seq)
+        seq = check_seqs([seq], self.limits)[0]
+        # The permission read, scoped to the actor: the revoke rules never need who deleted
+        # the message. A slot holding anything was written at an allocated seq (max_seq only
+        # moves up), so only an empty one costs the allocation check: two round trips in all.
+        slot = self.store.get(conversation_id, [seq], actor.user_id).get(seq)
+        if slot is None:
+            self._allocated(conversation_id, [seq])
         if slot is not None and not takes_revoke(slot):
             return False
         policy.check_revoke(actor, None if slot is None else slot.message, sender_role)
@@ -252,8 +257,9 @@ class MessageService:
         """Hide seqs from user_id only. Returns how many seqs changed."""
         self._conversation(conversation_id)
         self._user(user_id, "user_id")
+        checked = check_seqs(seqs, self.limits)
         return self.store.delete_for(
-            conversation_id, self._allocated(conversation_id, seqs), user_id
+            conversation_id, checked, user_id, self._guard(conversation_id)
         )
 
     @_operation
@@ -277,15 +283,18 @@ class MessageService:
         """Physically delete seqs (owner or app admin); final. Returns how many were purged."""
         self._conversation(conversation_id)
         policy.check_moderator(check_actor(actor, self.limits), "physical delete")
-        return self.store.purge(conversation_id, self._allocated(conversation_id, seqs))
+        checked = check_seqs(seqs, self.limits)
+        return self.store.purge(conversation_id, checked, self._guard(conversation_id))
 
     @_operation
     def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
         """Mark seqs read by reader_id (never the reader's own messages); raise the read seq."""
         self._conversation(conversation_id)
         self._user(reader_id, "reader_id")
-        checked = self._allocated(conversation_id, seqs)
-        changed = self.store.mark_read(conversation_id, checked, reader_id)
+        checked = check_seqs(seqs, self.limits)
+        changed = self.store.mark_read(
+            conversation_id, checked, reader_id, self._guard(conversation_id)
+        )
         if checked:
             self.seqs.raise_read_seq(conversation_id, reader_id, max(checked))
         return changed
@@ -395,11 +404,28 @@ class MessageService:
 
     def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
         marks = self.seqs.watermarks(conversation_id, viewer_id)
-        return project(viewer_id, seqs, self._load(conversation_id, seqs, marks), marks)
+        slots = self._load(conversation_id, viewer_id, seqs, marks)
+        return project(viewer_id, seqs, slots, marks)
 
-    def _load(self, conversation_id: str, seqs: list[int], marks: Watermarks) -> dict[int, Slot]:
+    def _load(
+        self, conversation_id: str, viewer_id: str, seqs: list[int], marks: Watermarks
+    ) -> dict[int, Slot]:
+        """The visible slots as viewer_id reads them: no deleter list travels."""
         visible = marks.visible(seqs)
-        return self.store.get(conversation_id, visible) if visible else {}
+        return self.store.get(conversation_id, visible, viewer_id) if visible else {}
+
+    def _guard(self, conversation_id: str) -> Guard:
+        """The allocation check a tag write runs after its read, on the seqs found empty.
+
+        A slot holding anything was written at an allocated seq (max_seq only moves up), so
+        a write whose seqs all hold something skips the max_seq round trip.
+        """
+
+        def allocated(empty: list[int]) -> None:
+            if empty:
+                self._allocated(conversation_id, empty)
+
+        return allocated
 
     def _allocated(self, conversation_id: str, seqs: Sequence[int]) -> list[int]:
         checked = check_seqs(seqs, self.limits)

@@ -211,6 +211,18 @@ class SlotPatch:
 EMPTY_SLOT = Slot()
 PURGED_SLOT = Slot(purged=True)
 
+# In a viewer's read (``MessageStore.get`` with a viewer) ``deleted_by`` is ``{viewer}`` when
+# the viewer deleted the seq, ``{OTHER_DELETERS}`` when only other users did (an id no user can
+# have: ids are never empty), and empty when nobody did: a read never ships the deleter list.
+OTHER_DELETERS = ""
+
+
+def viewed_deleters(viewer: str, deleted: bool, others: bool) -> frozenset[str]:
+    """``deleted_by`` of a viewer's read: whether the viewer deleted, whether anyone did."""
+    if deleted:
+        return frozenset((viewer,))
+    return frozenset((OTHER_DELETERS,)) if others else frozenset()
+
 
 class InsertOutcome(StrEnum):
     """What an insert did with one message; each value names a field of InsertResult."""

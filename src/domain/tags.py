@@ -14,6 +14,10 @@ from domain.model import InsertOutcome, Message, Slot, SlotPatch
 from domain.policy import may_mark_read
 
 Decision = Callable[[Slot], SlotPatch | None]
+# What a tag write calls after its read and before any write, with the seqs the read found
+# empty: the caller's allocation check (a slot holding anything was written at an allocated
+# seq, so only empty ones need it). Raising from it writes nothing.
+Guard = Callable[[list[int]], None]
 
 # Each retry means another writer changed a slot between two of a store's round trips; a
 # slot can change only a few times, so this bound is never reached honestly.
@@ -78,17 +82,26 @@ class TagWrites(ABC):
     """
 
     @abstractmethod
-    def _patch(self, conversation_id: str, seqs: Sequence[int], decide: Decision) -> int:
-        """Read the slots of seqs once, write what decide returns; how many seqs changed."""
+    def _patch(
+        self, conversation_id: str, seqs: Sequence[int], decide: Decision, guard: Guard | None
+    ) -> int:
+        """Read the slots of seqs once and write what decide returns; how many changed.
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+        guard, if any, is called with the seqs found empty, after the read, before writing.
+        """
+
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
         """Set-add user_id to deleted_by; see MessageStore.delete_for."""
-        return self._patch(conversation_id, seqs, deleting_for(user_id))
+        return self._patch(conversation_id, seqs, deleting_for(user_id), guard)
 
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+    def mark_read(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None = None
+    ) -> int:
         """Mark read for reader_id; see MessageStore.mark_read."""
-        return self._patch(conversation_id, seqs, marking_read(reader_id))
+        return self._patch(conversation_id, seqs, marking_read(reader_id), guard)
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
         """Physically delete; see MessageStore.purge."""
-        return self._patch(conversation_id, seqs, purging)
+        return self._patch(conversation_id, seqs, purging, guard)

@@ -11,6 +11,9 @@ from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
 
 # One deleter kept outside its bucket: (doc_id, slot index, user_id).
 Spilled = tuple[str, int, str]
+# A slot as one viewer reads it (deleted_by as in MessageStore.get with a viewer) and the
+# number of deleters it stores inline (what the delete-for-me budget needs).
+Viewed = tuple[Slot, int]
 
 
 @runtime_checkable
@@ -48,6 +51,17 @@ class BucketRepository(Protocol):
         """
         ...
 
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        """``read`` scoped to one viewer, in one round trip, whatever the number of deleters.
+
+        Each slot's inline ``deleted_by`` is ``{viewer}``, ``{OTHER_DELETERS}`` or empty
+        (``domain.model.viewed_deleters``), computed by the engine; next to it the count of
+        inline deleters.
+        """
+        ...
+
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """Set a slot's revoke iff the bucket exists, the slot is not revoked and not purged."""
         ...
@@ -69,8 +83,13 @@ class BucketRepository(Protocol):
         """Store deleters in the side table (a set-add); returns how many were not there yet."""
         ...
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
-        """The side-table deleters of the given slots in one round trip; empty slots absent."""
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
+        """The side-table deleters of the given slots in one round trip; empty slots absent.
+
+        With ``viewer`` only that user's entries (a lookup by key, never the whole list).
+        """
         ...
 
     def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:

@@ -23,20 +23,35 @@ class CacheRead:
 
 @runtime_checkable
 class MessageCache(Protocol):
-    """Caches raw slots (fact + tags) per (conversation_id, seq).
+    """Caches raw slots (fact + tags) per (conversation_id, seq), without deleter lists.
 
     Never holds per-viewer views, tombstones or placeholders for seqs with nothing stored.
+    Instead of a slot's deleters it may keep, per viewer, whether that viewer deleted it.
     A cache failure must not raise: it behaves as a miss (reads) or a no-op (writes), and an
     invalidation that could not be delivered must never let a later read return the old slot
     from the cache for longer than the cache's documented staleness bound.
     """
 
-    def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
-        """Return the cached slots among seqs (misses are absent) and a fill ticket."""
+    def get_many(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> CacheRead:
+        """Return the cached slots among seqs (misses are absent) and a fill ticket.
+
+        Slots come as ``MessageStore.get`` returns them for viewer: a slot with deleters is
+        a miss unless the cache knows whether viewer is one of them.
+        """
         ...
 
-    def put_many(self, conversation_id: str, slots: Mapping[int, Slot], ticket: object) -> None:
+    def put_many(
+        self,
+        conversation_id: str,
+        slots: Mapping[int, Slot],
+        ticket: object,
+        viewer: str | None = None,
+    ) -> None:
         """Cache slots read from the store after get_many returned ticket.
+
+        The slots come from ``MessageStore.get`` with the same viewer.
 
         Does nothing when the conversation was invalidated since that get_many, so a reader
         that loaded a slot before a mutation can never cache it after the mutation.

@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from domain.layout import BucketLayout
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
 from domain.scan import SlotPage
+from domain.tags import Guard
 
 
 @runtime_checkable
@@ -35,11 +36,19 @@ class MessageStore(Protocol):
         """
         ...
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
         """Return the slots of the given seqs that hold a message, a tag or a purge mark.
 
         Seqs with nothing stored are absent from the result (never empty Slots). Order of the
         dict is unspecified; callers order by their own seq list.
+
+        With ``viewer`` the read is scoped to that user and independent of how many users
+        deleted a seq: ``deleted_by`` is ``{viewer}`` if the viewer deleted it,
+        ``{OTHER_DELETERS}`` if only others did, else empty (``domain.model``); the engine
+        answers it, so no deleter list travels. Without it (migrate, scan, inspect) every
+        deleter is returned.
         """
         ...
 
@@ -47,14 +56,21 @@ class MessageStore(Protocol):
         """Record a revoke on seq; False (nothing written) if already revoked or purged."""
         ...
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
         """Add user_id to each seq's deleted_by (a set-add). Returns how many seqs changed.
 
-        Purged seqs are skipped; repeating the call changes nothing and returns 0.
+        Purged seqs are skipped; repeating the call changes nothing and returns 0. ``guard``,
+        when given, is called once after the store's read and before anything is written,
+        with the seqs holding nothing (``domain.tags.Guard``); what it raises propagates and
+        nothing is written. The same holds for ``mark_read`` and ``purge``.
         """
         ...
 
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
+    def mark_read(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None = None
+    ) -> int:
         """Mark seqs read by reader_id; a reader's own messages are never marked.
 
         For a seq whose message is not stored yet the reader is remembered in ``read_by``.
@@ -62,7 +78,7 @@ class MessageStore(Protocol):
         """
         ...
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
         """Physically delete seqs. Returns how many seqs became purged.
 
         Message and tags are dropped and the slot stays purged for good: later inserts

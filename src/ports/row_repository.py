@@ -41,10 +41,15 @@ class RowRepository(Protocol):
         """
         ...
 
-    def read(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+    def read(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
         """The slots of the rows of seqs that exist, tags included, in one round trip.
 
-        Seqs without a row are absent; a row holding nothing may be absent or empty.
+        Seqs without a row are absent; a row holding nothing may be absent or empty. With
+        ``viewer`` each slot's ``deleted_by`` is scoped as ``MessageStore.get`` describes
+        (``{viewer}``, ``{OTHER_DELETERS}`` or empty), answered by the engine: what travels
+        does not grow with the number of deleters.
         """
         ...
 

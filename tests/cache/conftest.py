@@ -17,6 +17,7 @@ from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from adapters.redis_cache import RedisMessageCache, client_options, make_client
 from app import MessageService
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from domain.tags import Guard
 from ports.message_store import MessageStore
 from tests.redis_server import redis_prefix, redis_url
 
@@ -73,9 +74,11 @@ class SpyStore:
         """Make thread's next get pause after reading the store, until resume is set."""
         self._hold = thread
 
-    def get(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
+    def get(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
         self.reads.append(list(seqs))
-        slots = self.store.get(conversation_id, seqs)
+        slots = self.store.get(conversation_id, seqs, viewer)
         if self._hold is threading.current_thread():
             self._hold = None
             self.loaded.set()
@@ -88,14 +91,18 @@ class SpyStore:
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         return self.store.revoke(conversation_id, seq, revoke)
 
-    def delete_for(self, conversation_id: str, seqs: Sequence[int], user_id: str) -> int:
-        return self.store.delete_for(conversation_id, seqs, user_id)
+    def delete_for(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, guard: Guard | None = None
+    ) -> int:
+        return self.store.delete_for(conversation_id, seqs, user_id, guard)
 
-    def mark_read(self, conversation_id: str, seqs: Sequence[int], reader_id: str) -> int:
-        return self.store.mark_read(conversation_id, seqs, reader_id)
+    def mark_read(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None = None
+    ) -> int:
+        return self.store.mark_read(conversation_id, seqs, reader_id, guard)
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        return self.store.purge(conversation_id, seqs)
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
+        return self.store.purge(conversation_id, seqs, guard)
 
     def stats(self) -> StoreStats:
         return self.store.stats()

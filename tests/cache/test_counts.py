@@ -59,3 +59,29 @@ def test_a_cached_pull_of_a_thousand_seqs_is_still_one_lookup(rig: Rig) -> None:
     assert rig.service.pull_range(CONV, "bob", 1, 1000) == first
     assert rig.spy.reads == []
     assert commands(rig.cache) == [rig.target.lookup]
+
+
+def test_a_deleted_seq_is_cached_without_its_deleters_and_answered_per_viewer(rig: Rig) -> None:
+    start(rig)
+    for user in ("carol", "dave", "erin"):
+        rig.service.delete_for_me(CONV, [7], user)
+    for viewer in ("carol", "bob"):  # a deleter and a bystander fill their own marks
+        rig.service.pull(CONV, viewer, [7, 8])
+    zero(rig)
+
+    deleter, bystander = (
+        rig.service.pull(CONV, "carol", [7])[0],
+        rig.service.pull(CONV, "bob", [7])[0],
+    )
+    assert (type(deleter).__name__, type(bystander).__name__) == ("Tombstone", "MessageView")
+    assert rig.spy.reads == []
+    assert commands(rig.cache) == [rig.target.lookup] * 2
+    entry = rig.raw.get(rig.cache.slot_key(CONV, 7))
+    assert entry is not None and b"carol" not in entry and b"dave" not in entry
+
+    rig.service.pull(CONV, "dave", [7])  # no mark yet: the store answers for dave alone
+    assert rig.spy.reads == [[7]]
+    rig.service.delete_for_me(CONV, [7], "bob")  # every mark of seq 7 is void now
+    zero(rig)
+    assert type(rig.service.pull(CONV, "bob", [7])[0]).__name__ == "Tombstone"
+    assert rig.spy.reads == [[7]]

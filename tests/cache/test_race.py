@@ -25,9 +25,15 @@ from tests.cache.conftest import CacheFactory, Rig, SpyStore, cached_service
 class UnguardedCache(RedisMessageCache):
     """Fills with a ticket taken at fill time, i.e. without any read/invalidate guard."""
 
-    def put_many(self, conversation_id: str, slots: Mapping[int, Slot], ticket: object) -> None:
-        fresh = self.get_many(conversation_id, list(slots)).ticket
-        super().put_many(conversation_id, slots, fresh)
+    def put_many(
+        self,
+        conversation_id: str,
+        slots: Mapping[int, Slot],
+        ticket: object,
+        viewer: str | None = None,
+    ) -> None:
+        fresh = self.get_many(conversation_id, list(slots), viewer).ticket
+        super().put_many(conversation_id, slots, fresh, viewer)
 
 
 def read_across(service: MessageService, spy: SpyStore, mutation: Mutation) -> Entry:

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.budget import TagBudget
-from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from domain.model import OTHER_DELETERS, Message, Revoke, Role, Slot, SlotPatch
 from imbucket_contract.factories import CONV, message, messages
-from ports.bucket_repository import Spilled
+from ports.bucket_repository import Spilled, Viewed
 
 
 class RecordingRepository(MemoryBucketRepository):
@@ -54,9 +54,17 @@ class RecordingRepository(MemoryBucketRepository):
         self.calls.append("spill")
         return super().add_spilled(entries)
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        self.calls.append("read")
+        return super().read_viewed(wanted, viewer)
+
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
         self.calls.append("read spilled")
-        return super().read_spilled(wanted)
+        return super().read_spilled(wanted, viewer)
 
     def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
         self.calls.append("drop spilled")
@@ -203,6 +211,19 @@ def test_a_read_costs_one_more_round_trip_only_with_a_spilled_slot() -> None:
     assert slots[2] == Slot(message=message(2), deleted_by=frozenset({"a", "b"}))
 
 
+def test_a_viewer_found_inline_needs_no_side_table_lookup() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=1, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    deleters(store, 2, "a", "b")  # a inline, b spilled: the slot is flagged
+    repository.calls.clear()
+    assert store.get(CONV, [2], "a")[2].deleted_by == {"a"}
+    assert repository.calls == ["read"]
+    for viewer, seen in (("b", {"b"}), ("c", {OTHER_DELETERS})):
+        repository.calls.clear()
+        assert store.get(CONV, [2], viewer)[2].deleted_by == seen
+        assert repository.calls == ["read", "read spilled"]
+
+
 def test_the_bucket_budget_spills_deleters_of_slots_that_are_not_full() -> None:
     store, repository = make(TagBudget(deleters_per_slot=5, deleters_per_bucket=3))
     store.insert(CONV, messages(1, 10))
@@ -270,3 +291,31 @@ def test_early_readers_stop_at_two() -> None:
     assert store.mark_read(CONV, [3], "r3") == 0  # refused, read again: two are enough
     assert repository.calls[calls:] == ["read", "patch", "read"]
     assert store.get(CONV, [3])[3].read_by == {"r1", "r2"}
+
+
+def test_delete_for_reads_no_deleter_list() -> None:
+    store, repository = make(TagBudget(deleters_per_slot=20, deleters_per_bucket=50))
+    store.insert(CONV, messages(1, 3))
+    shipped: list[int] = []
+    viewed = repository.read_viewed
+
+    def counting(wanted: Mapping[str, Sequence[int]], viewer: str) -> dict[str, dict[int, Viewed]]:
+        found = viewed(wanted, viewer)
+        shipped.extend(len(s.deleted_by) for b in found.values() for s, _ in b.values())
+        return found
+
+    def refused(wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        raise AssertionError("delete_for read whole deleter lists")
+
+    repository.read_viewed = counting  # type: ignore[method-assign]
+    repository.read = refused  # type: ignore[method-assign]
+    repository.calls.clear()
+    users = [f"u{n}" for n in range(30)]  # 20 inline, then 10 spill
+    assert deleters(store, 2, *users, "u0", "u29") == [1] * 30 + [0, 0]
+    assert "read" in repository.calls and max(shipped) == 1  # {user}, {""} or {}
+    del repository.read  # the full read again, for the checks below
+    assert store.get(CONV, [2])[2].deleted_by == set(users)
+    assert store.get(CONV, [2], "u29")[2].deleted_by == {"u29"}
+    assert store.get(CONV, [2], "u0")[2].deleted_by == {"u0"}
+    assert store.get(CONV, [2], "bystander")[2].deleted_by == {""}
+    assert store.get(CONV, [1], "u0")[1].deleted_by == frozenset()

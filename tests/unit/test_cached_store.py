@@ -11,6 +11,7 @@ from adapters.cached_store import CachedMessageStore
 from adapters.memory import MemoryBucketRepository
 from domain.errors import StoreUnavailable
 from domain.model import InsertResult, Message, Revoke, Role, Slot
+from domain.tags import Guard
 from imbucket_contract.factories import CONV, messages
 from ports.message_cache import CacheRead, MessageCache
 
@@ -23,11 +24,19 @@ class RecordingCache:
         self.calls: list[tuple[str, list[int]]] = []
         self.ticket: object | None = "ticket"
 
-    def get_many(self, conversation_id: str, seqs: Sequence[int]) -> CacheRead:
+    def get_many(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> CacheRead:
         self.calls.append(("get", list(seqs)))
         return CacheRead({s: self.slots[s] for s in seqs if s in self.slots}, self.ticket)
 
-    def put_many(self, conversation_id: str, slots: Mapping[int, Slot], ticket: object) -> None:
+    def put_many(
+        self,
+        conversation_id: str,
+        slots: Mapping[int, Slot],
+        ticket: object,
+        viewer: str | None = None,
+    ) -> None:
         assert ticket == self.ticket
         self.calls.append(("put", list(slots)))
         self.slots.update(slots)
@@ -48,8 +57,8 @@ class BrokenStore(BucketMessageStore):
         super().insert(conversation_id, messages)
         raise StoreUnavailable("connection lost")
 
-    def purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        super().purge(conversation_id, seqs)
+    def purge(self, conversation_id: str, seqs: Sequence[int], guard: Guard | None = None) -> int:
+        super().purge(conversation_id, seqs, guard)
         raise StoreUnavailable("connection lost")
 
 

@@ -298,6 +298,12 @@ def test_spilled_deleters_are_found_by_id_ranges_of_their_slots() -> None:
     assert c.SPILLED_FIELDS == {"_id": 1}
 
 
+def test_a_viewers_spilled_entries_are_found_by_their_exact_ids() -> None:
+    assert c.spilled_by({"x:0": [3, 1], "x:2": [0]}, "bob") == {
+        "_id": {"$in": ["x:0\x1f3\x1fbob", "x:0\x1f1\x1fbob", "x:2\x1f0\x1fbob"]}
+    }
+
+
 def test_the_id_range_of_a_slot_holds_its_deleters_and_no_other_slots() -> None:
     """Slot 1's range must not reach slot 10's or bucket x:0's neighbours (byte order)."""
     (bounds,) = [c.spilled_in({"x:0": [1]})["_id"]]

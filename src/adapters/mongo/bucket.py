@@ -22,13 +22,14 @@ from adapters.mongo.replies import (
     duplicate_positions,
     spilled_users,
     store_stats,
+    viewed_slots,
 )
 from domain.budget import TagBudget
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
 from domain.tags import MAX_ROUNDS
-from ports.bucket_repository import Spilled
+from ports.bucket_repository import Spilled, Viewed
 
 
 class MongoBucketRepository:
@@ -71,6 +72,16 @@ class MongoBucketRepository:
             found = list(self._buckets.aggregate(commands.read_buckets(wanted)))
         return bucket_slots(wanted, found)
 
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        """``read`` with ``$in`` and ``$size`` inside the ``$map``: no deleter list travels."""
+        if not wanted:
+            return {}
+        with translated("read buckets"):
+            found = list(self._buckets.aggregate(commands.read_buckets(wanted, viewer)))
+        return viewed_slots(wanted, found)
+
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """``$set msgs.<i>.revoke`` iff the slot is neither revoked nor purged."""
         return self._update(commands.set_revoke(doc_id, slot, revoke), "revoke")
@@ -108,10 +119,15 @@ class MongoBucketRepository:
                 return len(entries) - len(duplicate_positions(error.details))
         return len(entries)
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
-        """One find over the side collection."""
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
+        """One find over the side collection (the viewer's entries only when given)."""
+        where = (
+            commands.spilled_in(wanted) if viewer is None else commands.spilled_by(wanted, viewer)
+        )
         with translated("read spilled deleters"):
-            found = list(self._spill.find(commands.spilled_in(wanted), commands.SPILLED_FIELDS))
+            found = list(self._spill.find(where, commands.SPILLED_FIELDS))
         return spilled_users(found)
 
     def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
 from adapters.timeouts import Timeouts, millis
 from domain.budget import BudgetConditions, TagBudget
-from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch
+from domain.model import EMPTY_SLOT, OTHER_DELETERS, PURGED_SLOT, Message, Revoke, Slot, SlotPatch
 
 Doc = dict[str, Any]
 
@@ -258,6 +258,14 @@ def spilled_in(wanted: Mapping[str, Sequence[int]]) -> Doc:
     return branches[0] if len(branches) == 1 else {"$or": branches}
 
 
+def spilled_by(wanted: Mapping[str, Sequence[int]], viewer: str) -> Doc:
+    """Filter of viewer's own spilled entries in the given slots: exact _ids, never a range."""
+    keys = [
+        spill_key(doc_id, index, viewer) for doc_id, indexes in wanted.items() for index in indexes
+    ]
+    return {"_id": {"$in": keys}}
+
+
 SPILLED_FIELDS: Doc = {"_id": 1}
 
 
@@ -269,14 +277,16 @@ def bucket_size(doc_id: str) -> list[Doc]:
     ]
 
 
-def read_buckets(wanted: Mapping[str, Sequence[int]]) -> list[Doc]:
+def read_buckets(wanted: Mapping[str, Sequence[int]], viewer: str | None = None) -> list[Doc]:
     """One aggregate reading only the requested slots of one or several buckets.
 
     ``$map`` over the wanted indexes with ``$arrayElemAt`` keeps the slot order of the
     request; with several buckets a ``$switch`` on doc_id picks each bucket's own indexes
     (doc_ids inside an expression are ``$literal``: a conversation id may start with ``$``).
+    With a viewer each slot's ``del_list`` is replaced inside the ``$map`` by what
+    ``viewed_deleters`` computes, plus ``del_count``: the list never leaves the server.
     """
-    branches = [(doc_id, _pick(indexes)) for doc_id, indexes in wanted.items()]
+    branches = [(doc_id, _pick(indexes, viewer)) for doc_id, indexes in wanted.items()]
     if len(branches) == 1:
         selected: Doc = branches[0][1]
     else:
@@ -295,12 +305,34 @@ def read_buckets(wanted: Mapping[str, Sequence[int]]) -> list[Doc]:
     ]
 
 
-def _pick(indexes: Iterable[int]) -> Doc:
+def _pick(indexes: Iterable[int], viewer: str | None = None) -> Doc:
+    slot: Doc = {"$arrayElemAt": ["$msgs", "$$index"]}
+    if viewer is not None:
+        scoped = {
+            "del_list": viewed_deleters("$$slot.del_list", viewer),
+            "del_count": {"$size": {"$ifNull": ["$$slot.del_list", []]}},
+        }
+        slot = {"$let": {"vars": {"slot": slot}, "in": {"$mergeObjects": ["$$slot", scoped]}}}
+    return {"$map": {"input": list(indexes), "as": "index", "in": slot}}
+
+
+def viewed_deleters(field: str, viewer: str) -> Doc:
+    """Expression: what ``domain.model.viewed_deleters`` says of the array field.
+
+    ``[viewer]`` if the field holds viewer, ``[""]`` if it holds others, else ``[]``;
+    viewer is ``$literal``.
+    """
+    user = {"$literal": viewer}
     return {
-        "$map": {
-            "input": list(indexes),
-            "as": "index",
-            "in": {"$arrayElemAt": ["$msgs", "$$index"]},
+        "$let": {
+            "vars": {"users": {"$ifNull": [field, []]}},
+            "in": {
+                "$cond": [
+                    {"$in": [user, "$$users"]},
+                    [user],
+                    {"$cond": [{"$gt": [{"$size": "$$users"}, 0]}, [OTHER_DELETERS], []]},
+                ]
+            },
         }
     }
 
@@ -341,6 +373,12 @@ def row_id(conversation_id: str, seq: int) -> Doc:
 def rows_in(conversation_id: str, seqs: Iterable[int]) -> Doc:
     """Filter of the rows of seqs: one find per call."""
     return {"_id": {"$in": [row_id(conversation_id, seq) for seq in seqs]}}
+
+
+def viewed_rows(conversation_id: str, seqs: Iterable[int], viewer: str) -> list[Doc]:
+    """Aggregate: the rows of seqs with ``del_list`` as viewer reads it (one round trip)."""
+    scoped = {"del_list": viewed_deleters("$del_list", viewer)}
+    return [{"$match": rows_in(conversation_id, seqs)}, {"$addFields": scoped}]
 
 
 def fill_row(conversation_id: str, message: Message) -> Update:

@@ -31,6 +31,21 @@ def bucket_slots(
     return buckets
 
 
+def viewed_slots(
+    wanted: Mapping[str, Sequence[int]], found: Iterable[Doc]
+) -> dict[str, dict[int, tuple[Slot, int]]]:
+    """Slots and inline deleter counts per existing bucket, from a viewer's read aggregate."""
+    buckets: dict[str, dict[int, tuple[Slot, int]]] = {}
+    for doc in found:
+        doc_id = doc["doc_id"]
+        conversation_id = conversation_of(doc_id)
+        buckets[doc_id] = {
+            index: (slot_from_doc(conversation_id, slot), int(slot.get("del_count") or 0))
+            for index, slot in zip(wanted[doc_id], doc["msgs"], strict=True)
+        }
+    return buckets
+
+
 def spilled_users(found: Iterable[Doc]) -> dict[str, dict[int, set[str]]]:
     """Spilled deleters by doc_id and slot, from the side collection's documents."""
     users: dict[str, dict[int, set[str]]] = {}

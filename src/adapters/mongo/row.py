@@ -51,11 +51,19 @@ class MongoRowRepository:
         fills = [commands.fill_row(conversation_id, m) for m in messages]
         return {messages[i].seq for i in self._bulk_upsert(fills, "insert messages")}
 
-    def read(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """One find with ``_id: {$in}``."""
+    def read(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """One find with ``_id: {$in}``.
+
+        For a viewer an aggregate with ``$in`` on ``del_list``: no deleter list travels.
+        """
         if not seqs:
             return {}
         with translated("read messages"):
+            if viewer is not None:
+                pipeline = commands.viewed_rows(conversation_id, seqs, viewer)
+                return row_slots(self._rows.aggregate(pipeline))
             return row_slots(self._rows.find(commands.rows_in(conversation_id, seqs)))
 
     def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:

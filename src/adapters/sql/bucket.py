@@ -11,7 +11,8 @@ a side table keyed (doc_id, slot, user_id).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import (
@@ -47,8 +48,17 @@ from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
 from domain.budget import BudgetConditions, TagBudget
 from domain.layout import BucketLayout
-from domain.model import EMPTY_SLOT, PURGED_SLOT, Message, Revoke, Slot, SlotPatch, StoreStats
-from ports.bucket_repository import Spilled
+from domain.model import (
+    EMPTY_SLOT,
+    PURGED_SLOT,
+    Message,
+    Revoke,
+    Slot,
+    SlotPatch,
+    StoreStats,
+    viewed_deleters,
+)
+from ports.bucket_repository import Spilled, Viewed
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
@@ -99,28 +109,63 @@ class SqlBucketRepository:
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Requested slots of existing buckets, all buckets in one SELECT."""
-        if not wanted:
-            return {}
-        params = {f"d{n}": doc_id for n, doc_id in enumerate(wanted)}
-        arrays = [
-            self._json.array([self._json.slot(i) for i in indexes]) for indexes in wanted.values()
-        ]
-        if len(arrays) == 1:
-            slots = arrays[0]
-        else:
-            cases = " ".join(f"WHEN :d{n} THEN {array}" for n, array in enumerate(arrays))
-            slots = f"CASE doc_id {cases} END"
-        keys = ", ".join(f":{name}" for name in params)
-        query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({keys})"
         found: dict[str, dict[int, Slot]] = {}
-        for doc_id, chunks in self.db.execute(text(query).bindparams(**params)).rows:
-            values = [value for chunk in _loads(chunks) for value in chunk]
+        for doc_id, values in self._select(wanted, lambda i: [self._json.slot(i)], {}):
             conversation = conversation_of(doc_id)
             found[doc_id] = {
                 index: slot_from_doc(conversation, value)
                 for index, value in zip(wanted[doc_id], values, strict=True)
             }
         return found
+
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        """One SELECT of each slot without ``del_list``, plus its length and the viewer.
+
+        Whether the list holds the viewer is JSON containment in the engine: the deleter
+        list never leaves it.
+        """
+        json_sql = self._json
+
+        def parts(index: int) -> list[str]:
+            has = f"CASE WHEN {json_sql.has(index, 'del_list', 'viewer')} THEN 1 ELSE 0 END"
+            return [json_sql.without(index, "del_list"), has, json_sql.length(index, "del_list")]
+
+        found: dict[str, dict[int, Viewed]] = {}
+        for doc_id, values in self._select(wanted, parts, {"viewer": viewer}):
+            conversation = conversation_of(doc_id)
+            triples = zip(values[0::3], values[1::3], values[2::3], strict=True)
+            found[doc_id] = {}
+            for index, (value, has, count) in zip(wanted[doc_id], triples, strict=True):
+                slot = slot_from_doc(conversation, value)
+                deleted_by = viewed_deleters(viewer, bool(has), bool(count))
+                found[doc_id][index] = (replace(slot, deleted_by=deleted_by), int(count))
+        return found
+
+    def _select(
+        self,
+        wanted: Mapping[str, Sequence[int]],
+        parts: Callable[[int], list[str]],
+        params: dict[str, Any],
+    ) -> list[tuple[str, list[Any]]]:
+        """One SELECT of the JSON values parts gives for each wanted slot, per doc_id."""
+        if not wanted:
+            return []
+        keys = {f"d{n}": doc_id for n, doc_id in enumerate(wanted)}
+        arrays = [
+            self._json.array([part for i in indexes for part in parts(i)])
+            for indexes in wanted.values()
+        ]
+        if len(arrays) == 1:
+            slots = arrays[0]
+        else:
+            cases = " ".join(f"WHEN :d{n} THEN {array}" for n, array in enumerate(arrays))
+            slots = f"CASE doc_id {cases} END"
+        names = ", ".join(f":{name}" for name in keys)
+        query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({names})"
+        rows = self.db.execute(text(query).bindparams(**keys, **params)).rows
+        return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """Set the revoke of an unrevoked, unpurged slot."""
@@ -165,10 +210,15 @@ class SqlBucketRepository:
         rows = [{"doc_id": d, "slot": i, "user_id": u} for d, i, u in entries]
         return self.db.execute(self.db.insert_ignore(self._spill).values(rows)).rowcount
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
-        """One SELECT over the side table for all the given slots."""
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
+        """One SELECT over the side table for all the given slots (by key for a viewer)."""
         spill = self._spill.c
-        query = select(spill.doc_id, spill.slot, spill.user_id).where(self._spilled_in(wanted))
+        where = self._spilled_in(wanted)
+        if viewer is not None:
+            where = and_(where, spill.user_id == viewer)
+        query = select(spill.doc_id, spill.slot, spill.user_id).where(where)
         found: dict[str, dict[int, set[str]]] = {}
         for doc_id, index, user_id in self.db.execute(query).rows:
             found.setdefault(doc_id, {}).setdefault(index, set()).add(user_id)

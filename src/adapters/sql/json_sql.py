@@ -37,6 +37,7 @@ class JsonSql:
     true_sql: str
     false_value_sql: str
     length_sql: str  # the length of array field ``{name}`` of slot ``{index}``
+    without_sql: str  # slot ``{index}`` without its field ``{name}``
     deleters_sql: str  # how many deleters the bucket's slots hold in all
     bytes_sql: str  # the stored size of ``msgs`` in bytes
     slot_path_sql: str  # a path literal to slot ``{index}``
@@ -72,7 +73,7 @@ class JsonSql:
     def added(self, index: int, name: str, param: str, unless: str) -> str:
         """The array field with the string param added, kept as it is if present or unless."""
         field = self.field(index, name)
-        has = self.has_sql.format(field=field, param=param, index=index, name=name)
+        has = self.has(index, name, param)
         appended = self.appended_sql.format(field=field, param=param)
         return f"(CASE WHEN {unless} OR {has} THEN {field} ELSE {appended} END)"
 
@@ -87,6 +88,16 @@ class JsonSql:
     def length(self, index: int, name: str) -> str:
         """The number of entries of an array field of a slot (0 when it is missing)."""
         return f"COALESCE({self.length_sql.format(index=index, name=name)}, 0)"
+
+    def has(self, index: int, name: str, param: str) -> str:
+        """Condition: the array field of a slot contains the string bound to param."""
+        return self.has_sql.format(
+            field=self.field(index, name), param=param, index=index, name=name
+        )
+
+    def without(self, index: int, name: str) -> str:
+        """The JSON of one slot minus one of its fields."""
+        return self.without_sql.format(index=index, name=name)
 
     def set(self, changes: Sequence[tuple[Path, str]]) -> str:
         """``msgs`` with each path replaced by its value expression."""
@@ -140,6 +151,7 @@ POSTGRES = JsonSql(
     true_sql="CAST('true' AS jsonb)",
     false_value_sql="CAST('false' AS jsonb)",
     length_sql="jsonb_array_length(msgs -> {index} -> '{name}')",
+    without_sql="((msgs -> {index}) - '{name}')",
     deleters_sql=(
         "(SELECT COALESCE(SUM(jsonb_array_length(s -> 'del_list')), 0)"
         " FROM jsonb_array_elements(msgs) AS s)"
@@ -179,6 +191,7 @@ MARIADB = JsonSql(
     true_sql="JSON_EXTRACT('true', '$')",
     false_value_sql="JSON_EXTRACT('false', '$')",
     length_sql="JSON_LENGTH(msgs, '$[{index}].{name}')",
+    without_sql="JSON_REMOVE(JSON_EXTRACT(msgs, '$[{index}]'), '$.{name}')",
     # Every deleter of every slot, gathered into one array by the wildcard path.
     deleters_sql="COALESCE(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].del_list[*]')), 0)",
     bytes_sql="LENGTH(msgs)",
@@ -204,6 +217,7 @@ SQLITE = JsonSql(
     true_sql="json('true')",
     false_value_sql="json('false')",
     length_sql="json_array_length(msgs, '$[{index}].{name}')",
+    without_sql="json_remove(msgs -> '$[{index}]', '$.{name}')",
     deleters_sql=(
         "(SELECT COUNT(*) FROM json_each(msgs) AS s, json_each(s.value, '$.del_list') AS d)"
     ),

@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    case,
     cast,
     delete,
     func,
@@ -43,6 +44,7 @@ from domain.layout import BucketLayout
 from domain.model import (
     EMPTY_SLOT,
     MESSAGE_FIELDS,
+    OTHER_DELETERS,
     PURGED_SLOT,
     Message,
     Revoke,
@@ -80,8 +82,14 @@ class SqlRowRepository:
             inserted |= self._insert_new(chunk)
         return {m.seq for m in messages} - inserted
 
-    def read(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
-        """Message, deleter and reader rows in one UNION; see RowRepository.read."""
+    def read(
+        self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
+    ) -> dict[int, Slot]:
+        """Message, deleter and reader rows in one UNION; see RowRepository.read.
+
+        For a viewer the deletions come back as one row per seq: the viewer's id when the
+        viewer is among them, else OTHER_DELETERS (``''``, which sorts before every id).
+        """
         check_keys(conversation_id)
         if not seqs:
             return {}
@@ -96,6 +104,19 @@ class SqlRowRepository:
             ).where(_at(table, conversation_id, seqs))
             for kind, table in ((_DELETION, schema.deletions), (_READER, schema.readers))
         ]
+        if viewer is not None:
+            deletions = schema.deletions.c
+            mine = case((deletions.user_id == viewer, deletions.user_id), else_=OTHER_DELETERS)
+            tags[0] = (
+                select(
+                    literal_column(str(_DELETION)).label("kind"),
+                    deletions.seq,
+                    func.max(mine).label("user_id"),
+                    *(null() for _ in range(width)),
+                )
+                .where(_at(schema.deletions, conversation_id, seqs))
+                .group_by(deletions.seq)
+            )
         messages = select(
             literal_column(str(_MESSAGE)).label("kind"),
             self._messages.c.seq,

@@ -28,7 +28,17 @@ from ports.bucket_repository import BucketRepository
 from ports.seq_store import SeqStore
 
 _MEMORY_READS = frozenset(
-    {"read", "stats", "max_seq", "min_seq", "user_min_seq", "read_seq", "watermarks"}
+    {
+        "read",
+        "read_viewed",
+        "read_spilled",
+        "stats",
+        "max_seq",
+        "min_seq",
+        "user_min_seq",
+        "read_seq",
+        "watermarks",
+    }
 )
 
 

@@ -18,9 +18,9 @@ from adapters.timeouts import Timeouts
 from app.backends import Backend
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
-from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats, viewed_deleters
 from domain.tags import takes_revoke
-from ports.bucket_repository import BucketRepository, Spilled
+from ports.bucket_repository import BucketRepository, Spilled, Viewed
 
 
 def open_backend(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -82,6 +82,30 @@ class DictBucketRepository(BucketRepository):
             if slots is not None
         }
 
+    def read_viewed(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str
+    ) -> dict[str, dict[int, Viewed]]:
+        """Requested slots as viewer reads them, with their inline deleter counts.
+
+        A key-value store ships the whole bucket anyway; an engine that can evaluate the
+        membership itself (a CQL collection ``CONTAINS``) should, so no list travels.
+        """
+        return {
+            doc_id: {
+                index: (
+                    replace(
+                        slot,
+                        deleted_by=viewed_deleters(
+                            viewer, viewer in slot.deleted_by, bool(slot.deleted_by)
+                        ),
+                    ),
+                    len(slot.deleted_by),
+                )
+                for index, slot in slots.items()
+            }
+            for doc_id, slots in self.read(wanted).items()
+        }
+
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """Revoke an unrevoked, unpurged slot."""
         with self._lock:
@@ -113,13 +137,18 @@ class DictBucketRepository(BucketRepository):
                 self._spilled.setdefault((doc_id, index), set()).add(user_id)
             return sum(map(len, self._spilled.values())) - before
 
-    def read_spilled(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, set[str]]]:
-        """Side-table deleters of the given slots."""
+    def read_spilled(
+        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
+    ) -> dict[str, dict[int, set[str]]]:
+        """Side-table deleters of the given slots (viewer's own entry only, when given)."""
         found: dict[str, dict[int, set[str]]] = {}
         with self._lock:
             for doc_id, indexes in wanted.items():
                 for index in indexes:
-                    if users := self._spilled.get((doc_id, index)):
+                    users = self._spilled.get((doc_id, index), set())
+                    if viewer is not None:
+                        users = users & {viewer}
+                    if users:
                         found.setdefault(doc_id, {})[index] = set(users)
         return found
 
