@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -113,7 +114,7 @@ class SqlBucketRepository:
         keys = ", ".join(f":{name}" for name in params)
         query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({keys})"
         found: dict[str, dict[int, Slot]] = {}
-        for doc_id, chunks in self.db.execute(text(query).bindparams(**params)).rows:
+        for doc_id, chunks in self.db.execute(_statement(query), params).rows:
             values = [value for chunk in _loads(chunks) for value in chunk]
             conversation = conversation_of(doc_id)
             found[doc_id] = {
@@ -322,6 +323,12 @@ class SqlBucketStore(BucketMessageStore):
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
         return self.repository.db.engine
+
+
+@lru_cache(maxsize=1024)
+def _statement(sql: str) -> TextClause:
+    """The statement of a read's SQL text, parsed once per distinct text (bound per call)."""
+    return text(sql)
 
 
 def _all(conditions: Sequence[str]) -> str:
