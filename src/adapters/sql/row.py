@@ -32,7 +32,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine
 
 from adapters.codec import message_to_doc
 from adapters.row import RowMessageStore
@@ -336,7 +336,7 @@ def _bound(conversation_id: str, seqs: Sequence[int]) -> tuple[bool, dict[str, A
     return True, {"conversation_id": conversation_id, "seqs": sorted(distinct)}
 
 
-def _tagged_read(schema: RowSchema, scattered: bool) -> CompoundSelect:
+def _tagged_read(schema: RowSchema, scattered: bool) -> CompoundSelect[Any]:
     """Message rows, then deleter and reader rows, of the bound seqs in one UNION ALL.
 
     Every row is (kind, seq, user_id, *_ROW_COLUMNS); tag rows carry NULL message columns.
@@ -416,9 +416,9 @@ def _slot(
     )
 
 
-def _slots(conversation_id: str, rows: Sequence[Row[Any]]) -> dict[int, Slot]:
+def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slot]:
     """Assemble slots from the UNION of message rows, deleter rows and reader rows."""
-    found: dict[int, Row[Any]] = {}
+    found: dict[int, Sequence[Any]] = {}
     users: dict[tuple[int, int], set[str]] = {}
     for row in rows:
         if row[0] == _MESSAGE:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.layout import BucketLayout
 from ports.message_store import MessageStore
 
 
@@ -32,7 +33,9 @@ def raw_arm(store: MessageStore) -> Any | None:
 def _mongo_arm(store: MessageStore) -> Any | None:
     """The aggregate arm of a Mongo store (mongo-row, mongo-bucket), else None."""
     repository = getattr(store, "repository", None)
-    layout = getattr(store, "layout", None)
+    layout: BucketLayout | None = getattr(store, "layout", None)
+    if layout is None:
+        return None
     try:
         from adapters.mongo.bucket import MongoBucketRepository
         from adapters.mongo.row import MongoRowRepository
