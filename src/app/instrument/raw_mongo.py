@@ -87,14 +87,6 @@ def bucket_latest_pipeline(
     def doc_id(position: str) -> Doc:
         return {"$concat": [{"$literal": conversation_id + separator}, {"$toString": position}]}
 
-    base = {
-        "$multiply": [
-            {"$cond": [{"$eq": ["$$b.doc_id", "$newest_id"]}, "$newest", "$oldest"]},
-            size,
-        ]
-    }
-    start = {"$max": [{"$subtract": [{"$subtract": ["$first", 1]}, "$$base"]}, 0]}
-    end = {"$min": [{"$subtract": ["$max_seq", "$$base"]}, size]}
     return [
         {"$match": commands.conversation_seqs(conversation_id)},
         _user_floor(conversation_id, viewer_id),
@@ -110,33 +102,26 @@ def bucket_latest_pipeline(
                 "as": "buckets",
             }
         },
-        {
-            "$project": {
-                "_id": 0,
-                "buckets": {
-                    "$map": {
-                        "input": "$buckets",
-                        "as": "b",
-                        "in": {
-                            "$let": {
-                                "vars": {"base": base},
-                                "in": {
-                                    "doc_id": "$$b.doc_id",
-                                    "msgs": {
-                                        "$slice": [
-                                            "$$b.msgs",
-                                            start,
-                                            {"$subtract": [end, start]},
-                                        ]
-                                    },
-                                },
-                            }
-                        },
-                    }
-                },
-            }
-        },
+        {"$project": {"_id": 0, "buckets": {"$map": _sliced(size)}}},
     ]
+
+
+def _sliced(size: int) -> Doc:
+    """``$map`` over the looked-up buckets keeping each one's wanted slots (``$slice``).
+
+    A bucket's first seq is ``index * size + 1``: the newest bucket keeps its slots up to
+    max_seq, an older one from the first wanted seq to its end.
+    """
+    newest = {"$eq": ["$$b.doc_id", "$newest_id"]}
+    base = {"$multiply": [{"$cond": [newest, "$newest", "$oldest"]}, size]}
+    start = {"$max": [{"$subtract": [{"$subtract": ["$first", 1]}, "$$base"]}, 0]}
+    end = {"$min": [{"$subtract": ["$max_seq", "$$base"]}, size]}
+    sliced = {"$slice": ["$$b.msgs", start, {"$subtract": [end, start]}]}
+    return {
+        "input": "$buckets",
+        "as": "b",
+        "in": {"$let": {"vars": {"base": base}, "in": {"doc_id": "$$b.doc_id", "msgs": sliced}}},
+    }
 
 
 def _user_floor(conversation_id: str, viewer_id: str) -> Doc:
