@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.model import MESSAGE_FIELDS, Message, Revoke, Role, Slot
+from domain.model import MESSAGE_FIELDS, Message, Revoke, Role, Slot, stored_message
 
 INT_FIELDS = frozenset(
     {"seq", "session_type", "content_type", "send_time", "create_time", "status"}
@@ -18,6 +18,10 @@ INT_FIELDS = frozenset(
 )
 
 Doc = dict[str, Any]
+
+# The stored fields after seq (stored_message's order), and which of them are ints.
+_AFTER_SEQ = MESSAGE_FIELDS[1:]
+_INT_POSITIONS = tuple(n for n, name in enumerate(_AFTER_SEQ) if name in INT_FIELDS)
 
 
 def plain_int(value: Any) -> Any:
@@ -42,11 +46,17 @@ def message_to_doc(message: Message) -> Doc:
 
 
 def message_from_doc(conversation_id: str, doc: Doc) -> Message:
-    """Rebuild a message stored by message_to_doc (driver int types become plain ints)."""
-    fields = {
-        name: plain_int(doc[name]) if name in INT_FIELDS else doc[name] for name in MESSAGE_FIELDS
-    }
-    return Message(conversation_id=conversation_id, **fields)
+    """Rebuild a message stored by message_to_doc (driver int types become plain ints).
+
+    The store wrote doc from a checked Message, so it is not checked again
+    (``domain.model.stored_message``); only driver int subclasses are converted.
+    """
+    values = [doc[name] for name in _AFTER_SEQ]
+    for position in _INT_POSITIONS:
+        value = values[position]
+        if type(value) is not int:
+            values[position] = plain_int(value)
+    return stored_message(conversation_id, plain_int(doc["seq"]), values)
 
 
 def revoke_to_doc(revoke: Revoke) -> Doc:
@@ -88,14 +98,15 @@ def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
     if not doc:
         return Slot()
     msg, revoke = doc.get("msg"), doc.get("revoke")
+    deleted_by, read_by = doc.get("del_list"), doc.get("read_by")
     return Slot(
-        message=None if msg is None else message_from_doc(conversation_id, msg),
-        revoke=None if revoke is None else revoke_from_doc(revoke),
-        deleted_by=frozenset(doc.get("del_list") or ()),
-        is_read=bool(doc.get("is_read")),
-        purged=bool(doc.get("purged")),
-        read_by=frozenset(doc.get("read_by") or ()),
-        spilled=bool(doc.get("spilled")),
+        None if msg is None else message_from_doc(conversation_id, msg),
+        None if revoke is None else revoke_from_doc(revoke),
+        frozenset(deleted_by) if deleted_by else frozenset(),
+        bool(doc.get("is_read")),
+        bool(doc.get("purged")),
+        frozenset(read_by) if read_by else frozenset(),
+        bool(doc.get("spilled")),
     )
 
 

@@ -109,6 +109,17 @@ class Draft:
     ex: str = ""
 
 
+def stored_message(conversation_id: str, seq: int, values: Sequence[object]) -> Message:
+    """The Message a store holds, from its own stored values, without checking them again.
+
+    values are the stored fields after seq, in MESSAGE_FIELDS order. Only for decoding what
+    a store itself wrote: everything entering a store is checked on the way in
+    (``check_message``, ``check_draft``), so a read does not pay for the checks again. The
+    values are passed positionally, with no per-field conversion.
+    """
+    return Message(conversation_id, seq, *values)  # type: ignore[arg-type]
+
+
 # The fields a store keeps for a message, in declaration order. conversation_id is left
 # out: the bucket or row holding the message implies it.
 MESSAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Message))[1:]

@@ -68,7 +68,7 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
         assert footprint["data_bytes_per_message"] > 0
     assert results["backends"][0]["status"] == "ok"
     assert [b.get("raw_arm") for b in results["backends"] if b["status"] == "ok"] == [
-        b["store"] == "sql-row" for b in results["backends"] if b["status"] == "ok"
+        b["store"] in {"sql-row", "sql-bucket"} for b in results["backends"] if b["status"] == "ok"
     ]
     for target in results["analysis"]["targets"]:
         assert target["passed"] in (True, False, None)

@@ -157,6 +157,11 @@ class MongoBucketRepository:
             counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
         return store_stats(storage, counted, side=side)
 
+    @property
+    def connection(self) -> MongoConnection:
+        """The client and database (for instrumentation such as the benchmark's raw arm)."""
+        return self._connection
+
     def close(self) -> None:
         """Close the client."""
         self._connection.close()

@@ -109,6 +109,11 @@ class MongoRowRepository:
             counted = list(self._rows.aggregate(commands.COUNT_ROW_MESSAGES))
         return store_stats(storage, counted, clustered=self._clustered)
 
+    @property
+    def connection(self) -> MongoConnection:
+        """The client and database (for instrumentation such as the benchmark's raw arm)."""
+        return self._connection
+
     def close(self) -> None:
         """Close the client."""
         self._connection.close()

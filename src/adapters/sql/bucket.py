@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -164,7 +165,7 @@ class SqlBucketRepository:
             slots = f"CASE doc_id {cases} END"
         names = ", ".join(f":{name}" for name in keys)
         query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({names})"
-        rows = self.db.execute(text(query).bindparams(**keys, **params)).rows
+        rows = self.db.execute(_statement(query), {**keys, **params}).rows
         return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
@@ -372,6 +373,12 @@ class SqlBucketStore(BucketMessageStore):
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
         return self.repository.db.engine
+
+
+@lru_cache(maxsize=1024)
+def _statement(sql: str) -> TextClause:
+    """The statement of a read's SQL text, parsed once per distinct text (bound per call)."""
+    return text(sql)
 
 
 def _all(conditions: Sequence[str]) -> str:

@@ -5,7 +5,7 @@ commits by itself, so no BEGIN/COMMIT round trips are spent. The few operations 
 several statements in one transaction ask for it (``atomic=True``) and get an explicit
 BEGIN ... COMMIT on one connection.
 
-Transient failures are tried again a bounded number of times (tenacity; see docs/faults.md):
+Transient failures are tried again a bounded number of times (see docs/faults.md):
 a connection that could not be opened, a deadlock, and a connection lost mid-way. A lost
 connection leaves the outcome of the statement in flight unknown, so that one is repeated
 only for work declared idempotent; other work then raises OutcomeUnknown.
@@ -16,8 +16,10 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -44,7 +46,6 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
-from tenacity import RetryCallState, Retrying, wait_random_exponential
 
 from adapters import contention
 from adapters.sql.sizing import StatementLimits, ask_limits
@@ -96,8 +97,8 @@ ATTEMPTS: dict[Fault, int] = {
     Fault.CONTENTION: 8,
 }
 # Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
+_WAIT_BASE = 0.002
 _WAIT_MAX = 0.25
-_WAIT = wait_random_exponential(multiplier=0.002, max=_WAIT_MAX)
 # Deadlocks and lock timeouts are the engine asking us to try again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
 _RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (MariaDB)
@@ -145,12 +146,18 @@ class Database:
             return f"SQLite {url.database or 'in memory'}"
         return f"{_NAMES[self.kind]} at {url.host}:{url.port or ''}".rstrip(":")
 
-    def execute(self, statement: Executable, *, idempotent: bool = True) -> Outcome:
+    def execute(
+        self,
+        statement: Executable,
+        params: Mapping[str, Any] | None = None,
+        *,
+        idempotent: bool = True,
+    ) -> Outcome:
         """Run one statement on its own (autocommitted); rows are fetched before returning.
 
-        See run for idempotent.
+        params binds a statement built once with ``bindparam`` (see run for idempotent).
         """
-        return self.run(lambda c: _outcome(c.execute(statement)), idempotent=idempotent)
+        return self.run(lambda c: _outcome(c.execute(statement, params)), idempotent=idempotent)
 
     def run(
         self, work: Callable[[Connection], T], *, atomic: bool = False, idempotent: bool = True
@@ -161,28 +168,47 @@ class Database:
         it twice leaves the same stored state as running it once (every statement of the
         stores but seq allocation): only such work is repeated after a connection was lost
         with its outcome unknown; other work then raises OutcomeUnknown.
+
+        The first attempt runs without any retry machinery (the fast path of every read);
+        only a failed attempt enters the retry loop.
         """
-        attempts = 0
-
-        def attempt() -> T:
-            nonlocal attempts
-            attempts += 1
-            with self._lock:
-                connection = self._connect()
-                try:
-                    with connection:
-                        if not atomic:
-                            return work(connection)
-                        return _in_transaction(connection, _BEGIN[self.kind], work)
-                except _CommitFailed as failed:
-                    raise self._failure(failed.error, committing=True) from failed.error
-                except SQLAlchemyError as error:
-                    raise self._failure(error, committing=not atomic) from error
-
+        started = time.monotonic()
         try:
-            return self._retrying(idempotent)(attempt)
+            return self._attempt(work, atomic)
         except _Failure as failure:
-            raise failure.translated(self.server, attempts, idempotent) from failure.error
+            return self._retry(lambda: self._attempt(work, atomic), failure, started, idempotent)
+
+    def _attempt(self, work: Callable[[Connection], T], atomic: bool) -> T:
+        """One attempt of work; a transient failure is raised as _Failure."""
+        with self._lock:
+            connection = self._connect()
+            try:
+                with connection:
+                    if not atomic:
+                        return work(connection)
+                    return _in_transaction(connection, _BEGIN[self.kind], work)
+            except _CommitFailed as failed:
+                raise self._failure(failed.error, committing=True) from failed.error
+            except SQLAlchemyError as error:
+                raise self._failure(error, committing=not atomic) from error
+
+    def _retry(
+        self, attempt: Callable[[], T], failure: _Failure, started: float, idempotent: bool
+    ) -> T:
+        """Attempts after a failed first one (begun at started), while the fault allows it.
+
+        Raises the caller's error (translated) once no further attempt is made.
+        """
+        attempts = 1
+        while self._again(failure, attempts, started, idempotent):
+            self._warn(failure, attempts)
+            time.sleep(_wait(attempts))
+            attempts += 1
+            try:
+                return attempt()
+            except _Failure as again:
+                failure = again
+        raise failure.translated(self.server, attempts, idempotent) from failure.error
 
     @contextmanager
     def schema_lock(self) -> Iterator[Connection]:
@@ -261,11 +287,11 @@ class Database:
 
     def _reconnecting(self) -> Connection:
         """A pooled connection, trying again (up to ATTEMPTS) while none can be opened."""
+        started = time.monotonic()
         try:
-            return self._retrying(idempotent=True)(self._connect)
+            return self._connect()
         except _Failure as failure:
-            attempts = ATTEMPTS[Fault.UNREACHABLE]
-            raise failure.translated(self.server, attempts, True) from failure.error
+            return self._retry(self._connect, failure, started, idempotent=True)
 
     def _connect(self) -> Connection:
         """A pooled connection; a failure to open one is UNREACHABLE (nothing was sent)."""
@@ -280,37 +306,29 @@ class Database:
                 f"(store.pool_timeout_seconds)"
             ) from error
 
-    def _retrying(self, idempotent: bool) -> Retrying:
-        def retry(state: RetryCallState) -> bool:
-            failure = _failure_of(state)
-            return failure is not None and failure.retryable(idempotent)
+    def _again(self, failure: _Failure, attempts: int, started: float, idempotent: bool) -> bool:
+        """Whether to start another attempt after attempts failed, the last with failure."""
+        if not failure.retryable(idempotent) or attempts >= ATTEMPTS[failure.fault]:
+            return False
+        # Start another attempt only if, at its worst, it still ends within the bound.
+        worst = time.monotonic() - started + self._attempt_bound + _WAIT_MAX
+        return worst <= self.timeouts.call
 
-        def stop(state: RetryCallState) -> bool:
-            failure = _failure_of(state)
-            if failure is None or state.attempt_number >= ATTEMPTS[failure.fault]:
-                return True
-            # Start another attempt only if, at its worst, it still ends within the bound.
-            worst = (state.seconds_since_start or 0.0) + self._attempt_bound + _WAIT_MAX
-            return worst > self.timeouts.call
-
-        def warn(state: RetryCallState) -> None:
-            failure = _failure_of(state)
-            assert failure is not None  # only failures are retried
-            if failure.fault is Fault.CONTENTION:
-                contention.record(contention.SQL_RETRY)
-            # Deadlocks are routine under concurrent writers; a lost server is news.
-            level = logging.DEBUG if failure.fault is Fault.CONTENTION else logging.WARNING
-            _log.log(
-                level,
-                "%s: %s (%s), attempt %d of %d; trying again",
-                self.server,
-                failure.fault.value,
-                failure.reason,
-                state.attempt_number,
-                ATTEMPTS[failure.fault],
-            )
-
-        return Retrying(retry=retry, stop=stop, wait=_WAIT, before_sleep=warn, reraise=True)
+    def _warn(self, failure: _Failure, attempt: int) -> None:
+        """Log a failed attempt that is tried again (and count contention)."""
+        if failure.fault is Fault.CONTENTION:
+            contention.record(contention.SQL_RETRY)
+        # Deadlocks are routine under concurrent writers; a lost server is news.
+        level = logging.DEBUG if failure.fault is Fault.CONTENTION else logging.WARNING
+        _log.log(
+            level,
+            "%s: %s (%s), attempt %d of %d; trying again",
+            self.server,
+            failure.fault.value,
+            failure.reason,
+            attempt,
+            ATTEMPTS[failure.fault],
+        )
 
 
 class _CommitFailed(Exception):
@@ -369,9 +387,9 @@ class _Failure(Exception):
         )
 
 
-def _failure_of(state: RetryCallState) -> _Failure | None:
-    error = state.outcome.exception() if state.outcome is not None else None
-    return error if isinstance(error, _Failure) else None
+def _wait(attempts: int) -> float:
+    """Full jitter before attempt attempts + 1: 0 .. 2 ms * 2**(attempts - 1), at most _WAIT_MAX."""
+    return random.uniform(0.0, min(_WAIT_BASE * 2 ** (attempts - 1), _WAIT_MAX))
 
 
 def translate(error: SQLAlchemyError) -> Exception:

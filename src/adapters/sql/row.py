@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    CompoundSelect,
     Select,
     String,
     Table,
     and_,
+    bindparam,
     case,
     cast,
     delete,
@@ -32,9 +33,9 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine
 
-from adapters.codec import message_from_doc, message_to_doc
+from adapters.codec import message_to_doc
 from adapters.row import RowMessageStore
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
@@ -42,7 +43,6 @@ from adapters.sql.sizing import batches, row_bytes
 from adapters.sql.stats import footprint
 from domain.layout import BucketLayout
 from domain.model import (
-    EMPTY_SLOT,
     MESSAGE_FIELDS,
     OTHER_DELETERS,
     PURGED_SLOT,
@@ -52,6 +52,7 @@ from domain.model import (
     Slot,
     SlotPatch,
     StoreStats,
+    stored_message,
 )
 from domain.scan import ScannedSlot, SlotPage
 
@@ -69,6 +70,7 @@ class SqlRowRepository:
         self.layout = layout
         self.schema = schema
         self._messages = schema.messages
+        self._reads = _Reads(schema)
         db.limits()  # asked at open, so that no insert pays the round trip
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
@@ -93,37 +95,11 @@ class SqlRowRepository:
         check_keys(conversation_id)
         if not seqs:
             return {}
-        schema = self.schema
-        width = len(_ROW_COLUMNS)
-        tags = [
-            select(
-                literal_column(str(kind)).label("kind"),
-                table.c.seq,
-                table.c.user_id,
-                *(null() for _ in range(width)),
-            ).where(_at(table, conversation_id, seqs))
-            for kind, table in ((_DELETION, schema.deletions), (_READER, schema.readers))
-        ]
-        if viewer is not None:
-            deletions = schema.deletions.c
-            mine = case((deletions.user_id == viewer, deletions.user_id), else_=OTHER_DELETERS)
-            tags[0] = (
-                select(
-                    literal_column(str(_DELETION)).label("kind"),
-                    deletions.seq,
-                    func.max(mine).label("user_id"),
-                    *(null() for _ in range(width)),
-                )
-                .where(_at(schema.deletions, conversation_id, seqs))
-                .group_by(deletions.seq)
-            )
-        messages = select(
-            literal_column(str(_MESSAGE)).label("kind"),
-            self._messages.c.seq,
-            cast(null(), String).label("user_id"),
-            *(self._messages.c[name] for name in _ROW_COLUMNS),
-        ).where(_at(self._messages, conversation_id, seqs))
-        rows = self.db.execute(union_all(messages, *tags)).rows
+        scattered, params = _bound(conversation_id, seqs)
+        if viewer is None:
+            rows = self.db.execute(self._reads.tagged[scattered], params).rows
+        else:
+            rows = self.db.execute(self._reads.viewed[scattered], {**params, "viewer": viewer}).rows
         return _slots(conversation_id, rows)
 
     def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
@@ -131,11 +107,9 @@ class SqlRowRepository:
         check_keys(conversation_id)
         if not seqs:
             return {}
-        table = self._messages
-        query: Select[Any] = select(table.c.seq, *(table.c[name] for name in _ROW_COLUMNS)).where(
-            _at(table, conversation_id, seqs)
-        )
-        return {row.seq: _slot(conversation_id, row) for row in self.db.execute(query).rows}
+        scattered, params = _bound(conversation_id, seqs)
+        rows = self.db.execute(self._reads.state[scattered], params).rows
+        return {row[0]: _slot(conversation_id, row[0], row, 1) for row in rows}
 
     def fill(self, conversation_id: str, message: Message) -> bool:
         """One conditional UPDATE; see RowRepository.fill (it never creates the row)."""
@@ -344,47 +318,151 @@ def _message_row(conversation_id: str, message: Message) -> dict[str, Any]:
     return {"conversation_id": conversation_id, **doc}
 
 
-def _message(conversation_id: str, row: Row[Any]) -> Message | None:
-    """The message a row holds, or None for a tag-only or purged row."""
-    if row.send_id is None:
+class _Reads:
+    """The read statements, built once per store and bound per call (see ``_bound``).
+
+    Each comes in two shapes, indexed by "scattered": consecutive seqs read a key range
+    (``seq BETWEEN :first AND :last``), other seqs an ``IN`` list (an expanding parameter).
+    """
+
+    def __init__(self, schema: RowSchema) -> None:
+        self.tagged = tuple(_tagged_read(schema, scattered) for scattered in (False, True))
+        self.viewed = tuple(_tagged_read(schema, scattered, True) for scattered in (False, True))
+        self.state = tuple(_state_read(schema, scattered) for scattered in (False, True))
+
+
+def _bound_at(table: Table, scattered: bool) -> ColumnElement[bool]:
+    """The rows of the bound seqs in the bound conversation (the shapes of ``_at``)."""
+    of = table.c.conversation_id == bindparam("conversation_id")
+    if scattered:
+        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)))
+    return and_(of, table.c.seq.between(bindparam("first"), bindparam("last")))
+
+
+def _bound(conversation_id: str, seqs: Sequence[int]) -> tuple[bool, dict[str, Any]]:
+    """Which shape of a ``_Reads`` statement reads seqs, and its parameters."""
+    first, last = min(seqs), max(seqs)
+    distinct = set(seqs)
+    if last - first + 1 == len(distinct):
+        return False, {"conversation_id": conversation_id, "first": first, "last": last}
+    return True, {"conversation_id": conversation_id, "seqs": sorted(distinct)}
+
+
+def _tagged_read(schema: RowSchema, scattered: bool, viewed: bool = False) -> CompoundSelect[Any]:
+    """Message rows, then deleter and reader rows, of the bound seqs in one UNION ALL.
+
+    Every row is (kind, seq, user_id, *_ROW_COLUMNS); tag rows carry NULL message columns.
+    Viewed (bound ``viewer``): one deleter row per seq, the viewer's id when the viewer is
+    among the deleters, else OTHER_DELETERS (``''``, which sorts before every id).
+    """
+    width = len(_ROW_COLUMNS)
+    messages = schema.messages
+    tags = [
+        select(
+            literal_column(str(kind)).label("kind"),
+            table.c.seq,
+            table.c.user_id,
+            *(null() for _ in range(width)),
+        ).where(_bound_at(table, scattered))
+        for kind, table in ((_DELETION, schema.deletions), (_READER, schema.readers))
+    ]
+    if viewed:
+        deletions = schema.deletions.c
+        mine = case(
+            (deletions.user_id == bindparam("viewer"), deletions.user_id), else_=OTHER_DELETERS
+        )
+        tags[0] = (
+            select(
+                literal_column(str(_DELETION)).label("kind"),
+                deletions.seq,
+                func.max(mine).label("user_id"),
+                *(null() for _ in range(width)),
+            )
+            .where(_bound_at(schema.deletions, scattered))
+            .group_by(deletions.seq)
+        )
+    rows = select(
+        literal_column(str(_MESSAGE)).label("kind"),
+        messages.c.seq,
+        cast(null(), String).label("user_id"),
+        *(messages.c[name] for name in _ROW_COLUMNS),
+    ).where(_bound_at(messages, scattered))
+    return union_all(rows, *tags)
+
+
+def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
+    """The message rows alone of the bound seqs: (seq, *_ROW_COLUMNS)."""
+    table = schema.messages
+    columns = (table.c.seq, *(table.c[name] for name in _ROW_COLUMNS))
+    return select(*columns).where(_bound_at(table, scattered))
+
+
+# Positions of the _ROW_COLUMNS in a row of the read statements, from the first (at start).
+_SEND_ID = _MESSAGE_COLUMNS.index("send_id")
+_OPTIONS = _MESSAGE_COLUMNS.index("options")
+_REVOKED_BY = len(_MESSAGE_COLUMNS)
+_IS_READ = _REVOKED_BY + len(_REVOKE_COLUMNS)
+_PURGED = _IS_READ + 1
+
+
+def _message(conversation_id: str, seq: int, row: Sequence[Any], start: int) -> Message | None:
+    """The message a row holds, or None for a tag-only or purged row.
+
+    The row is one this store wrote (its values were checked on the way in): it is turned
+    into a Message positionally, without checking the values again.
+    """
+    values = list(row[start : start + _REVOKED_BY])
+    if values[_SEND_ID] is None:  # no message stored (a tag-only row)
         return None
-    doc = {name: getattr(row, name) for name in MESSAGE_FIELDS}
-    doc["options"] = json.loads(doc["options"]) if doc["options"] else {}
-    return message_from_doc(conversation_id, doc)
+    options = values[_OPTIONS]
+    values[_OPTIONS] = json.loads(options) if options else {}
+    return stored_message(conversation_id, seq, values)
 
 
-def _slot(conversation_id: str, row: Row[Any]) -> Slot:
-    """The slot of a message row alone (its deleters and readers are not read here)."""
-    if row.purged:
+def _slot(
+    conversation_id: str,
+    seq: int,
+    row: Sequence[Any],
+    start: int,
+    deleted_by: frozenset[str] = frozenset(),
+    read_by: frozenset[str] = frozenset(),
+) -> Slot:
+    """The slot of seq's message row (its _ROW_COLUMNS from start), with the tags' users."""
+    at = start
+    if row[at + _PURGED]:
         return PURGED_SLOT
-    return Slot(_message(conversation_id, row), _revoke(row), is_read=bool(row.is_read))
+    revoke = None
+    if row[at + _REVOKED_BY] is not None:
+        user, role, nickname, time = row[at + _REVOKED_BY : at + _IS_READ]
+        revoke = Revoke(user, Role(role), nickname, time)
+    return Slot(
+        _message(conversation_id, seq, row, start),
+        revoke,
+        deleted_by,
+        bool(row[at + _IS_READ]),
+        False,
+        read_by,
+    )
 
 
-def _revoke(row: Row[Any]) -> Revoke | None:
-    if row.revoked_by is None:
-        return None
-    return Revoke(row.revoked_by, Role(row.revoke_role), row.revoke_nickname, row.revoke_time)
-
-
-def _slots(conversation_id: str, rows: Sequence[Row[Any]]) -> dict[int, Slot]:
+def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slot]:
     """Assemble slots from the UNION of message rows, deleter rows and reader rows."""
-    found: dict[int, Row[Any]] = {}
+    found: dict[int, Sequence[Any]] = {}
     users: dict[tuple[int, int], set[str]] = {}
     for row in rows:
-        if row.kind == _MESSAGE:
-            found[row.seq] = row
+        if row[0] == _MESSAGE:
+            found[row[1]] = row
         else:
-            users.setdefault((row.kind, row.seq), set()).add(row.user_id)
+            users.setdefault((row[0], row[1]), set()).add(row[2])
     slots: dict[int, Slot] = {}
     for seq in {*found, *(seq for _, seq in users)}:
+        deleted_by = frozenset(users.get((_DELETION, seq), ()))
+        read_by = frozenset(users.get((_READER, seq), ()))
         stored = found.get(seq)
-        slot = EMPTY_SLOT if stored is None else _slot(conversation_id, stored)
-        if not slot.purged:  # a deleter racing the purge may be left over: ignore it
-            slot = replace(
-                slot,
-                deleted_by=frozenset(users.get((_DELETION, seq), ())),
-                read_by=frozenset(users.get((_READER, seq), ())),
-            )
+        if stored is None:
+            slot = Slot(deleted_by=deleted_by, read_by=read_by)
+        else:  # a deleter racing the purge may be left over: _slot ignores it
+            slot = _slot(conversation_id, seq, stored, 3, deleted_by, read_by)
         if not slot.is_empty:
             slots[seq] = slot
     return slots

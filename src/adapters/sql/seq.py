@@ -20,8 +20,10 @@ from sqlalchemy import (
     Column,
     Connection,
     Engine,
+    Select,
     Table,
     and_,
+    bindparam,
     case,
     delete,
     func,
@@ -48,6 +50,7 @@ class SqlSeqStore:
         self._seqs = schema.seqs
         self._users = schema.user_seqs
         self._sends = schema.sends
+        self._watermarks = _watermarks(schema)
 
     @property
     def engine(self) -> Engine:
@@ -224,20 +227,10 @@ class SqlSeqStore:
         return list(self.db.execute(query).rows)
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
-        """max_seq, min_seq and the user's min_seq in one statement."""
+        """max_seq, min_seq and the user's min_seq in one statement (built once, bound here)."""
         check_keys(conversation_id, user_id)
-        seqs, users = self._seqs, self._users
-        conversation = seqs.c.conversation_id == conversation_id
-
-        def value(column: Column[int], where: Any) -> Any:
-            return func.coalesce(select(column).where(where).scalar_subquery(), 0)
-
-        statement = select(
-            value(seqs.c.max_seq, conversation),
-            value(seqs.c.min_seq, conversation),
-            value(users.c.min_seq, _matches(users, _user(conversation_id, user_id))),
-        )
-        max_seq, min_seq, user_min_seq = self.db.execute(statement).rows[0]
+        params = {"conversation_id": conversation_id, "user_id": user_id}
+        max_seq, min_seq, user_min_seq = self.db.execute(self._watermarks, params).rows[0]
         return Watermarks(int(max_seq), int(min_seq), int(user_min_seq))
 
     def close(self) -> None:
@@ -295,6 +288,29 @@ class SqlSeqStore:
             index_elements=list(key), set_={column: combine(target, statement.excluded[column])}
         ).returning(target)
         return int(self.db.execute(statement, idempotent=idempotent).rows[0][0])
+
+
+def _watermarks(schema: Schema) -> Select[Any]:
+    """The SELECT of max_seq, min_seq and the user's min_seq (0 where no row exists).
+
+    Bound by ``conversation_id`` and ``user_id``; built once per store, so a pull spends no
+    time building or hashing it.
+    """
+    seqs, users = schema.seqs, schema.user_seqs
+    conversation = bindparam("conversation_id", type_=seqs.c.conversation_id.type)
+    user = bindparam("user_id", type_=users.c.user_id.type)
+    of_conversation = seqs.c.conversation_id == conversation
+
+    def value(column: Column[int], where: Any) -> Any:
+        return func.coalesce(select(column).where(where).scalar_subquery(), 0)
+
+    return select(
+        value(seqs.c.max_seq, of_conversation),
+        value(seqs.c.min_seq, of_conversation),
+        value(
+            users.c.min_seq, and_(users.c.conversation_id == conversation, users.c.user_id == user)
+        ),
+    )
 
 
 def _user(conversation_id: str, user_id: str) -> dict[str, str]:

@@ -356,14 +356,12 @@ def _run_workload(
 
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
-    """The hand-written SQL arm for an uncached sql-row store."""
-    from adapters.sql import SqlRowStore
-
-    if spec.cache != "none" or not isinstance(service.store, SqlRowStore):
+    """The hand-written driver arm of an uncached store, where its engine has one."""
+    if spec.cache != "none":
         return None
-    from app.instrument.raw_sql import RawRowLatest
+    from app.instrument.raw import raw_arm
 
-    return RawRowLatest(service.store.engine, service.store.schema)
+    return raw_arm(service.store)
 
 
 def footprint(service: MessageService) -> Footprint | Unsized:

@@ -1,0 +1,50 @@
+"""The SQL read fast path: statements built once per store, no retry loop unless a try fails.
+
+Counts calls, never times: SQLAlchemy coerces every argument of a statement it builds
+(``coercions.expect``), so a pull on statements built at open coerces nothing; the
+engine's retry loop (``Database._retry``) only runs after a failed attempt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy.sql import coercions
+
+from adapters.sql.engine import Database
+from app import MessageService
+from tests.contract.conftest import SQL, backends
+from tests.factories import CONV, messages
+
+pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
+
+PULLS = {
+    "pull_latest": lambda service: service.pull_latest(CONV, "bob", 20),
+    "pull_range": lambda service: service.pull_range(CONV, "bob", 11, 110),
+    "pull scattered": lambda service: service.pull(CONV, "bob", [3, 7, 120, 250]),
+}
+
+
+@pytest.mark.parametrize("pull", PULLS.values(), ids=PULLS.keys())
+def test_a_pull_builds_no_statement_and_enters_no_retry_loop(
+    service: MessageService, pull: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service.ingest(CONV, messages(1, 250))
+    service.delete_for_me(CONV, [7], "bob")
+    pull(service)  # warms lazy engine setup
+    coerced = 0
+    expect = coercions.expect
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal coerced
+        coerced += 1
+        return expect(*args, **kwargs)
+
+    def no_retry(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the retry loop ran without a failed attempt")
+
+    monkeypatch.setattr(coercions, "expect", counted)
+    monkeypatch.setattr(Database, "_retry", no_retry)
+    assert len(pull(service)) in (4, 20, 100)
+    assert coerced == 0
