@@ -10,13 +10,16 @@ from collections.abc import Iterator
 import pytest
 
 from imbucket_contract.rows import Config
-from tests.mongo import emulated_mongo, mongo_database, summary
+from tests.mongo import emulated_mongo, mongo_database, summary, where_mongo_ran
 from tests.redis_cluster import RedisClusterProcesses, start_cluster
 from tests.redis_server import redis_prefix, redis_url
 from tests.servers import close_containers
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
-_mongo_tests: set[str] = set()  # node ids of the tests that asked for a MongoDB database
+# Set on every test that asked for a MongoDB database: its server, or NO_SERVER. A report
+# property, so that it reaches the controller under pytest-xdist (workers run the fixtures).
+MONGO_SERVER = "imbucket_mongo_server"
+NO_SERVER = ""
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,22 +30,27 @@ def _stop_containers() -> Iterator[None]:
 @pytest.fixture
 def mongo_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A MongoDB database of this test's own (skips without a server)."""
-    _mongo_tests.add(request.node.nodeid)
+    request.node.user_properties.append((MONGO_SERVER, NO_SERVER))
     with mongo_database() as url:
+        request.node.user_properties[-1] = (MONGO_SERVER, where_mongo_ran())
         yield url
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line naming the MongoDB server and how many Mongo tests passed, failed, skipped."""
-    if not _mongo_tests:
-        return
+    """One line naming the MongoDB servers and how many Mongo tests passed, failed, skipped."""
     outcomes: Counter[str] = Counter()
+    servers: set[str] = set()
     for outcome in ("passed", "failed", "error", "skipped"):
-        reports = terminalreporter.stats.get(outcome, [])
-        nodes = {report.nodeid for report in reports if report.nodeid in _mongo_tests}
+        nodes = set()
+        for report in terminalreporter.stats.get(outcome, []):
+            found = dict(getattr(report, "user_properties", ())).get(MONGO_SERVER)
+            if found is not None:
+                nodes.add(report.nodeid)
+                servers |= {found} - {NO_SERVER}
         outcomes[outcome] = len(nodes)
-    terminalreporter.write_sep("-", "MongoDB")
-    terminalreporter.write_line(summary(dict(outcomes)))
+    if sum(outcomes.values()):
+        terminalreporter.write_sep("-", "MongoDB")
+        terminalreporter.write_line(summary(dict(outcomes), servers))
 
 
 @pytest.fixture(scope="session")

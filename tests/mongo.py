@@ -90,9 +90,17 @@ def server_name(url: str) -> str:
         connection.close()
 
 
-def summary(outcomes: dict[str, int]) -> str:
-    """The end-of-session line: which server the MongoDB tests ran on, and their outcomes."""
+def where_mongo_ran() -> str:
+    """The session's MongoDB server and where it came from (after a Mongo test asked for it)."""
+    return f"{described.get('mongo', '?')} from {origins.get('mongo', '?')}"
+
+
+def summary(outcomes: dict[str, int], servers: set[str]) -> str:
+    """The end-of-session line: which servers the MongoDB tests ran on, and their outcomes.
+
+    Under pytest-xdist each worker starts a server of its own, so there may be several.
+    """
     counts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items() if count)
-    if "mongo" not in origins:
+    if not servers:
         return f"MongoDB tests found no server: {counts}"
-    return f"MongoDB tests ran on {described.get('mongo', '?')} from {origins['mongo']}: {counts}"
+    return f"MongoDB tests ran on {'; '.join(sorted(servers))}: {counts}"

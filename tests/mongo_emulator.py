@@ -35,9 +35,10 @@ START_TIMEOUT = 60.0  # seconds for the server to print its address (imports tak
 # reply queued behind it; with the adapters' fail-fast defaults (store.*_timeout_seconds) the
 # driver would then cancel operations that are merely slow. Tests of the timeouts themselves
 # (tests/faults/test_black_hole.py) drop these options and set their own.
+# Two test workers share the 2 cores with two emulators: 120 s.
 PATIENT = (
-    "connectTimeoutMS=60000&serverSelectionTimeoutMS=60000"
-    "&socketTimeoutMS=60000&waitQueueTimeoutMS=60000"
+    "connectTimeoutMS=120000&serverSelectionTimeoutMS=120000"
+    "&socketTimeoutMS=120000&waitQueueTimeoutMS=120000"
 )
 
 
