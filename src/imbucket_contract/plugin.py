@@ -56,6 +56,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's markers, for runs outside imbucket's checkout (no imbucket ini file there)."""
     config.addinivalue_line("markers", "slow: long-running test")
+    # A test's own time budget, honoured where pytest-timeout is installed (imbucket's CI).
+    config.addinivalue_line("markers", "timeout(seconds): pytest-timeout's per-test limit")
 
 
 def _backend(name: str, url: str, capabilities: str) -> SelectedBackend:
