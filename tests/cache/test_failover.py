@@ -323,9 +323,10 @@ def test_what_was_written_before_a_failover_is_never_served_and_its_ticket_fills
     """
     seed(rig.service)
     rig.service.pull_latest(CONV, "bob")  # cached, stamped by the current master
-    ticket = rig.cache.get_many(CONV, [mutation.seq]).ticket
+    # As bob's pull would: a slot with deleters is filled with bob's mark next to it.
+    ticket = rig.cache.get_many(CONV, [mutation.seq], "bob").ticket
     assert ticket is not None
-    old = rig.spy.store.get(CONV, [mutation.seq])
+    old = rig.spy.store.get(CONV, [mutation.seq], "bob")
     for key in (rig.cache.generation_key(CONV), rig.cache.slot_key(CONV, mutation.seq)):
         if rig.raw.exists(key):
             restamp(rig, key, before)
@@ -334,8 +335,8 @@ def test_what_was_written_before_a_failover_is_never_served_and_its_ticket_fills
     uncached = MessageService(rig.spy.store, rig.service.seqs, clock=lambda: NOW_MS)
     mutation.apply(uncached)  # no invalidation reaches Redis
 
-    rig.cache.put_many(CONV, old, ticket)  # the ticket of the old master fills nothing
-    assert rig.cache.get_many(CONV, [mutation.seq]).slots == {}
+    rig.cache.put_many(CONV, old, ticket, "bob")  # the ticket of the old master fills nothing
+    assert rig.cache.get_many(CONV, [mutation.seq], "bob").slots == {}
     assert mutation.shows(rig.service.pull(CONV, "bob", [mutation.seq])[0])
     rig.spy.reads.clear()
     assert mutation.shows(rig.service.pull(CONV, "bob", [mutation.seq])[0])

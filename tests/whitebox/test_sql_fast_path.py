@@ -15,7 +15,7 @@ from sqlalchemy.sql import coercions
 from adapters.sql.engine import Database
 from app import MessageService
 from tests.contract.conftest import SQL, backends
-from tests.factories import CONV, messages
+from imbucket_contract.factories import CONV, messages
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
 
