@@ -17,8 +17,8 @@ from app import MessageService
 from app.instrument.probe import Probe, probing
 from app.instrument.raw import raw_arm
 from domain.projection import MessageView
-from tests.contract.conftest import ROWS, Config
 from imbucket_contract.factories import CONV, messages
+from tests.contract.conftest import ROWS, Config
 
 # Every uncached store of the SQL engines and MongoDB has an arm (the spill row is sql-bucket).
 ARMED = [

@@ -14,8 +14,8 @@ from sqlalchemy.sql import coercions
 
 from adapters.sql.engine import Database
 from app import MessageService
-from tests.contract.conftest import SQL, backends
 from imbucket_contract.factories import CONV, messages
+from tests.contract.conftest import SQL, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
 
