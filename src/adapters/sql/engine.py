@@ -132,6 +132,7 @@ class Database:
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
         self._limits: StatementLimits | None = None
+        self._held = threading.local()  # the connection of this thread's open batch, if any
         # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long.
         self.watchdog: Watchdog | None = None
         if self.kind == "postgresql":
@@ -162,6 +163,9 @@ class Database:
         stores but seq allocation): only such work is repeated after a connection was lost
         with its outcome unknown; other work then raises OutcomeUnknown.
         """
+        held: Connection | None = getattr(self._held, "connection", None)
+        if held is not None:
+            return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
         attempts = 0
 
         def attempt() -> T:
@@ -183,6 +187,60 @@ class Database:
             return self._retrying(idempotent)(attempt)
         except _Failure as failure:
             raise failure.translated(self.server, attempts, idempotent) from failure.error
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Run every statement this thread issues inside one transaction until the block ends.
+
+        For bulk loading (``imbucket migrate``): one commit for many statements instead of
+        one each. Re-entrant: an inner batch joins the outer one. Inside a batch, atomic
+        work runs under a SAVEPOINT and nothing is tried again: a failure rolls the whole
+        batch back and raises StoreUnavailable (store writes are idempotent, so the caller
+        can run the batch again). Locks taken by its writes are held until it ends.
+        """
+        if getattr(self._held, "connection", None) is not None:
+            yield
+            return
+        with self._lock:
+            connection = self._reconnecting()
+            try:
+                with connection:
+                    self._held.connection = connection
+                    try:
+                        with _transaction(connection, _BEGIN[self.kind]):
+                            yield
+                    finally:
+                        self._held.connection = None
+            except _CommitFailed as failed:
+                failure = self._failure(failed.error, committing=True)
+                raise failure.translated(self.server, 1, True) from failed.error
+            except SQLAlchemyError as error:
+                failure = self._failure(error, committing=False)
+                raise failure.translated(self.server, 1, True) from error
+
+    def _in_batch(
+        self,
+        connection: Connection,
+        work: Callable[[Connection], T],
+        *,
+        atomic: bool,
+        idempotent: bool,
+    ) -> T:
+        """Work inside the open batch; atomic work under a savepoint, failures not retried."""
+        try:
+            if not atomic:
+                return work(connection)
+            connection.exec_driver_sql("SAVEPOINT imb_atomic")
+            try:
+                result = work(connection)
+            except BaseException:
+                connection.exec_driver_sql("ROLLBACK TO SAVEPOINT imb_atomic")
+                raise
+            connection.exec_driver_sql("RELEASE SAVEPOINT imb_atomic")
+            return result
+        except SQLAlchemyError as error:
+            failure = self._failure(error, committing=False)
+            raise failure.translated(self.server, 1, idempotent) from error
 
     @contextmanager
     def schema_lock(self) -> Iterator[Connection]:
