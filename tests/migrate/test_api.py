@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 
 from adapters.bucket import BucketMessageStore
+from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from app import MessageService, open_service
 from app.migrate import TargetConflict, migrate, verify
+from domain.layout import BucketLayout
 from domain.model import Draft, Revoke, Role
 from domain.scan import SlotPage
 from tests.factories import message, messages
@@ -133,6 +135,7 @@ class _Dying:
     WRITES = frozenset(
         {
             "insert",
+            "insert_many",
             "revoke",
             "delete_for",
             "mark_read",
@@ -179,3 +182,34 @@ def test_killed_before_any_one_of_its_writes_it_resumes_and_converges(
             )
         migrate(source, target)
         assert verify(source, target).differences == 0, n
+
+
+class _DyingRepository(_Dying):
+    """A bucket repository that dies at its n-th write: kill points inside ``insert_many``."""
+
+    WRITES = frozenset(
+        {"write_messages", "create_bucket", "set_revoke", "patch", "add_spilled", "drop_spilled"}
+    )
+
+    def create_buckets(self, buckets: Any) -> set[str]:
+        """One write per bucket, so that a kill can fall between two of them."""
+        return {doc_id for doc_id, slots in buckets.items() if self.create_bucket(doc_id, slots)}
+
+
+def test_killed_inside_a_bulk_insert_it_resumes_and_converges(source: MessageService) -> None:
+    def target(budget: list[int]) -> tuple[MemoryBucketRepository, MessageService]:
+        repository = MemoryBucketRepository(BucketLayout(37))
+        dying = BucketMessageStore(_DyingRepository(repository, budget))  # type: ignore[arg-type]
+        return repository, MessageService(dying, MemorySeqStore())
+
+    total = [10**6]
+    migrate(source, target(total)[1])
+    writes = 10**6 - total[0]
+    assert writes > 10
+    for n in range(writes):
+        repository, killed = target([n])
+        with pytest.raises(Killed):
+            migrate(source, killed)
+        resumed = MessageService(BucketMessageStore(repository), killed.seqs)
+        migrate(source, resumed)
+        assert verify(source, resumed).differences == 0, n
