@@ -234,6 +234,6 @@ def table(pairs: list[Pair]) -> str:
     if waiting:
         lines.append(
             f"\n{waiting} pairs not run within the time budget; "
-            f"they would take about {estimate(pairs) / 60:.0f} more minutes."
+            f"they would take about {estimate(pairs) / 60:,.1f} more minutes."
         )
     return "\n".join(lines)
