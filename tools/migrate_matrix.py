@@ -1,7 +1,8 @@
 """Migrate the demo data and the bench small dataset between every pair of backends here.
 
     .venv/bin/python tools/migrate_matrix.py [--data demo,small] [--minutes 60]
-        [--postgres URL] [--mariadb URL] [--mongo URL | --mongoeco PYTHON] [--out FILE.md]
+        [--postgres URL] [--mariadb URL] [--mongo URL | --mongoeco PYTHON] [--rows NAMES]
+        [--out FILE.md]
 
 For every ordered pair of the persistent rows (sql-row and sql-bucket on SQLite and on each
 SQL server given, mongo-row and mongo-bucket on the MongoDB given), it runs ``imbucket
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--mariadb", default=os.environ.get("IMBUCKET_TEST_MARIADB_URL", ""))
     parser.add_argument("--mongo", default=os.environ.get("IMBUCKET_TEST_MONGO_URL", ""))
     parser.add_argument("--mongoeco", default="", help="interpreter to start mongoeco with")
+    parser.add_argument("--rows", default="", help="only these rows, e.g. 'sql-row SQLite,…'")
     parser.add_argument("--out", default="", help="also write the Markdown table here")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="imbucket-matrix-") as workdir:
@@ -77,7 +79,7 @@ def main() -> None:
 
 
 def _run(options: argparse.Namespace, mongo: str, workdir: Path) -> list[Pair]:
-    matrix_rows = rows(options.postgres, options.mariadb, mongo)
+    matrix_rows = rows(options.postgres, options.mariadb, mongo, options.rows)
     print(f"rows: {', '.join(row.name for row in matrix_rows)}", flush=True)
     started = time.monotonic()
 

@@ -74,8 +74,11 @@ HEADER = (
 )
 
 
-def rows(postgres: str = "", mariadb: str = "", mongo: str = "") -> list[Row]:
-    """The persistent rows available: SQLite always, each server whose URL is given."""
+def rows(postgres: str = "", mariadb: str = "", mongo: str = "", only: str = "") -> list[Row]:
+    """The persistent rows available: SQLite always, each server whose URL is given.
+
+    only: comma-separated names (e.g. ``sql-bucket SQLite,mongo-row MongoDB``) to keep.
+    """
     engines = [("SQLite", ""), ("PostgreSQL", postgres), ("MariaDB", mariadb)]
     found = [
         Row(f"{backend} {engine}", backend, url)
@@ -87,7 +90,8 @@ def rows(postgres: str = "", mariadb: str = "", mongo: str = "") -> list[Row]:
         found += [
             Row(f"{backend} MongoDB", backend, mongo) for backend in ("mongo-row", "mongo-bucket")
         ]
-    return found
+    kept = {name.strip() for name in only.split(",") if name.strip()}
+    return [row for row in found if not kept or row.name in kept]
 
 
 @contextmanager
@@ -109,8 +113,11 @@ def _config(backend: str, url: str) -> Config:
     store: dict[str, Any] = {"backend": backend, "url": url}
     if backend.startswith("mongo"):
         # The MongoDB here is an emulator (one Python process): a bulk command's reply may
-        # take longer than the default 5 s on a loaded machine.
+        # take longer than the default 5 s on a loaded machine, and while it works it does
+        # not answer the driver's heartbeats either (within connect_timeout_seconds, or the
+        # driver drops the pool and cancels the command in flight).
         store["statement_timeout_seconds"] = 120
+        store["connect_timeout_seconds"] = 60
     return {"store": store, "cache": {"backend": "none"}}
 
 
