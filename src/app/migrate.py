@@ -25,7 +25,7 @@ from typing import Any
 
 from app import open_service
 from app.service import MessageService
-from domain.errors import ConfigError, ImbucketError
+from domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from domain.migration import normalized, reachable, same_views
 from domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
 from domain.scan import Counters, ScannedSlot, SendClaim, SeqPage, UserSeqs
@@ -35,6 +35,7 @@ from ports.seq_store import SeqStore
 Endpoint = MessageService | Mapping[str, Any] | Path | str
 DEFAULT_BATCH = 500
 REPORTED = 20  # differences kept in a report (all are counted)
+_ATTEMPTS = 3  # tries of one page's batch when the target is unavailable (then it raises)
 # The reader mark_read is given to set is_read: anyone but the sender does.
 _READERS = ("imbucket-migrate", "imbucket-migrate-2")
 
@@ -236,8 +237,8 @@ class _Copier:
         for page in _pages(self.source.store.scan, self.batch):
             for item in page.slots:
                 self.tally.saw(item)
-            with self.store.batch():
-                self._copy_slots(_by_conversation(page.slots))
+            grouped = _by_conversation(page.slots)
+            self._retrying(self.store.batch, partial(self._copy_slots, grouped))
             self.progress(self.tally)
         self.tally.phase = "watermarks"
         self._copy_counters()
@@ -245,6 +246,29 @@ class _Copier:
         self._copy_sends()
         self.tally.phase = "done"
         self.progress(self.tally)
+
+    def _retrying(self, batch: Callable[[], Any], work: Callable[[], None]) -> None:
+        """Run work inside one batch; after a StoreUnavailable, run it again (ATTEMPTS in all).
+
+        On SQL the failed batch was rolled back, elsewhere it may have landed in part: either
+        way its writes are idempotent and work reads the target again, so a second attempt
+        completes it. What the failed attempt counted is forgotten.
+        """
+        for attempt in range(1, _ATTEMPTS + 1):
+            written, differences, first = (
+                self.tally.written,
+                self.tally.differences,
+                len(self.tally.first),
+            )
+            try:
+                with batch():
+                    work()
+                return
+            except StoreUnavailable:
+                self.tally.written, self.tally.differences = written, differences
+                del self.tally.first[first:]
+                if attempt == _ATTEMPTS:
+                    raise
 
     def _copy_slots(self, page: dict[str, list[ScannedSlot]]) -> None:
         """Complete each target slot of a page to the source's; conflicts are reported.
@@ -350,29 +374,37 @@ class _Copier:
 
     def _copy_counters(self) -> None:
         for page in _pages(self.source.seqs.scan_counters, self.batch):
-            with self.seqs.batch():
-                for row in page.rows:
-                    self.tally.seq_rows += 1
-                    conv = row.conversation_id
-                    self._raise(
-                        conv, "max_seq", row.max_seq, partial(self.seqs.raise_max_seq, conv)
-                    )
-                    self._raise(
-                        conv, "min_seq", row.min_seq, partial(self.seqs.raise_min_seq, conv)
-                    )
+            self._retrying(self.seqs.batch, partial(self._raise_counters, page.rows))
+            self.tally.seq_rows += len(page.rows)
             self.progress(self.tally)
+
+    def _raise_counters(self, rows: Sequence[Counters]) -> None:
+        for row in rows:
+            conv = row.conversation_id
+            self._raise(conv, "max_seq", row.max_seq, partial(self.seqs.raise_max_seq, conv))
+            self._raise(conv, "min_seq", row.min_seq, partial(self.seqs.raise_min_seq, conv))
 
     def _copy_user_seqs(self) -> None:
         for page in _pages(self.source.seqs.scan_user_seqs, self.batch):
-            with self.seqs.batch():
-                for row in page.rows:
-                    self.tally.seq_rows += 1
-                    conv, user = row.conversation_id, row.user_id
-                    floor = partial(self.seqs.raise_user_min_seq, conv, user)
-                    self._raise(conv, f"user {user} min_seq", row.min_seq, floor)
-                    read = partial(self.seqs.raise_read_seq, conv, user)
-                    self._raise(conv, f"user {user} read_seq", row.read_seq, read)
+            self._retrying(self.seqs.batch, partial(self._raise_user_seqs, page.rows))
+            self.tally.seq_rows += len(page.rows)
             self.progress(self.tally)
+
+    def _raise_user_seqs(self, rows: Sequence[UserSeqs]) -> None:
+        for row in rows:
+            conv, user = row.conversation_id, row.user_id
+            floor = partial(self.seqs.raise_user_min_seq, conv, user)
+            self._raise(conv, f"user {user} min_seq", row.min_seq, floor)
+            read = partial(self.seqs.raise_read_seq, conv, user)
+            self._raise(conv, f"user {user} read_seq", row.read_seq, read)
+
+    def _claim(
+        self,
+        claims: dict[tuple[str, int], dict[str, int]],
+        recorded_by: dict[tuple[str, int], dict[str, int]],
+    ) -> None:
+        for key, wanted in claims.items():
+            recorded_by[key] = self.seqs.claim_sends(key[0], wanted, at=key[1])
 
     def _raise(
         self, conversation_id: str, what: str, value: int, raise_: Callable[[int], int]
@@ -391,11 +423,8 @@ class _Copier:
             for row in page.rows:
                 self.tally.seq_rows += 1
                 claims[row.conversation_id, row.claimed_at][row.client_msg_id] = row.seq
-            with self.seqs.batch():
-                recorded_by = {
-                    key: self.seqs.claim_sends(key[0], wanted, at=key[1])
-                    for key, wanted in claims.items()
-                }
+            recorded_by: dict[tuple[str, int], dict[str, int]] = {}
+            self._retrying(self.seqs.batch, partial(self._claim, claims, recorded_by))
             for (conversation_id, at), wanted in claims.items():
                 recorded = recorded_by[conversation_id, at]
                 for cid, seq in wanted.items():

@@ -110,7 +110,9 @@ def namespace(row: Row, workdir: Path, name: str) -> Iterator[Config]:
 
 
 def _config(backend: str, url: str) -> Config:
-    store: dict[str, Any] = {"backend": backend, "url": url}
+    # A shared, loaded machine: a statement of a page's transaction may wait long for its
+    # server (a timed-out page is tried again, see app.migrate).
+    store: dict[str, Any] = {"backend": backend, "url": url, "statement_timeout_seconds": 60}
     if backend.startswith("mongo"):
         # The MongoDB here is an emulator (one Python process): a bulk command's reply may
         # take longer than the default 5 s on a loaded machine, and while it works it does
@@ -122,18 +124,28 @@ def _config(backend: str, url: str) -> Config:
 
 
 def ordered_pairs(matrix_rows: list[Row]) -> list[tuple[Row, Row]]:
-    """Every ordered pair of distinct rows, those with fewer MongoDB rows first.
+    """Every ordered pair of distinct rows: the pairs of SQL rows first, then those with MongoDB.
 
-    So that a time budget spent on the (emulated, slow) MongoDB rows spends it last.
+    In each group the first row goes into every other one first (each target, once
+    verified, is the source of its row's pairs: no other load), then rounds in which every
+    row is a source once. So a time budget covers every row as source and as target early,
+    and spends what is left on the (emulated, slow) MongoDB rows last.
     """
-    pairs = [(s, t) for s in matrix_rows for t in matrix_rows if s != t]
-    place = {row: n for n, row in enumerate(matrix_rows)}
+    sql = [row for row in matrix_rows if not row.backend.startswith("mongo")]
+    mongo = [p for p in _rounds(matrix_rows) if any(r.backend.startswith("mongo") for r in p)]
+    return _rounds(sql) + mongo
 
-    def key(pair: tuple[Row, Row]) -> tuple[int, int, int]:
-        mongo = sum(row.backend.startswith("mongo") for row in pair)
-        return mongo, place[pair[0]], place[pair[1]]
 
-    return sorted(pairs, key=key)
+def _rounds(matrix_rows: list[Row]) -> list[tuple[Row, Row]]:
+    if not matrix_rows:
+        return []
+    first, *others = matrix_rows
+    pairs = [(first, target) for target in others]
+    n = len(matrix_rows)
+    for offset in range(1, n):
+        for i in range(1, n):
+            pairs.append((matrix_rows[i], matrix_rows[(i + offset) % n]))
+    return pairs
 
 
 class Matrix:
@@ -165,12 +177,27 @@ class Matrix:
                         continue
                     if source not in sources:
                         sources[source] = self._load(dataset, reference, source, stack)
-                    with namespace(target, self.workdir, self._name()) as config:
-                        pair = self._pair(
-                            dataset, sources[source], config, source.name, target.name
-                        )
-                        self._add(pair)
+                    self._run_pair(dataset, sources, source, target, stack)
         return self.pairs
+
+    def _run_pair(
+        self,
+        dataset: str,
+        sources: dict[Row, MessageService],
+        source: Row,
+        target: Row,
+        stack: ExitStack,
+    ) -> None:
+        """One pair into a new namespace; kept as target's source if it has none yet."""
+        if target in sources:
+            with namespace(target, self.workdir, self._name()) as config:
+                self._add(self._pair(dataset, sources[source], config, source.name, target.name))
+            return
+        config = stack.enter_context(namespace(target, self.workdir, self._name()))
+        pair = self._pair(dataset, sources[source], config, source.name, target.name)
+        self._add(pair)
+        if pair.status == "verified":
+            sources[target] = stack.enter_context(open_service(config))
 
     def _load(
         self, dataset: str, reference: MessageService, row: Row, stack: ExitStack
