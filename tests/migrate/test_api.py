@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from app import MessageService, open_service
 from app.migrate import TargetConflict, migrate, verify
+from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import Draft, Revoke, Role
 from domain.scan import SlotPage
@@ -213,3 +216,37 @@ def test_killed_inside_a_bulk_insert_it_resumes_and_converges(source: MessageSer
         resumed = MessageService(BucketMessageStore(repository), killed.seqs)
         migrate(source, resumed)
         assert verify(source, resumed).differences == 0, n
+
+
+class _Flaky:
+    """A store whose first `failures` batches fail as they end (their writes landed)."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self.inner, self.failures = inner, failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        yield
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("the server went away")
+
+
+def test_a_page_whose_batch_fails_is_tried_again(source: MessageService) -> None:
+    target = memory(37)
+    flaky = _Flaky(target.store, failures=2)  # twice on the first page: the third try lands
+    tally = migrate(source, MessageService(flaky, target.seqs))  # type: ignore[arg-type]
+    assert (tally.differences, flaky.failures) == (0, 0)
+    assert verify(source, target).differences == 0
+
+
+def test_a_page_failing_every_try_stops_the_run(source: MessageService) -> None:
+    target = memory(37)
+    flaky = _Flaky(target.store, failures=3)
+    with pytest.raises(StoreUnavailable):
+        migrate(source, MessageService(flaky, target.seqs))  # type: ignore[arg-type]
+    migrate(source, target)  # run again: it resumes
+    assert verify(source, target).differences == 0
