@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 EXAMPLE := examples/imbucket-example-store
 UV := $(shell command -v uv 2>/dev/null)
 
-.PHONY: bench demo test lint unit contract clean mongoeco plugin
+.PHONY: bench demo test lint unit contract clean mongoeco plugin migrate-matrix
 
 # A venv (.venv, .venv-plugin): uv when it is on PATH, else python3 -m venv + pip.
 # Precious: a file built by a pattern rule is otherwise deleted as intermediate after the run.
@@ -91,6 +91,15 @@ endif
 # fixture builds it on first use too; this target builds it up front and fails loudly.
 mongoeco: $(VENV)/.installed-test
 	$(BIN)/python -m tests.mongo_emulator
+
+# imbucket migrate between every ordered pair of the persistent backends here (sql-row and
+# sql-bucket on SQLite and on the servers the IMBUCKET_TEST_POSTGRES_URL / _MARIADB_URL
+# variables name, mongo-row and mongo-bucket on a mongoeco server started for the run), for
+# the demo data and the bench small dataset, each verified (docs/migrate.md). Not part of
+# `make test`: it takes hours in full; MATRIX_ARGS="--minutes 60" bounds it.
+MATRIX_ARGS ?= --minutes 60
+migrate-matrix: mongoeco
+	$(BIN)/python tools/migrate_matrix.py --mongoeco .venv-mongoeco/bin/python $(MATRIX_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PLUGIN_VENV) .venv-mongoeco .venv-mongoeco.lock .pytest_cache .mypy_cache .ruff_cache

@@ -13,7 +13,8 @@ has spilled deleters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from adapters import contention
@@ -69,6 +70,36 @@ class BucketMessageStore(TagWrites):
             self._insert_bucket(doc_id, pending, outcome)
         return InsertResult.of(messages, outcome)
 
+    def insert_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, InsertResult]:
+        """Store several conversations' messages; see MessageStore.insert_many.
+
+        One read finds which of their buckets exist; the missing ones are created together
+        (``create_buckets``); the others, and any another writer created in between, go
+        through the insert state machine bucket by bucket.
+        """
+        pending: dict[str, dict[int, Message]] = {}
+        owner: dict[str, str] = {}
+        for conversation_id, messages in batches.items():
+            by_seq = {message.seq: message for message in messages}
+            for doc_id, seqs in self.layout.group(conversation_id, by_seq).items():
+                pending[doc_id] = {self.layout.slot_index(seq): by_seq[seq] for seq in seqs}
+                owner[doc_id] = conversation_id
+        existing = self.repository.read({d: sorted(slots)[:1] for d, slots in pending.items()})
+        fresh = {
+            doc_id: {index: Slot(message=m) for index, m in slots.items()}
+            for doc_id, slots in pending.items()
+            if doc_id not in existing
+        }
+        created = self.repository.create_buckets(fresh) if fresh else set()
+        outcome: dict[str, dict[int, InsertOutcome]] = {conv: {} for conv in batches}
+        for doc_id, slots in pending.items():
+            found = outcome[owner[doc_id]]
+            if doc_id in created:
+                found.update((m.seq, InsertOutcome.INSERTED) for m in slots.values())
+            else:
+                self._insert_bucket(doc_id, slots, found)
+        return {conv: InsertResult.of(ms, outcome[conv]) for conv, ms in batches.items()}
+
     def _insert_bucket(
         self, doc_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
     ) -> None:
@@ -116,6 +147,24 @@ class BucketMessageStore(TagWrites):
             if slot is not None and not slot.is_empty:
                 found[seq] = slot
         return found
+
+    def get_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """Read the buckets of several conversations at once; see MessageStore.get_many."""
+        buckets = self._read_many(wanted)
+        self._merge_spilled(buckets)
+        found: dict[str, dict[int, Slot]] = {}
+        for conversation_id, seqs in wanted.items():
+            slots = found.setdefault(conversation_id, {})
+            for seq in seqs:
+                doc_id = self.layout.doc_id(conversation_id, seq)
+                slot = buckets[doc_id][self.layout.slot_index(seq)]
+                if slot is not None and not slot.is_empty:
+                    slots[seq] = slot
+        return found
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Writes as usual (an engine with transactions overrides it); see MessageStore.batch."""
+        return nullcontext()
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Record a revoke; see MessageStore.revoke."""
@@ -206,14 +255,23 @@ class BucketMessageStore(TagWrites):
 
     def _wanted(self, conversation_id: str, seqs: Sequence[int]) -> dict[str, list[int]]:
         """The slot indexes of seqs by doc_id."""
+        return self._wanted_many({conversation_id: seqs})
+
+    def _wanted_many(self, seqs_of: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+        """The slot indexes of several conversations' seqs by doc_id."""
         return {
             doc_id: [self.layout.slot_index(seq) for seq in group]
+            for conversation_id, seqs in seqs_of.items()
             for doc_id, group in self.layout.group(conversation_id, seqs).items()
         }
 
     def _read(self, conversation_id: str, seqs: Sequence[int]) -> dict[str, Slots]:
         """The inline slots of seqs by bucket, in one round trip."""
-        wanted = self._wanted(conversation_id, seqs)
+        return self._read_many({conversation_id: seqs})
+
+    def _read_many(self, seqs_of: Mapping[str, Sequence[int]]) -> dict[str, Slots]:
+        """The inline slots of several conversations' seqs by bucket, in one round trip."""
+        wanted = self._wanted_many(seqs_of)
         buckets = self.repository.read(wanted) if wanted else {}
         return {
             doc_id: {index: _slot(buckets.get(doc_id), index) for index in indexes}

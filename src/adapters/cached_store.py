@@ -7,7 +7,8 @@ the seqs they may have changed, also when the store write failed half-way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import TypeVar
 
@@ -59,6 +60,32 @@ class CachedMessageStore:
             # Only filled slots change; duplicates, conflicts and purged seqs stay as cached.
             changed = [m.seq for m in messages] if result is None else result.inserted
             self._invalidate(conversation_id, changed)
+
+    def insert_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, InsertResult]:
+        """Insert into the store in one call, then invalidate what may have changed."""
+        results: dict[str, InsertResult] = {}
+        try:
+            results = self.store.insert_many(batches)
+            return results
+        finally:
+            for conversation_id, messages in batches.items():
+                result = results.get(conversation_id)
+                changed = [m.seq for m in messages] if result is None else result.inserted
+                self._invalidate(conversation_id, changed)
+
+    def get_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """``get`` per conversation, each through the cache."""
+        return {
+            conversation_id: self.get(conversation_id, seqs)
+            for conversation_id, seqs in wanted.items()
+        }
+
+    def batch(self) -> AbstractContextManager[None]:
+        """No batching here: each write must be committed before its seqs are invalidated.
+
+        (Invalidating inside an open transaction would let a reader cache the old slot.)
+        """
+        return nullcontext()
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Revoke in the store, then invalidate seq if it changed."""

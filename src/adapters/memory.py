@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import TypeVar
 
@@ -65,6 +66,10 @@ class MemoryBucketRepository:
                 bucket[index] = slot
             self._buckets[doc_id] = bucket
             return True
+
+    def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
+        """Insert each whole bucket unless its doc_id exists."""
+        return {doc_id for doc_id, slots in buckets.items() if self.create_bucket(doc_id, slots)}
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Requested slots of existing buckets."""
@@ -301,6 +306,25 @@ class MemorySeqStore:
                 SendClaim(c, cid, seq, at) for (c, cid), (seq, at) in sorted(self._sends.items())
             ]
         return _page(rows, lambda row: _key(row.conversation_id, row.client_msg_id), after, limit)
+
+    def counters_of(self, conversation_ids: Sequence[str]) -> dict[str, Counters]:
+        """Dict lookups; see SeqStore.counters_of."""
+        with self._lock:
+            return {
+                c: Counters(c, self._max.get(c, 0), self._min.get(c, 0)) for c in conversation_ids
+            }
+
+    def user_seqs_of(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], UserSeqs]:
+        """Dict lookups; see SeqStore.user_seqs_of."""
+        with self._lock:
+            return {
+                (c, u): UserSeqs(c, u, self._user_min.get((c, u), 0), self._read.get((c, u), 0))
+                for c, u in keys
+            }
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Writes as usual; see SeqStore.batch."""
+        return nullcontext()
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """All bounds of one viewer at once."""

@@ -7,7 +7,8 @@ rules of ``domain.tags``; a ``RowRepository`` (sql-row, mongo-row) only stores a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from adapters import contention
 from domain.errors import StoreUnavailable
@@ -31,12 +32,28 @@ class RowMessageStore(TagWrites):
         One ``insert_new`` for the batch; the seqs that collided are read once and
         classified, and rows holding only tags are filled one by one (rare).
         """
-        pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq)}
-        outcome: dict[int, InsertOutcome] = {}
-        collided = self.repository.insert_new(conversation_id, list(pending.values()))
-        for seq in [seq for seq in pending if seq not in collided]:
-            outcome[seq] = InsertOutcome.INSERTED
-            del pending[seq]
+        ordered = sorted(messages, key=lambda m: m.seq)
+        collided = self.repository.insert_new(conversation_id, ordered)
+        return self._result(conversation_id, messages, collided)
+
+    def insert_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, InsertResult]:
+        """Store several conversations' messages; see MessageStore.insert_many.
+
+        One ``insert_new_many`` for them all; collisions are settled per conversation.
+        """
+        ordered = {conv: sorted(ms, key=lambda m: m.seq) for conv, ms in batches.items() if ms}
+        collided = self.repository.insert_new_many(ordered) if ordered else {}
+        return {
+            conv: self._result(conv, messages, collided.get(conv, set()))
+            for conv, messages in batches.items()
+        }
+
+    def _result(
+        self, conversation_id: str, messages: Sequence[Message], collided: set[int]
+    ) -> InsertResult:
+        """The outcome of an insert whose new rows are in: collided seqs are settled."""
+        pending = {m.seq: m for m in sorted(messages, key=lambda m: m.seq) if m.seq in collided}
+        outcome = {m.seq: InsertOutcome.INSERTED for m in messages if m.seq not in collided}
         self._settle(conversation_id, pending, outcome)
         return InsertResult.of(messages, outcome)
 
@@ -66,6 +83,18 @@ class RowMessageStore(TagWrites):
         """Read slots holding anything (scoped to viewer when given); see MessageStore.get."""
         found = self.repository.read(conversation_id, seqs, viewer)
         return {seq: slot for seq, slot in found.items() if not slot.is_empty}
+
+    def get_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """Read several conversations in one repository read; see MessageStore.get_many."""
+        found = self.repository.read_many({c: seqs for c, seqs in wanted.items() if seqs})
+        return {
+            conv: {seq: slot for seq, slot in found.get(conv, {}).items() if not slot.is_empty}
+            for conv in wanted
+        }
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Writes as usual (an engine with transactions overrides it); see MessageStore.batch."""
+        return nullcontext()
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Record a revoke; see MessageStore.revoke."""

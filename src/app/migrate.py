@@ -17,7 +17,7 @@ import json
 import time
 import tomllib
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,16 +25,17 @@ from typing import Any
 
 from app import open_service
 from app.service import MessageService
-from domain.errors import ConfigError, ImbucketError
+from domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from domain.migration import normalized, reachable, same_views
-from domain.model import EMPTY_SLOT, Slot, message_bytes
-from domain.scan import Counters, ScannedSlot, SeqPage, UserSeqs
+from domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
+from domain.scan import Counters, ScannedSlot, SendClaim, SeqPage, UserSeqs
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
 Endpoint = MessageService | Mapping[str, Any] | Path | str
 DEFAULT_BATCH = 500
 REPORTED = 20  # differences kept in a report (all are counted)
+_ATTEMPTS = 3  # tries of one page's batch when the target is unavailable (then it raises)
 # The reader mark_read is given to set is_read: anyone but the sender does.
 _READERS = ("imbucket-migrate", "imbucket-migrate-2")
 
@@ -234,10 +235,10 @@ class _Copier:
 
     def run(self) -> None:
         for page in _pages(self.source.store.scan, self.batch):
-            for conversation_id, items in _by_conversation(page.slots).items():
-                for item in items:
-                    self.tally.saw(item)
-                self._copy_slots(conversation_id, items)
+            for item in page.slots:
+                self.tally.saw(item)
+            grouped = _by_conversation(page.slots)
+            self._retrying(self.store.batch, partial(self._copy_slots, grouped))
             self.progress(self.tally)
         self.tally.phase = "watermarks"
         self._copy_counters()
@@ -246,58 +247,116 @@ class _Copier:
         self.tally.phase = "done"
         self.progress(self.tally)
 
-    def _copy_slots(self, conversation_id: str, items: list[ScannedSlot]) -> None:
-        """Complete each target slot to the source's; conflicts are reported, not written."""
-        wanted = {item.seq: normalized(item.slot) for item in items}
-        before = self.store.get(conversation_id, list(wanted))
-        todo: dict[int, tuple[Slot, Slot]] = {}
-        for seq, slot in wanted.items():
-            current = normalized(before.get(seq, EMPTY_SLOT))
-            if current == slot:
-                continue
-            refused = self._refused(conversation_id, slot)
-            if refused is not None:
-                self.tally.differ(Difference(conversation_id, f"seq {seq}", _show(slot), refused))
-            elif reachable(current, slot):
-                todo[seq] = (current, slot)
-            else:
-                self.tally.differ(
-                    Difference(conversation_id, f"seq {seq}", _show(slot), _show(current))
-                )
+    def _retrying(self, batch: Callable[[], Any], work: Callable[[], None]) -> None:
+        """Run work inside one batch; after a StoreUnavailable, run it again (ATTEMPTS in all).
+
+        On SQL the failed batch was rolled back, elsewhere it may have landed in part: either
+        way its writes are idempotent and work reads the target again, so a second attempt
+        completes it. What the failed attempt counted is forgotten.
+        """
+        for attempt in range(1, _ATTEMPTS + 1):
+            written, differences, first = (
+                self.tally.written,
+                self.tally.differences,
+                len(self.tally.first),
+            )
+            try:
+                with batch():
+                    work()
+                return
+            except StoreUnavailable:
+                self.tally.written, self.tally.differences = written, differences
+                del self.tally.first[first:]
+                if attempt == _ATTEMPTS:
+                    raise
+
+    def _copy_slots(self, page: dict[str, list[ScannedSlot]]) -> None:
+        """Complete each target slot of a page to the source's; conflicts are reported.
+
+        The target's slots of the whole page are read in one ``get_many`` before and one
+        after the writes.
+        """
+        wanted = {
+            conversation_id: {item.seq: normalized(item.slot) for item in items}
+            for conversation_id, items in page.items()
+        }
+        before = self.store.get_many({conv: list(slots) for conv, slots in wanted.items()})
+        todo: dict[str, dict[int, tuple[Slot, Slot]]] = {}
+        for conversation_id, slots in wanted.items():
+            for seq, slot in slots.items():
+                current = normalized(before.get(conversation_id, {}).get(seq, EMPTY_SLOT))
+                if current == slot:
+                    continue
+                refused = self._refused(slot)
+                if refused is not None:
+                    self._differ(conversation_id, seq, _show(slot), refused)
+                elif reachable(current, slot):
+                    todo.setdefault(conversation_id, {})[seq] = (current, slot)
+                else:
+                    self._differ(conversation_id, seq, _show(slot), _show(current))
         if not todo:
             return
-        self._complete(conversation_id, todo)
-        after = self.store.get(conversation_id, list(todo))
-        for seq, (_, slot) in todo.items():
-            landed = normalized(after.get(seq, EMPTY_SLOT))
-            if landed == slot:
-                self.tally.written += 1
-            else:
-                self.tally.differ(
-                    Difference(conversation_id, f"seq {seq}", _show(slot), _show(landed))
-                )
+        self._complete(todo)
+        after = self.store.get_many({conv: list(pairs) for conv, pairs in todo.items()})
+        for conversation_id, pairs in todo.items():
+            for seq, (_, slot) in pairs.items():
+                landed = normalized(after.get(conversation_id, {}).get(seq, EMPTY_SLOT))
+                if landed == slot:
+                    self.tally.written += 1
+                else:
+                    self._differ(conversation_id, seq, _show(slot), _show(landed))
 
-    def _refused(self, conversation_id: str, slot: Slot) -> str | None:
+    def _differ(self, conversation_id: str, seq: int, source: str, target: str) -> None:
+        self.tally.differ(Difference(conversation_id, f"seq {seq}", source, target))
+
+    def _refused(self, slot: Slot) -> str | None:
         """Why the target's limits refuse slot's message (its buckets are sized by them)."""
         if slot.message is None:
             return None
         limits = self.target.limits
+        if message_bytes_at_most(slot.message) <= limits.max_message_bytes:
+            return None
         size = message_bytes(slot.message, limits.max_id_length)
         if size > limits.max_message_bytes:
             return f"too large for the target ({size} > limits.max_message_bytes)"
         return None
 
-    def _complete(self, conversation_id: str, todo: dict[int, tuple[Slot, Slot]]) -> None:
+    def _complete(self, todo: dict[str, dict[int, tuple[Slot, Slot]]]) -> None:
         """Write what each target slot lacks, in an order every kill point can resume from.
 
         Early readers and deleters go first (early readers only stick before the message),
-        then revokes, then the messages, then is_read (which needs the message).
+        then revokes, then the messages of the whole page in one ``insert_many``, then
+        is_read (which needs the message).
         """
         store = self.store
-        purge = [seq for seq, (_, slot) in todo.items() if slot.purged]
-        if purge:
-            store.purge(conversation_id, purge)
-        rest = {seq: pair for seq, pair in todo.items() if not pair[1].purged}
+        messages: dict[str, list[Message]] = {}
+        for conversation_id, pairs in todo.items():
+            purge = [seq for seq, (_, slot) in pairs.items() if slot.purged]
+            if purge:
+                store.purge(conversation_id, purge)
+            rest = {seq: pair for seq, pair in pairs.items() if not pair[1].purged}
+            self._tag(conversation_id, rest)
+            found = [
+                slot.message
+                for current, slot in rest.values()
+                if slot.message is not None and current.message is None
+            ]
+            if found:
+                messages[conversation_id] = found
+        if messages:
+            store.insert_many(messages)
+        for conversation_id, pairs in todo.items():
+            marking: dict[str, list[int]] = defaultdict(list)
+            for seq, (current, slot) in pairs.items():
+                if slot.is_read and not current.is_read and slot.message is not None:
+                    reader = next(r for r in _READERS if r != slot.message.send_id)
+                    marking[reader].append(seq)
+            for reader, seqs in marking.items():
+                store.mark_read(conversation_id, seqs, reader)
+
+    def _tag(self, conversation_id: str, rest: dict[int, tuple[Slot, Slot]]) -> None:
+        """Early readers, deleters and revokes of one conversation's unpurged slots."""
+        store = self.store
         readers: dict[str, list[int]] = defaultdict(list)
         deleters: dict[str, list[int]] = defaultdict(list)
         for seq, (current, slot) in rest.items():
@@ -312,52 +371,40 @@ class _Copier:
         for seq, (current, slot) in rest.items():
             if slot.revoke is not None and current.revoke is None:
                 store.revoke(conversation_id, seq, slot.revoke)
-        messages = [
-            slot.message
-            for current, slot in rest.values()
-            if slot.message is not None and current.message is None
-        ]
-        if messages:
-            store.insert(conversation_id, messages)
-        marking: dict[str, list[int]] = defaultdict(list)
-        for seq, (current, slot) in rest.items():
-            if slot.is_read and not current.is_read and slot.message is not None:
-                reader = next(r for r in _READERS if r != slot.message.send_id)
-                marking[reader].append(seq)
-        for reader, seqs in marking.items():
-            store.mark_read(conversation_id, seqs, reader)
 
     def _copy_counters(self) -> None:
         for page in _pages(self.source.seqs.scan_counters, self.batch):
-            for row in page.rows:
-                self.tally.seq_rows += 1
-                for name, value, raise_ in (
-                    ("max_seq", row.max_seq, self.seqs.raise_max_seq),
-                    ("min_seq", row.min_seq, self.seqs.raise_min_seq),
-                ):
-                    self._raise(
-                        row.conversation_id, name, value, partial(raise_, row.conversation_id)
-                    )
+            self._retrying(self.seqs.batch, partial(self._raise_counters, page.rows))
+            self.tally.seq_rows += len(page.rows)
             self.progress(self.tally)
+
+    def _raise_counters(self, rows: Sequence[Counters]) -> None:
+        for row in rows:
+            conv = row.conversation_id
+            self._raise(conv, "max_seq", row.max_seq, partial(self.seqs.raise_max_seq, conv))
+            self._raise(conv, "min_seq", row.min_seq, partial(self.seqs.raise_min_seq, conv))
 
     def _copy_user_seqs(self) -> None:
         for page in _pages(self.source.seqs.scan_user_seqs, self.batch):
-            for row in page.rows:
-                self.tally.seq_rows += 1
-                conv, user = row.conversation_id, row.user_id
-                self._raise(
-                    conv,
-                    f"user {user} min_seq",
-                    row.min_seq,
-                    partial(self.seqs.raise_user_min_seq, conv, user),
-                )
-                self._raise(
-                    conv,
-                    f"user {user} read_seq",
-                    row.read_seq,
-                    partial(self.seqs.raise_read_seq, conv, user),
-                )
+            self._retrying(self.seqs.batch, partial(self._raise_user_seqs, page.rows))
+            self.tally.seq_rows += len(page.rows)
             self.progress(self.tally)
+
+    def _raise_user_seqs(self, rows: Sequence[UserSeqs]) -> None:
+        for row in rows:
+            conv, user = row.conversation_id, row.user_id
+            floor = partial(self.seqs.raise_user_min_seq, conv, user)
+            self._raise(conv, f"user {user} min_seq", row.min_seq, floor)
+            read = partial(self.seqs.raise_read_seq, conv, user)
+            self._raise(conv, f"user {user} read_seq", row.read_seq, read)
+
+    def _claim(
+        self,
+        claims: dict[tuple[str, int], dict[str, int]],
+        recorded_by: dict[tuple[str, int], dict[str, int]],
+    ) -> None:
+        for key, wanted in claims.items():
+            recorded_by[key] = self.seqs.claim_sends(key[0], wanted, at=key[1])
 
     def _raise(
         self, conversation_id: str, what: str, value: int, raise_: Callable[[int], int]
@@ -376,8 +423,10 @@ class _Copier:
             for row in page.rows:
                 self.tally.seq_rows += 1
                 claims[row.conversation_id, row.claimed_at][row.client_msg_id] = row.seq
+            recorded_by: dict[tuple[str, int], dict[str, int]] = {}
+            self._retrying(self.seqs.batch, partial(self._claim, claims, recorded_by))
             for (conversation_id, at), wanted in claims.items():
-                recorded = self.seqs.claim_sends(conversation_id, wanted, at=at)
+                recorded = recorded_by[conversation_id, at]
                 for cid, seq in wanted.items():
                     if recorded.get(cid) != seq:
                         self.tally.differ(
@@ -411,8 +460,11 @@ class _Checker:
     def _slots(self, one: MessageService, other: MessageService, *, count: bool) -> None:
         """Slots of one compared with other's; the second pass only reports what one lacks."""
         for page in _pages(one.store.scan, self.batch):
-            for conversation_id, items in _by_conversation(page.slots).items():
-                found = other.store.get(conversation_id, [item.seq for item in items])
+            grouped = _by_conversation(page.slots)
+            wanted = {conv: [item.seq for item in items] for conv, items in grouped.items()}
+            found_by = other.store.get_many(wanted)
+            for conversation_id, items in grouped.items():
+                found = found_by.get(conversation_id, {})
                 for item in items:
                     if count:
                         self.tally.saw(item)
@@ -434,9 +486,10 @@ class _Checker:
             one, other = (self.source, self.target) if forward else (self.target, self.source)
             pages: Iterator[SeqPage[Any]] = _pages(getattr(one.seqs, scan), self.batch)
             for page in pages:
-                for row in page.rows:
+                values = _values(page.rows, other.seqs)
+                for row, found in zip(page.rows, values, strict=True):
                     self.tally.seq_rows += forward
-                    for what, mine, theirs in _values(row, other.seqs):
+                    for what, mine, theirs in found:
                         if mine != theirs and (forward or theirs == 0):
                             source, target = (mine, theirs) if forward else (theirs, mine)
                             self.tally.differ(
@@ -445,19 +498,38 @@ class _Checker:
                 self.progress(self.tally)
 
 
-def _values(row: Any, seqs: SeqStore) -> list[tuple[str, int, int]]:
-    """(what, this row's value, the other store's value) for one scanned seq-store row."""
-    conv = row.conversation_id
-    if isinstance(row, Counters):
-        return [
-            ("max_seq", row.max_seq, seqs.max_seq(conv)),
-            ("min_seq", row.min_seq, seqs.min_seq(conv)),
-        ]
-    if isinstance(row, UserSeqs):
-        user = row.user_id
-        return [
-            (f"user {user} min_seq", row.min_seq, seqs.user_min_seq(conv, user)),
-            (f"user {user} read_seq", row.read_seq, seqs.read_seq(conv, user)),
-        ]
-    recorded = seqs.sent_seqs(conv, [row.client_msg_id]).get(row.client_msg_id, 0)
-    return [(f"send {row.client_msg_id}", row.seq, recorded)]
+def _values(rows: Sequence[Any], seqs: SeqStore) -> list[list[tuple[str, int, int]]]:
+    """Per scanned seq-store row: (what, this row's value, the other store's value).
+
+    The other store is read once per page (``counters_of``, ``user_seqs_of``, and
+    ``sent_seqs`` once per conversation of the page).
+    """
+    counters = seqs.counters_of([r.conversation_id for r in rows if isinstance(r, Counters)])
+    users = seqs.user_seqs_of(
+        [(r.conversation_id, r.user_id) for r in rows if isinstance(r, UserSeqs)]
+    )
+    claims: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        if isinstance(row, SendClaim):
+            claims[row.conversation_id].append(row.client_msg_id)
+    sent = {conv: seqs.sent_seqs(conv, cids) for conv, cids in claims.items()}
+    values: list[list[tuple[str, int, int]]] = []
+    for row in rows:
+        conv = row.conversation_id
+        if isinstance(row, Counters):
+            theirs = counters[conv]
+            values.append(
+                [("max_seq", row.max_seq, theirs.max_seq), ("min_seq", row.min_seq, theirs.min_seq)]
+            )
+        elif isinstance(row, UserSeqs):
+            user = users[conv, row.user_id]
+            values.append(
+                [
+                    (f"user {row.user_id} min_seq", row.min_seq, user.min_seq),
+                    (f"user {row.user_id} read_seq", row.read_seq, user.read_seq),
+                ]
+            )
+        else:
+            recorded = sent[conv].get(row.client_msg_id, 0)
+            values.append([(f"send {row.client_msg_id}", row.seq, recorded)])
+    return values

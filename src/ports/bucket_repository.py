@@ -43,6 +43,14 @@ class BucketRepository(Protocol):
         """
         ...
 
+    def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
+        """``create_bucket`` of many buckets in as few round trips as the engine allows.
+
+        Returns the doc_ids created; a bucket that existed already is left as it was. The
+        default creates them one by one.
+        """
+        return {doc_id for doc_id, slots in buckets.items() if self.create_bucket(doc_id, slots)}
+
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Read the given slot indexes of one or many buckets in one round trip.
 

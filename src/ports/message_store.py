@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
 from domain.layout import BucketLayout
@@ -51,6 +52,34 @@ class MessageStore(Protocol):
         deleter is returned.
         """
         ...
+
+    def insert_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, InsertResult]:
+        """``insert`` of several conversations' messages at once, by conversation_id.
+
+        Every outcome and guarantee of ``insert`` holds per conversation; the store writes
+        what does not exist yet (buckets, rows) in as few round trips as the engine allows
+        (bulk loading: ``imbucket migrate``). The default inserts conversation by
+        conversation.
+        """
+        return {conv: self.insert(conv, messages) for conv, messages in batches.items()}
+
+    def get_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """``get`` of several conversations at once, in one round trip where the engine allows.
+
+        Every conversation of wanted is a key of the result (``{}`` when nothing is stored).
+        The default reads conversation by conversation.
+        """
+        return {conv: self.get(conv, seqs) for conv, seqs in wanted.items()}
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A block whose writes the engine may commit together (one SQL transaction).
+
+        For bulk loading. Writes keep their meaning; on SQL they become visible to others
+        when the block ends, a failure inside rolls the block's writes back and raises
+        ``StoreUnavailable`` (every write is idempotent: run the block again), and a batch
+        opened inside another joins it. Other engines write as usual (the default).
+        """
+        return nullcontext()
 
     def revoke(self, conversation_id: str, seq: int, revoke: Revoke) -> bool:
         """Record a revoke on seq; False (nothing written) if already revoked or purged."""

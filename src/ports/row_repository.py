@@ -41,6 +41,22 @@ class RowRepository(Protocol):
         """
         ...
 
+    def insert_new_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, set[int]]:
+        """``insert_new`` of several conversations in as few statements as the engine allows.
+
+        Returns, by conversation_id, the seqs not stored (absent: every one was stored).
+        The default inserts conversation by conversation.
+        """
+        missed = {conv: self.insert_new(conv, messages) for conv, messages in batches.items()}
+        return {conv: seqs for conv, seqs in missed.items() if seqs}
+
+    def read_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """``read`` of several conversations in one round trip; absent: no row exists.
+
+        The default reads conversation by conversation.
+        """
+        return {conv: self.read(conv, seqs) for conv, seqs in wanted.items()}
+
     def read(
         self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
     ) -> dict[int, Slot]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
 from domain.model import TableStats, Watermarks
@@ -104,6 +105,26 @@ class SeqStore(Protocol):
     def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
         """A page of at most ``limit`` recorded send claims, as above."""
         ...
+
+    def counters_of(self, conversation_ids: Sequence[str]) -> dict[str, Counters]:
+        """max_seq and min_seq of every conversation given, in one round trip where possible.
+
+        Every id given is a key (values never set read as 0). The default reads one by one.
+        """
+        return {c: Counters(c, self.max_seq(c), self.min_seq(c)) for c in conversation_ids}
+
+    def user_seqs_of(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], UserSeqs]:
+        """The clear floor and read seq of every (conversation_id, user_id) given, as above."""
+        return {
+            (c, u): UserSeqs(c, u, self.user_min_seq(c, u), self.read_seq(c, u)) for c, u in keys
+        }
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A block whose writes the engine may commit together; see ``MessageStore.batch``.
+
+        Other engines write as usual (the default).
+        """
+        return nullcontext()
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """max_seq, min_seq and the user's min_seq, read together in one round trip."""

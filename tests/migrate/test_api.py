@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from adapters.bucket import BucketMessageStore
+from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from app import MessageService, open_service
 from app.migrate import TargetConflict, migrate, verify
+from domain.errors import StoreUnavailable
+from domain.layout import BucketLayout
 from domain.model import Draft, Revoke, Role
 from domain.scan import SlotPage
 from imbucket_contract.factories import message, messages
@@ -133,6 +138,7 @@ class _Dying:
     WRITES = frozenset(
         {
             "insert",
+            "insert_many",
             "revoke",
             "delete_for",
             "mark_read",
@@ -179,3 +185,68 @@ def test_killed_before_any_one_of_its_writes_it_resumes_and_converges(
             )
         migrate(source, target)
         assert verify(source, target).differences == 0, n
+
+
+class _DyingRepository(_Dying):
+    """A bucket repository that dies at its n-th write: kill points inside ``insert_many``."""
+
+    WRITES = frozenset(
+        {"write_messages", "create_bucket", "set_revoke", "patch", "add_spilled", "drop_spilled"}
+    )
+
+    def create_buckets(self, buckets: Any) -> set[str]:
+        """One write per bucket, so that a kill can fall between two of them."""
+        return {doc_id for doc_id, slots in buckets.items() if self.create_bucket(doc_id, slots)}
+
+
+def test_killed_inside_a_bulk_insert_it_resumes_and_converges(source: MessageService) -> None:
+    def target(budget: list[int]) -> tuple[MemoryBucketRepository, MessageService]:
+        repository = MemoryBucketRepository(BucketLayout(37))
+        dying = BucketMessageStore(_DyingRepository(repository, budget))  # type: ignore[arg-type]
+        return repository, MessageService(dying, MemorySeqStore())
+
+    total = [10**6]
+    migrate(source, target(total)[1])
+    writes = 10**6 - total[0]
+    assert writes > 10
+    for n in range(writes):
+        repository, killed = target([n])
+        with pytest.raises(Killed):
+            migrate(source, killed)
+        resumed = MessageService(BucketMessageStore(repository), killed.seqs)
+        migrate(source, resumed)
+        assert verify(source, resumed).differences == 0, n
+
+
+class _Flaky:
+    """A store whose first `failures` batches fail as they end (their writes landed)."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self.inner, self.failures = inner, failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        yield
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("the server went away")
+
+
+def test_a_page_whose_batch_fails_is_tried_again(source: MessageService) -> None:
+    target = memory(37)
+    flaky = _Flaky(target.store, failures=2)  # twice on the first page: the third try lands
+    tally = migrate(source, MessageService(flaky, target.seqs))  # type: ignore[arg-type]
+    assert (tally.differences, flaky.failures) == (0, 0)
+    assert verify(source, target).differences == 0
+
+
+def test_a_page_failing_every_try_stops_the_run(source: MessageService) -> None:
+    target = memory(37)
+    flaky = _Flaky(target.store, failures=3)
+    with pytest.raises(StoreUnavailable):
+        migrate(source, MessageService(flaky, target.seqs))  # type: ignore[arg-type]
+    migrate(source, target)  # run again: it resumes
+    assert verify(source, target).differences == 0

@@ -16,7 +16,17 @@ from app import open_service
 from app.settings import load_settings
 from domain.budget import BucketBounds, TagBudget
 from domain.errors import ConfigError
-from domain.model import DEFAULT_LIMITS, Limits, Message, Revoke, Role, SessionType, message_bytes
+from domain.model import (
+    DEFAULT_LIMITS,
+    Limits,
+    Message,
+    Revoke,
+    Role,
+    SessionType,
+    message_bytes,
+    message_bytes_at_most,
+)
+from domain.model import DRAFT_FIELDS as _DRAFT_FIELDS
 from domain.sizes import entry_bytes, revoke_bytes, text_bytes
 from imbucket_contract.factories import CONV, draft
 
@@ -60,6 +70,20 @@ messages = st.builds(
 @given(messages)
 def test_message_bytes_bound_every_encoding(message: Message) -> None:
     assert max(encodings(message_to_doc(message))) <= message_bytes(message, L)
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages)
+def test_the_cheap_bound_is_never_below_message_bytes(message: Message) -> None:
+    assert message_bytes(message, L) <= message_bytes_at_most(message)
+
+
+def test_the_cheap_bound_counts_every_character_at_four_bytes() -> None:
+    wide = replace(draft(1), content="\U0001f600" * 100)
+    sent = Message(conversation_id=CONV, seq=1, **{f: getattr(wide, f) for f in _DRAFT_FIELDS})
+    empty = replace(sent, content="")
+    assert message_bytes_at_most(sent) - message_bytes_at_most(empty) == 4 * 100
+    assert message_bytes(sent, L) <= message_bytes_at_most(sent)
 
 
 @settings(max_examples=100, deadline=None)

@@ -31,6 +31,9 @@ from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
 from domain.tags import MAX_ROUNDS
 from ports.bucket_repository import Spilled, Viewed
 
+# Filled slots one create_buckets command carries at most.
+_CREATE_SLOTS = 200
+
 
 class MongoBucketRepository:
     """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array.
@@ -63,6 +66,33 @@ class MongoBucketRepository:
             except DuplicateKeyError:
                 return False
         return True
+
+    def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
+        """Unordered insert_many of at most _CREATE_SLOTS filled slots each.
+
+        A duplicate doc_id means that bucket existed. Bounding each command keeps its reply
+        within the statement timeout whatever the page size.
+        """
+        created: set[str] = set()
+        chunk: list[str] = []
+        filled = 0
+        for doc_id, slots in buckets.items():
+            if chunk and filled + len(slots) > _CREATE_SLOTS:
+                created |= self._create(chunk, buckets)
+                chunk, filled = [], 0
+            chunk.append(doc_id)
+            filled += len(slots)
+        return created | (self._create(chunk, buckets) if chunk else set())
+
+    def _create(self, doc_ids: list[str], buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
+        documents = [commands.new_bucket(d, buckets[d], self.layout.size) for d in doc_ids]
+        with translated("create buckets"):
+            try:
+                self._buckets.insert_many(documents, ordered=False)
+            except BulkWriteError as error:
+                lost = set(duplicate_positions(error.details))
+                return {doc_id for n, doc_id in enumerate(doc_ids) if n not in lost}
+        return set(doc_ids)
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """One aggregate over all wanted buckets, projecting only the wanted slots."""

@@ -24,6 +24,8 @@ from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
 from domain.scan import ScannedSlot, SlotPage
 from domain.tags import MAX_ROUNDS
 
+_BULK = 200  # upserts one insert_new_many command carries at most
+
 
 class MongoRowRepository:
     """RowRepository on collection ``msg_row``, clustered on _id when the server can (>= 5.3)."""
@@ -50,6 +52,32 @@ class MongoRowRepository:
             return set()
         fills = [commands.fill_row(conversation_id, m) for m in messages]
         return {messages[i].seq for i in self._bulk_upsert(fills, "insert messages")}
+
+    def insert_new_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, set[int]]:
+        """The upserts of every conversation in one unordered bulk write."""
+        keys = [(conv, m.seq) for conv, messages in batches.items() for m in messages]
+        if not keys:
+            return {}
+        fills = [commands.fill_row(conv, m) for conv, ms in batches.items() for m in ms]
+        missed: dict[str, set[int]] = {}
+        # Commands of at most _BULK upserts each, so that each reply comes within the timeout.
+        for start in range(0, len(fills), _BULK):
+            for position in self._bulk_upsert(fills[start : start + _BULK], "insert messages"):
+                conv, seq = keys[start + position]
+                missed.setdefault(conv, set()).add(seq)
+        return missed
+
+    def read_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """One find with ``_id: {$in}`` over every conversation's rows."""
+        ids = [commands.row_id(conv, seq) for conv, seqs in wanted.items() for seq in seqs]
+        if not ids:
+            return {}
+        found: dict[str, dict[int, Slot]] = {}
+        with translated("read messages"):
+            for doc in self._rows.find({"_id": {"$in": ids}}):
+                conv = doc["_id"]["c"]
+                found.setdefault(conv, {})[int(doc["_id"]["s"])] = slot_from_doc(conv, doc)
+        return found
 
     def read(
         self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None

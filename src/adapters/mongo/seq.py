@@ -10,6 +10,7 @@ moves down.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
@@ -168,6 +169,34 @@ class MongoSeqStore:
             for d in found
         ]
         return SeqPage(tuple(rows), cursor)
+
+    def counters_of(self, conversation_ids: Sequence[str]) -> dict[str, Counters]:
+        """One find with ``$in``; see SeqStore.counters_of."""
+        found = {c: Counters(c, 0, 0) for c in conversation_ids}
+        if conversation_ids:
+            query = {"conversation_id": {"$in": sorted(set(conversation_ids))}}
+            with translated("read counters"):
+                for d in self._connection.collection(commands.SEQS).find(query, {"_id": 0}):
+                    c = d["conversation_id"]
+                    found[c] = Counters(c, int(d.get("max_seq", 0)), int(d.get("min_seq", 0)))
+        return found
+
+    def user_seqs_of(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], UserSeqs]:
+        """One find with ``$or`` of the keys; see SeqStore.user_seqs_of."""
+        found = {(c, u): UserSeqs(c, u, 0, 0) for c, u in keys}
+        if keys:
+            query = {"$or": [commands.user_seqs(c, u) for c, u in sorted(set(keys))]}
+            with translated("read user watermarks"):
+                for d in self._connection.collection(commands.USER_SEQS).find(query, {"_id": 0}):
+                    c, u = d["conversation_id"], d["user_id"]
+                    if (c, u) in found:
+                        min_seq, read = int(d.get("min_seq", 0)), int(d.get("read_seq", 0))
+                        found[c, u] = UserSeqs(c, u, min_seq, read)
+        return found
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Writes as usual; see SeqStore.batch."""
+        return nullcontext()
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """One aggregate on ``seq`` with ``$unionWith`` of ``seq_user``: one round trip."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -64,6 +65,7 @@ from ports.bucket_repository import Spilled, Viewed
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
+_ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
 
 
 class SqlBucketRepository:
@@ -107,6 +109,33 @@ class SqlBucketRepository:
         statements = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
         return self._all_or_nothing(statements)
+
+    def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
+        """Multi-row INSERTs that skip existing doc_ids and return the created ones.
+
+        Buckets go in as few statements as the server's limits allow; one too large for a
+        statement of its own is created by ``create_bucket``.
+        """
+        rows: list[tuple[str, str]] = []
+        sizes: list[int] = []
+        created: set[str] = set()
+        budget = self.db.limits().max_bytes - STATEMENT_OVERHEAD
+        for doc_id, slots in buckets.items():
+            check_key(conversation_of(doc_id), "conversation_id")
+            msgs = [slot_to_doc(slots.get(i, EMPTY_SLOT)) for i in range(self.layout.size)]
+            whole = _dumps(msgs)
+            size = value_bytes(whole) + value_bytes(doc_id) + _ROW_SQL_BYTES
+            if size <= budget:
+                rows.append((doc_id, whole))
+                sizes.append(size)
+            elif self.create_bucket(doc_id, slots):
+                created.add(doc_id)
+        docs = self.schema.docs
+        for chunk in batches(rows, sizes, 2, self.db.limits()):
+            values = [{"doc_id": d, "msgs": self._document(whole)} for d, whole in chunk]
+            statement = self.db.insert_ignore(docs).values(values).returning(docs.c.doc_id)
+            created |= {row[0] for row in self.db.execute(statement).rows}
+        return created
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Requested slots of existing buckets, all buckets in one SELECT."""
@@ -310,12 +339,18 @@ class SqlBucketRepository:
 
     def _new_bucket(self, doc_id: str, msgs: str) -> Executable:
         """INSERT of a bucket whose msgs is the JSON text msgs, unless doc_id exists."""
+        return self.db.insert_ignore(self.schema.docs).values(
+            doc_id=doc_id, msgs=self._document(msgs)
+        )
+
+    def _document(self, msgs: str) -> ColumnElement[Any]:
+        """The JSON text msgs as the value of the msgs column."""
         # Bound as text in the compact form the JSON functions write, so that a bucket's
         # stored size does not depend on which write created it.
         document: ColumnElement[Any] = literal(msgs, Text)
         if self.db.kind == "postgresql":
             document = cast(document, postgresql.JSONB)
-        return self.db.insert_ignore(self.schema.docs).values(doc_id=doc_id, msgs=document)
+        return document
 
     def _filling(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
         """UPDATE storing message JSON docs by slot index iff every one of those slots is free."""
@@ -368,6 +403,10 @@ class SqlBucketStore(BucketMessageStore):
 
     def __init__(self, repository: SqlBucketRepository, budget: TagBudget | None = None) -> None:
         super().__init__(repository, budget)
+
+    def batch(self) -> AbstractContextManager[None]:
+        """One transaction for the block's writes; see MessageStore.batch."""
+        return self.repository.db.batch()
 
     @property
     def engine(self) -> Engine:

@@ -133,6 +133,7 @@ class Database:
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
         self._limits: StatementLimits | None = None
+        self._held = threading.local()  # the connection of this thread's open batch, if any
         # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long.
         self.watchdog: Watchdog | None = None
         if self.kind == "postgresql":
@@ -172,6 +173,9 @@ class Database:
         The first attempt runs without any retry machinery (the fast path of every read);
         only a failed attempt enters the retry loop.
         """
+        held: Connection | None = getattr(self._held, "connection", None)
+        if held is not None:
+            return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
         started = time.monotonic()
         try:
             return self._attempt(work, atomic)
@@ -209,6 +213,60 @@ class Database:
             except _Failure as again:
                 failure = again
         raise failure.translated(self.server, attempts, idempotent) from failure.error
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Run every statement this thread issues inside one transaction until the block ends.
+
+        For bulk loading (``imbucket migrate``): one commit for many statements instead of
+        one each. Re-entrant: an inner batch joins the outer one. Inside a batch, atomic
+        work runs under a SAVEPOINT and nothing is tried again: a failure rolls the whole
+        batch back and raises StoreUnavailable (store writes are idempotent, so the caller
+        can run the batch again). Locks taken by its writes are held until it ends.
+        """
+        if getattr(self._held, "connection", None) is not None:
+            yield
+            return
+        with self._lock:
+            connection = self._reconnecting()
+            try:
+                with connection:
+                    self._held.connection = connection
+                    try:
+                        with _transaction(connection, _BEGIN[self.kind]):
+                            yield
+                    finally:
+                        self._held.connection = None
+            except _CommitFailed as failed:
+                failure = self._failure(failed.error, committing=True)
+                raise failure.translated(self.server, 1, True) from failed.error
+            except SQLAlchemyError as error:
+                failure = self._failure(error, committing=False)
+                raise failure.translated(self.server, 1, True) from error
+
+    def _in_batch(
+        self,
+        connection: Connection,
+        work: Callable[[Connection], T],
+        *,
+        atomic: bool,
+        idempotent: bool,
+    ) -> T:
+        """Work inside the open batch; atomic work under a savepoint, failures not retried."""
+        try:
+            if not atomic:
+                return work(connection)
+            connection.exec_driver_sql("SAVEPOINT imb_atomic")
+            try:
+                result = work(connection)
+            except BaseException:
+                connection.exec_driver_sql("ROLLBACK TO SAVEPOINT imb_atomic")
+                raise
+            connection.exec_driver_sql("RELEASE SAVEPOINT imb_atomic")
+            return result
+        except SQLAlchemyError as error:
+            failure = self._failure(error, committing=False)
+            raise failure.translated(self.server, 1, idempotent) from error
 
     @contextmanager
     def schema_lock(self) -> Iterator[Connection]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import (
@@ -27,6 +28,7 @@ from sqlalchemy import (
     func,
     literal_column,
     null,
+    or_,
     select,
     tuple_,
     union,
@@ -40,6 +42,7 @@ from adapters.row import RowMessageStore
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
 from adapters.sql.sizing import batches, row_bytes
+from adapters.sql.sizing import batches as batches_of
 from adapters.sql.stats import footprint
 from domain.layout import BucketLayout
 from domain.model import (
@@ -84,6 +87,29 @@ class SqlRowRepository:
             inserted |= self._insert_new(chunk)
         return {m.seq for m in messages} - inserted
 
+    def insert_new_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, set[int]]:
+        """The rows of every conversation in as few INSERTs as the limits allow."""
+        rows: list[dict[str, Any]] = []
+        for conversation_id, messages in batches.items():
+            check_keys(conversation_id)
+            rows += [_message_row(conversation_id, m) for m in messages]
+        sizes = [row_bytes(row) for row in rows]
+        inserted: set[tuple[str, int]] = set()
+        for chunk in batches_of(rows, sizes, len(_MESSAGE_COLUMNS) + 2, self.db.limits()):
+            table = self._messages
+            statement = (
+                self.db.insert_ignore(table)
+                .values(list(chunk))
+                .returning(table.c.conversation_id, table.c.seq)
+            )
+            inserted |= {(row[0], int(row[1])) for row in self.db.execute(statement).rows}
+        missed: dict[str, set[int]] = {}
+        for conversation_id, messages in batches.items():
+            left = {m.seq for m in messages} - {s for c, s in inserted if c == conversation_id}
+            if left:
+                missed[conversation_id] = left
+        return missed
+
     def read(
         self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None
     ) -> dict[int, Slot]:
@@ -101,6 +127,43 @@ class SqlRowRepository:
         else:
             rows = self.db.execute(self._reads.viewed[scattered], {**params, "viewer": viewer}).rows
         return _slots(conversation_id, rows)
+
+    def read_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """Message, deleter and reader rows of every conversation in one UNION."""
+        wanted = {conv: seqs for conv, seqs in wanted.items() if seqs}
+        for conversation_id in wanted:
+            check_keys(conversation_id)
+        if not wanted:
+            return {}
+        schema = self.schema
+        width = len(_ROW_COLUMNS)
+
+        def where(table: Table) -> ColumnElement[bool]:
+            return or_(*(_at(table, conv, seqs) for conv, seqs in wanted.items()))
+
+        tags = [
+            select(
+                literal_column(str(kind)).label("kind"),
+                table.c.conversation_id,
+                table.c.seq,
+                table.c.user_id,
+                *(null() for _ in range(width)),
+            ).where(where(table))
+            for kind, table in ((_DELETION, schema.deletions), (_READER, schema.readers))
+        ]
+        messages = select(
+            literal_column(str(_MESSAGE)).label("kind"),
+            self._messages.c.conversation_id,
+            self._messages.c.seq,
+            cast(null(), String).label("user_id"),
+            *(self._messages.c[name] for name in _ROW_COLUMNS),
+        ).where(where(self._messages))
+        # Rows are (kind, conversation_id, seq, user_id, *_ROW_COLUMNS); _slots reads them
+        # without the conversation_id.
+        by_conversation: dict[str, list[Sequence[Any]]] = {}
+        for row in self.db.execute(union_all(messages, *tags)).rows:
+            by_conversation.setdefault(row[1], []).append((row[0], *row[2:]))
+        return {conv: _slots(conv, rows) for conv, rows in by_conversation.items()}
 
     def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
         """The message rows alone, without deleters and readers; see RowRepository."""
@@ -184,7 +247,7 @@ class SqlRowRepository:
         """Rows in (conversation_id, seq) order; see RowRepository.scan.
 
         One statement finds the page's keys in the three tables (a key range scan of each),
-        then one ``read`` per conversation on the page reads its slots.
+        then one ``read_many`` reads the slots of every conversation on the page.
         """
         start = None if after is None else tuple(json.loads(after))
         keys = [(row[0], int(row[1])) for row in self.db.execute(self._keys(start, limit)).rows]
@@ -192,8 +255,9 @@ class SqlRowRepository:
         for conversation_id, seq in keys:
             by_conversation.setdefault(conversation_id, []).append(seq)
         scanned: list[ScannedSlot] = []
+        read = self.read_many(by_conversation)
         for conversation_id, seqs in by_conversation.items():
-            found = self.read(conversation_id, seqs)
+            found = read.get(conversation_id, {})
             scanned += [ScannedSlot(conversation_id, s, found[s]) for s in seqs if s in found]
         cursor = json.dumps(list(keys[-1])) if len(keys) == limit else None
         return SlotPage(tuple(scanned), cursor)
@@ -284,6 +348,10 @@ class SqlRowStore(RowMessageStore):
     def db(self) -> Database:
         """The repository's database (for instrumentation and white-box tests)."""
         return self.repository.db
+
+    def batch(self) -> AbstractContextManager[None]:
+        """One transaction for the block's writes; see MessageStore.batch."""
+        return self.repository.db.batch()
 
     @property
     def schema(self) -> RowSchema:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import astuple
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    or_,
     select,
     tuple_,
 )
@@ -225,6 +227,46 @@ class SqlSeqStore:
         if after is not None:
             query = query.where(tuple_(*columns) > tuple_(*json.loads(after)))
         return list(self.db.execute(query).rows)
+
+    def counters_of(self, conversation_ids: Sequence[str]) -> dict[str, Counters]:
+        """One SELECT ... IN; see SeqStore.counters_of."""
+        for conversation_id in conversation_ids:
+            check_keys(conversation_id)
+        found = {c: Counters(c, 0, 0) for c in conversation_ids}
+        if conversation_ids:
+            table = self._seqs
+            query = select(table.c.conversation_id, table.c.max_seq, table.c.min_seq).where(
+                table.c.conversation_id.in_(sorted(set(conversation_ids)))
+            )
+            for c, m, n in self.db.execute(query).rows:
+                found[c] = Counters(c, int(m), int(n))
+        return found
+
+    def user_seqs_of(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], UserSeqs]:
+        """One SELECT per page of keys (by conversation); see SeqStore.user_seqs_of."""
+        found = {(c, u): UserSeqs(c, u, 0, 0) for c, u in keys}
+        if keys:
+            for conversation_id, user_id in keys:
+                check_keys(conversation_id, user_id)
+            table = self._users
+            by_conversation: dict[str, set[str]] = {}
+            for c, u in keys:
+                by_conversation.setdefault(c, set()).add(u)
+            where = or_(
+                *(
+                    and_(table.c.conversation_id == c, table.c.user_id.in_(sorted(users)))
+                    for c, users in by_conversation.items()
+                )
+            )
+            columns = (table.c.conversation_id, table.c.user_id, table.c.min_seq, table.c.read_seq)
+            for c, u, m, r in self.db.execute(select(*columns).where(where)).rows:
+                if (c, u) in found:
+                    found[c, u] = UserSeqs(c, u, int(m), int(r))
+        return found
+
+    def batch(self) -> AbstractContextManager[None]:
+        """One transaction for the block's writes; see SeqStore.batch."""
+        return self.db.batch()
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """max_seq, min_seq and the user's min_seq in one statement (built once, bound here)."""
