@@ -4,4 +4,22 @@ They run on the same backend rows as the black-box contract suite in ``tests/con
 its row fixtures are imported here, so the two never drift apart.
 """
 
+from collections.abc import Iterator
+
+import pytest
+
+from app.instrument.probe import Probe, probing
+from app.service import MessageService
+from imbucket_contract.rows import Config
 from tests.contract.conftest import *  # noqa: F403  (the backend rows and their fixtures)
+
+
+@pytest.fixture
+def probed(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
+    """A service opened while round trips are being counted (pymongo needs that order)."""
+    with probing() as probe:
+        service = probe.open_service(backend_config)
+        try:
+            yield probe, service
+        finally:
+            service.close()

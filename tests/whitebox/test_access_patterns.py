@@ -7,27 +7,15 @@ side must stay within the bound either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from app import MessageService
-from app.instrument.probe import Probe, probing
+from app.instrument.probe import Probe
 from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import Config
 
 CACHE = "redis"
-
-
-@pytest.fixture
-def probed(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
-    """A service opened while round trips are being counted (pymongo needs that order)."""
-    with probing() as probe:
-        service = probe.open_service(backend_config)
-        try:
-            yield probe, service
-        finally:
-            service.close()
 
 
 # Both pulls straddle two buckets (91..110 and 11..110 of 110 messages).

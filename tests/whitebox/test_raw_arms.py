@@ -8,17 +8,16 @@ round trip. Counts only, never times.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from app import MessageService
-from app.instrument.probe import Probe, probing
+from app.instrument.probe import Probe
 from app.instrument.raw import raw_arm
 from domain.projection import MessageView
 from imbucket_contract.factories import CONV, messages
-from tests.contract.conftest import ROWS, Config
+from tests.contract.conftest import ROWS
 
 # Every uncached store of the SQL engines and MongoDB has an arm (the spill row is sql-bucket).
 ARMED = [
@@ -27,17 +26,6 @@ ARMED = [
     if row.id.startswith(("sql-row", "sql-bucket", "mongo-")) and "+" not in row.id
 ]
 pytestmark = pytest.mark.parametrize("backend_config", ARMED, indirect=True)
-
-
-@pytest.fixture
-def probed(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
-    """A service opened while round trips are being counted (pymongo needs that order)."""
-    with probing() as probe:
-        service = probe.open_service(backend_config)
-        try:
-            yield probe, service
-        finally:
-            service.close()
 
 
 def seqs_of(found: list[Any]) -> list[int]:

@@ -8,12 +8,12 @@ pin says how much and docs/buckets.md says why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from app import MessageService
-from app.instrument.probe import Probe, probing
+from app.instrument.probe import Probe
 from domain.model import Actor, Role
 from imbucket_contract.factories import CONV, messages
 from tests.contract.conftest import Config
@@ -36,17 +36,6 @@ TAG_WRITES: dict[str, Callable[[MessageService], object]] = {
 MARK_READ = 3
 MARIADB_READ_BACK = 1
 SQL_ROW_PURGE = 5
-
-
-@pytest.fixture
-def probed(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
-    """A service opened while round trips are being counted (pymongo needs that order)."""
-    with probing() as probe:
-        service = probe.open_service(backend_config)
-        try:
-            yield probe, service
-        finally:
-            service.close()
 
 
 def expected(backend_config: Config, operation: str) -> int:
