@@ -20,6 +20,7 @@ from domain.errors import ConfigError
 from domain.layout import BucketLayout
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
+from ports.view_reads import ViewReads
 
 if TYPE_CHECKING:
     from adapters.mongo.connection import MongoConnection
@@ -32,6 +33,8 @@ class Backend:
     store: MessageStore
     seqs: SeqStore
     version: Callable[[], str] | None = None
+    # The pull's reads in one round trip, when the store and seq store share an engine.
+    views: ViewReads | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -160,6 +163,11 @@ def store_of(backend: Backend) -> MessageStore:
 def seqs_of(backend: Backend) -> SeqStore:
     """The backend's SeqStore."""
     return backend.seqs
+
+
+def views_of(backend: Backend) -> ViewReads | None:
+    """The backend's fused pull reads, if it has them (else the service reads separately)."""
+    return backend.views
 
 
 def version_of(backend: Backend) -> str:

@@ -82,12 +82,20 @@ class Container(containers.DeclarativeContainer):
         **{"redis-cluster": _cached_store(config, backend, cluster=True)},
     )
     seqs = providers.Callable(backends.seqs_of, backend)
+    # Behind a cache a pull reads the cache first: the service reads separately for now.
+    views = providers.Selector(
+        config.cache.backend,
+        none=providers.Callable(backends.views_of, backend),
+        redis=providers.Object(None),
+        **{"redis-cluster": providers.Object(None)},
+    )
     version = providers.Callable(backends.version_of, backend)
 
     service = providers.Singleton(
         MessageService,
         store=store,
         seqs=seqs,
+        views=views,
         limits=limits,
         claim_retention_seconds=config.store.send_claim_retention_seconds,
     )

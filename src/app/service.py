@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
+from app.views import SeparateViews
 from domain import policy, sending
 from domain.errors import (
     InvalidArgument,
@@ -25,6 +26,7 @@ from domain.model import (
     InsertResult,
     Limits,
     Message,
+    Pick,
     Role,
     Slot,
     StoreStats,
@@ -43,6 +45,7 @@ from domain.projection import Entry, project
 from domain.tags import Guard, takes_revoke
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
+from ports.view_reads import ViewReads
 
 DEFAULT_CLAIM_RETENTION_SECONDS = 7 * 24 * 3600
 # Expired send claims are pruned at most once a minute per service, in bounded batches.
@@ -110,9 +113,12 @@ class MessageService:
         clock: Callable[[], int] = now_ms,
         new_id: Callable[[], str] = new_server_msg_id,
         claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS,
+        views: ViewReads | None = None,
     ) -> None:
         self.store = store
         self.seqs = seqs
+        # Pulls read through views: fused (one round trip) when the backend offers it.
+        self.views = views or SeparateViews(store, seqs)
         self.limits = limits
         self._clock = clock
         self._new_id = new_id
@@ -220,9 +226,8 @@ class MessageService:
         self._user(viewer_id, "viewer_id")
         if type(count) is not int or not 1 <= count <= self.limits.max_seqs_per_call:
             raise InvalidArgument(f"count must be an int in 1..{self.limits.max_seqs_per_call}")
-        marks = self.seqs.watermarks(conversation_id, viewer_id)
-        seqs = marks.latest(count)
-        return project(viewer_id, seqs, self._load(conversation_id, viewer_id, seqs, marks), marks)
+        marks, slots = self.views.view(conversation_id, viewer_id, Pick(latest=count))
+        return project(viewer_id, marks.latest(count), slots, marks)
 
     @_operation
     def revoke(
@@ -403,16 +408,8 @@ class MessageService:
         return sending.answers(drafts, claimed, slots)
 
     def _pull(self, conversation_id: str, viewer_id: str, seqs: list[int]) -> list[Entry]:
-        marks = self.seqs.watermarks(conversation_id, viewer_id)
-        slots = self._load(conversation_id, viewer_id, seqs, marks)
+        marks, slots = self.views.view(conversation_id, viewer_id, Pick(seqs=tuple(seqs)))
         return project(viewer_id, seqs, slots, marks)
-
-    def _load(
-        self, conversation_id: str, viewer_id: str, seqs: list[int], marks: Watermarks
-    ) -> dict[int, Slot]:
-        """The visible slots as viewer_id reads them: no deleter list travels."""
-        visible = marks.visible(seqs)
-        return self.store.get(conversation_id, visible, viewer_id) if visible else {}
 
     def _guard(self, conversation_id: str) -> Guard:
         """The allocation check a tag write runs after its read, on the seqs found empty.

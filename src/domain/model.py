@@ -537,3 +537,20 @@ def _check_text(
         value.encode()
     except UnicodeEncodeError:
         raise error(f"{what} is not valid Unicode text") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """Which seqs a pull wants: the listed ones, or the newest ``latest`` not cleared.
+
+    A store reads the watermarks and the slots in one round trip, so it cannot know the
+    seqs of a ``latest`` pick before it reads; ``of`` says which seqs the pull shows once the
+    watermarks are known.
+    """
+
+    seqs: tuple[int, ...] = ()
+    latest: int = 0
+
+    def of(self, marks: Watermarks) -> list[int]:
+        """The seqs worth reading under marks: visible listed seqs, or the latest ones."""
+        return marks.latest(self.latest) if self.latest else marks.visible(self.seqs)

@@ -1,0 +1,27 @@
+"""The pull's reads for backends that cannot fuse them: watermarks, then the slots."""
+
+from __future__ import annotations
+
+from domain.model import Pick
+from ports.message_store import MessageStore
+from ports.seq_store import SeqStore
+from ports.view_reads import View
+
+
+class SeparateViews:
+    """``ViewReads`` from a seq store and a message store: two round trips per pull.
+
+    The reference answer every fused implementation must equal (the contract suite compares
+    them), and the path of a store behind a cache or of a third-party backend.
+    """
+
+    def __init__(self, store: MessageStore, seqs: SeqStore) -> None:
+        self.store = store
+        self.seqs = seqs
+
+    def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
+        """Watermarks first, then the slots they let the viewer see."""
+        marks = self.seqs.watermarks(conversation_id, viewer_id)
+        wanted = pick.of(marks)
+        slots = self.store.get(conversation_id, wanted, viewer_id) if wanted else {}
+        return marks, slots
