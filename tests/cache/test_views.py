@@ -220,3 +220,18 @@ def test_seqs_beyond_exact_doubles_are_answered_right(viewed: Rig) -> None:
     viewed.spy.reads.clear()
     viewed.service.pull(CONV, "bob", [top - 2])
     assert viewed.spy.reads == []  # listed seqs keep their own text: still cached
+
+
+@pytest.mark.parametrize("target", ["redis-cluster"], indirect=True)
+def test_watermarks_written_before_a_failover_are_not_served(viewed: Rig) -> None:
+    """A cached watermark of another master or an earlier epoch reads as a miss."""
+    warm(viewed, KINDS[2])
+    key = viewed.cache.marks_key(CONV)
+    stamped = viewed.raw.get(key)
+    assert stamped is not None and stamped.endswith(b"|6,0")
+    stamp = stamped[: -len(b"6,0")]
+    older = stamp.replace(b"/", b"0/", 1)  # another replication id, as after a promotion
+    viewed.raw.set(key, older + b"5,0")  # a max_seq whose invalidation the promotion lost
+    assert viewed.cache.get_view(CONV, "bob", Pick(latest=20)).marks is None
+    assert [e.seq for e in viewed.service.pull_latest(CONV, "bob")] == [1, 2, 3, 4, 5, 6]
+    assert viewed.raw.get(key) == stamped  # refilled under the current stamp
