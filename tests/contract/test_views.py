@@ -32,9 +32,10 @@ def assert_same_views(
 
 
 def picks(listed: tuple[int, ...], latest: tuple[int, ...]) -> list[Pick]:
-    """Listed seqs (scattered, then ranges), then latest counts."""
+    """Listed seqs (scattered, sparse: about one per bucket, ranges), then latest counts."""
     ranges = [tuple(range(1, 101)), tuple(range(91, 111)), tuple(range(125, 140))]
-    return [Pick(seqs=listed), *(Pick(seqs=r) for r in ranges)] + [
+    sparse = [(listed[0], listed[-1]), *((seq, seq + 100, seq + 300) for seq in listed)]
+    return [Pick(seqs=seqs) for seqs in (listed, *sparse, *ranges)] + [
         Pick(latest=count) for count in latest
     ]
 
