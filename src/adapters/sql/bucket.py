@@ -83,11 +83,11 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
-# The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 # Listed seqs averaging fewer than this many per bucket are read slot by slot where the
 # engine offers it (ViewSql.sparse): on MariaDB one slot per bucket costs about half of a
 # walk of its array, two cost about as much.
 _SPARSE = 2
+# The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
 _ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
 

@@ -339,7 +339,7 @@ POSTGRES_VIEW = ViewSql(
     # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
     # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
     # hash join of 100 candidates would scan the whole table).
-    bucket_sql=("LATERAL (SELECT msgs FROM {table} WHERE doc_id = {doc_id} LIMIT 1) AS d ON 1 = 1"),
+    bucket_sql="LATERAL (SELECT msgs FROM {table} WHERE doc_id = {doc_id} LIMIT 1) AS d ON 1 = 1",
 )
 
 MARIADB_VIEW = ViewSql(

@@ -10,7 +10,7 @@ changes nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -38,6 +38,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.selectable import Subquery
 
 from adapters.codec import message_to_doc
 from adapters.row import RowMessageStore
@@ -507,36 +508,13 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
     Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *_ROW_COLUMNS). The
     watermarks (derived table ``w``) come with the message part, whose LEFT JOIN yields
     one row even when no message is found; the tag parts carry NULL there. Every part
-    reads the seqs the shape names, clamped to the viewer's visible range:
-
-    - ``latest``: the newest ``:count`` seqs, ``greatest(max_seq - count + 1, floor, 1)``
-      to ``max_seq`` (the range depends on max_seq, so it is computed in the engine);
-    - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list).
+    reads the seqs of ``_pulled`` (by shape), clamped to the viewer's visible range.
     """
     # Not ``derived``: PostgreSQL then computes each bound once per part (an InitPlan) and
     # uses it in the index condition; a derived table it cannot flatten would turn the
     # bounds into a join filter over the whole conversation.
     w = watermarks_query(schema).subquery("w")
-    floor = db.greatest(w.c.min_seq, w.c.user_min_seq)
-    # scattered: the IN list where visible; the other shapes narrow low and high.
-    low: ColumnElement[Any] = floor
-    high: ColumnElement[Any] = w.c.max_seq
-    if shape == "latest":
-        newest = w.c.max_seq - bindparam("count", type_=BigInteger) + 1
-        low = db.greatest(db.greatest(newest, floor), literal(1, BigInteger))
-    elif shape == "range":
-        low = db.greatest(floor, bindparam("first", type_=BigInteger))
-        high = db.least(w.c.max_seq, bindparam("last", type_=BigInteger))
-
-    def at(table: Table) -> ColumnElement[bool]:
-        of = table.c.conversation_id == bindparam("conversation_id")
-        if shape != "scattered":
-            return and_(of, table.c.seq.between(low, high))
-        # The IN list finds the rows; the clamp, hidden in a CASE, only filters them (as a
-        # plain range, SQLite would scan from the floor to max_seq instead).
-        visible = case((table.c.seq.between(low, high), 1), else_=0) == 1
-        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)), visible)
-
+    at = _pulled(w, db, shape)
     width = len(_ROW_COLUMNS)
     no_marks = [null() for _ in range(3)]
     messages, deletions, readers = schema.messages, schema.deletions, schema.readers
@@ -571,6 +549,35 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
         *(null() for _ in range(width)),
     ).select_from(w.join(readers, at(readers)))
     return union_all(rows, deleted, read)
+
+
+def _pulled(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnElement[bool]]:
+    """The condition on a table's rows that a pull of shape reads, clamped by ``w``.
+
+    - ``latest``: the newest ``:count`` seqs, ``greatest(max_seq - count + 1, floor, 1)``
+      to ``max_seq`` (the range depends on max_seq, so it is computed in the engine);
+    - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list).
+    """
+    floor = db.greatest(w.c.min_seq, w.c.user_min_seq)
+    low: ColumnElement[Any] = floor
+    high: ColumnElement[Any] = w.c.max_seq
+    if shape == "latest":
+        newest = w.c.max_seq - bindparam("count", type_=BigInteger) + 1
+        low = db.greatest(db.greatest(newest, floor), literal(1, BigInteger))
+    elif shape == "range":
+        low = db.greatest(floor, bindparam("first", type_=BigInteger))
+        high = db.least(w.c.max_seq, bindparam("last", type_=BigInteger))
+
+    def at(table: Table) -> ColumnElement[bool]:
+        of = table.c.conversation_id == bindparam("conversation_id")
+        if shape != "scattered":
+            return and_(of, table.c.seq.between(low, high))
+        # The IN list finds the rows; the clamp, hidden in a CASE, only filters them (as a
+        # plain range, SQLite would scan from the floor to max_seq instead).
+        visible = case((table.c.seq.between(low, high), 1), else_=0) == 1
+        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)), visible)
+
+    return at
 
 
 def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
