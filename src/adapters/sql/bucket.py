@@ -24,6 +24,7 @@ from sqlalchemy import (
     Executable,
     Text,
     and_,
+    bindparam,
     cast,
     delete,
     func,
@@ -44,8 +45,19 @@ from adapters.codec import (
     slot_to_doc,
 )
 from adapters.sql.engine import Database, Kind
-from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
+from adapters.sql.json_sql import (
+    MARIADB,
+    MARIADB_VIEW,
+    POSTGRES,
+    POSTGRES_VIEW,
+    SQLITE,
+    SQLITE_VIEW,
+    JsonSql,
+    Path,
+    ViewSql,
+)
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
+from adapters.sql.seq import watermarks_sql
 from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
 from domain.budget import BudgetConditions, TagBudget
@@ -54,15 +66,27 @@ from domain.model import (
     EMPTY_SLOT,
     PURGED_SLOT,
     Message,
+    Pick,
     Revoke,
     Slot,
     SlotPatch,
     StoreStats,
+    Watermarks,
     viewed_deleters,
 )
 from ports.bucket_repository import Spilled, Viewed
+from ports.view_reads import View
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
+_VIEW: dict[Kind, ViewSql] = {
+    "postgresql": POSTGRES_VIEW,
+    "mariadb": MARIADB_VIEW,
+    "sqlite": SQLITE_VIEW,
+}
+# Listed seqs averaging fewer than this many per bucket are read slot by slot where the
+# engine offers it (ViewSql.sparse): on MariaDB one slot per bucket costs about half of a
+# walk of its array, two cost about as much.
+_SPARSE = 2
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
 _ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
@@ -79,6 +103,7 @@ class SqlBucketRepository:
         self._json = _JSON[db.kind]
         self._table = schema.docs.name
         self._spill = schema.spill
+        self._views = _Views(schema, layout, _VIEW[db.kind])
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -172,6 +197,50 @@ class SqlBucketRepository:
                 deleted_by = viewed_deleters(viewer, bool(has), bool(count))
                 found[doc_id][index] = (replace(slot, deleted_by=deleted_by), int(count))
         return found
+
+    def view(
+        self, conversation_id: str, viewer: str, pick: Pick
+    ) -> tuple[Watermarks, dict[str, dict[int, Slot]]]:
+        """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
+
+        Slots as ``read_viewed`` returns them (no deleter list; a ``spilled`` flag is left
+        for ``BucketMessageStore.viewed`` to settle), by doc_id; a missing bucket is absent.
+        The seqs of a ``latest`` pick are computed in the engine from max_seq, among at most
+        ``ceil(count / size) + 1`` candidate buckets.
+        """
+        check_key(conversation_id, "conversation_id")
+        check_key(viewer, "user_id")
+        params: dict[str, Any] = {"conversation_id": conversation_id, "user_id": viewer}
+        size = self.layout.size
+        if pick.latest:
+            statement = self._views.latest
+            params.update(viewer=viewer, count=pick.latest)
+            params["docs"] = _dumps(list(range(-(-pick.latest // size) + 1)))
+        elif pick.seqs:
+            seqs = sorted(set(pick.seqs))
+            docs = sorted({self.layout.doc_index(s) for s in seqs})
+            params["viewer"] = viewer
+            if self._views.sparse is not None and len(seqs) < _SPARSE * len(docs):
+                statement = self._views.sparse
+                slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
+                params["slots"] = _dumps(slots)
+            else:
+                statement = self._views.listed
+                params.update(seqs=seqs, docs=_dumps(docs))
+        else:  # nothing to read but the watermarks
+            (row,) = self.db.execute(self._views.marks, params).rows
+            return Watermarks(*map(int, row)), {}
+        rows = self.db.execute(statement, params).rows
+        marks = Watermarks(*map(int, rows[0][:3]))
+        found: dict[str, dict[int, Slot]] = {}
+        for _, _, _, doc_index, index, value, has, count in rows:
+            if index is None:
+                continue
+            slot = slot_from_doc(conversation_id, _loads(value))
+            deleted_by = viewed_deleters(viewer, bool(has), bool(count))
+            doc_id = self.layout.doc_id_for_index(conversation_id, int(doc_index))
+            found.setdefault(doc_id, {})[int(index)] = replace(slot, deleted_by=deleted_by)
+        return marks, found
 
     def _select(
         self,
@@ -392,6 +461,20 @@ class SqlBucketRepository:
             return False
 
 
+class _Views:
+    """The pull statements of one bucket table, built once per store (bound per call)."""
+
+    def __init__(self, schema: BucketSchema, layout: BucketLayout, spelling: ViewSql) -> None:
+        watermarks = watermarks_sql(schema, derived=True)
+        table, size = schema.docs.name, layout.size
+        self.marks = text(watermarks_sql(schema))
+        self.latest = text(spelling.statement(table, watermarks, size, latest=True))
+        listed = text(spelling.statement(table, watermarks, size, latest=False))
+        self.listed = listed.bindparams(bindparam("seqs", expanding=True))
+        sparse = spelling.sparse(table, watermarks, size)
+        self.sparse = None if sparse is None else text(sparse)
+
+
 class _Missed(Exception):
     """A statement of an all-or-nothing write changed no row: the transaction is undone."""
 
@@ -412,6 +495,15 @@ class SqlBucketStore(BucketMessageStore):
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
         return self.repository.db.engine
+
+    def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
+        """The pull's reads in one statement; see ViewReads.view.
+
+        One more round trip only when a slot read is flagged ``spilled`` and the viewer is
+        not among its inline deleters (``BucketMessageStore.viewed``).
+        """
+        marks, found = self.repository.view(conversation_id, viewer_id, pick)
+        return marks, self.viewed(conversation_id, pick.of(marks), found, viewer_id)
 
 
 @lru_cache(maxsize=1024)

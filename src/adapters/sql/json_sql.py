@@ -230,3 +230,148 @@ SQLITE = JsonSql(
         " WHERE json_type(slot.value, '$.msg') = 'object'"
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSql:
+    """One engine's spelling of the fused pull read over the bucket table (``view``).
+
+    The statement joins the one-row watermark query ``w`` to the candidate buckets ``c``
+    (``c.j``: a bound JSON array of bucket indexes, or of offsets back from the bucket of
+    max_seq), each candidate's row ``d`` by primary key, and the elements ``e`` of its
+    ``msgs`` array: the engine parses each bucket once per statement, not once per slot.
+    LEFT JOINs all the way, so that the watermarks come back even when nothing else does.
+    """
+
+    candidates_sql: str  # FROM item ``c`` with integer column ``c.j`` from JSON ``:docs``
+    divide_sql: str  # integer division of ``{left}`` by ``{right}``
+    doc_id_sql: str  # ``:conversation_id`` + ':' + bucket index ``{index}``
+    elements_sql: str  # FROM item ``e``: the elements of ``d.msgs``
+    position_sql: str  # an element's position in ``msgs``, from 1
+    element_sql: str  # an element's JSON
+    without_sql: str  # the element without ``del_list``
+    has_sql: str  # condition: the element's ``del_list`` holds ``:viewer``
+    length_sql: str  # the length of the element's ``del_list`` (NULL when missing)
+    greatest: str
+    # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
+    bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
+    # An engine whose array walk costs far more than extracting one slot (MariaDB) reads
+    # sparse listed seqs slot by slot: ``pairs_sql`` is FROM item ``c`` with ``c.j`` (bucket
+    # index) and ``c.k`` (slot index) from JSON ``:slots``; ``slot_at_sql`` the JSON of slot
+    # ``{slot}`` of ``d.msgs``.
+    pairs_sql: str | None = None
+    slot_at_sql: str = ""
+
+    def sparse(self, table: str, watermarks: str, size: int) -> str | None:
+        """The SELECT of ``statement``'s columns for listed slots, each extracted on its own.
+
+        None when the engine has no such form (``pairs_sql``): its array walk is cheap.
+        """
+        if self.pairs_sql is None:
+            return None
+        element = "x.slot"
+        has = self.has_sql.format(element=element)
+        doc_id = self.doc_id_sql.format(index="c.j")
+        slot = self.slot_at_sql.format(slot="c.k")
+        # LIMIT: the derived table is materialized, so each slot is extracted once.
+        slots = (
+            f"SELECT c.j, c.k, {slot} AS slot FROM {self.pairs_sql}"
+            f" JOIN {table} AS d ON d.doc_id = {doc_id} LIMIT 18446744073709551615"
+        )
+        low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
+        return (
+            f"SELECT w.max_seq, w.min_seq, w.user_min_seq, x.j AS doc_index, x.k AS slot,"
+            f" {self.without_sql.format(element=element)} AS value,"
+            f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
+            f" COALESCE({self.length_sql.format(element=element)}, 0) AS deleters"
+            f" FROM ({watermarks}) AS w LEFT JOIN ({slots}) AS x"
+            f" ON x.j * {size} + x.k + 1 BETWEEN {low} AND w.max_seq"
+        )
+
+    def statement(self, table: str, watermarks: str, size: int, latest: bool) -> str:
+        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, slot, value, has, count).
+
+        latest: the newest ``:count`` visible seqs (the candidates are offsets back from
+        the bucket of max_seq); else the visible seqs among ``:seqs`` (the candidates are
+        their bucket indexes). Rows with a NULL slot carry the watermarks alone.
+        """
+        if latest:
+            last = self.divide_sql.format(left="w.max_seq - 1", right=size)
+            index = f"({last} - c.j)"
+            low = f"{self.greatest}(w.max_seq - :count + 1, w.min_seq, w.user_min_seq, 1)"
+            wanted = ""
+        else:
+            index = "c.j"
+            low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
+            wanted = " AND {seq} IN :seqs"
+        seq = f"({index} * {size} + {self.position_sql})"
+        doc_id = self.doc_id_sql.format(index=index)
+        element = self.element_sql
+        has = self.has_sql.format(element=element)
+        return (
+            f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
+            f" {self.position_sql} - 1 AS slot,"
+            f" {self.without_sql.format(element=element)} AS value,"
+            f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
+            f" COALESCE({self.length_sql.format(element=element)}, 0) AS deleters"
+            f" FROM ({watermarks}) AS w"
+            f" LEFT JOIN {self.candidates_sql} ON 1 = 1"
+            f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
+            f" LEFT JOIN {self.elements_sql}"
+            f" ON {seq} BETWEEN {low} AND w.max_seq{wanted.format(seq=seq)}"
+        )
+
+
+POSTGRES_VIEW = ViewSql(
+    candidates_sql=(
+        "(SELECT CAST(t.j AS bigint) AS j"
+        " FROM jsonb_array_elements_text(CAST(:docs AS jsonb)) AS t(j)) AS c"
+    ),
+    divide_sql="(({left}) / {right})",
+    doc_id_sql="(CAST(:conversation_id AS text) || ':' || CAST({index} AS text))",
+    elements_sql="jsonb_array_elements(d.msgs) WITH ORDINALITY AS e(slot, n)",
+    position_sql="e.n",
+    element_sql="e.slot",
+    without_sql="({element} - 'del_list')",
+    has_sql="({element} -> 'del_list') @> jsonb_build_array(CAST(:viewer AS text))",
+    length_sql="jsonb_array_length({element} -> 'del_list')",
+    greatest="GREATEST",
+    # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
+    # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
+    # hash join of 100 candidates would scan the whole table).
+    bucket_sql="LATERAL (SELECT msgs FROM {table} WHERE doc_id = {doc_id} LIMIT 1) AS d ON 1 = 1",
+)
+
+MARIADB_VIEW = ViewSql(
+    candidates_sql="JSON_TABLE(:docs, '$[*]' COLUMNS (j BIGINT PATH '$')) AS c",
+    divide_sql="(({left}) DIV {right})",
+    doc_id_sql="CONCAT(:conversation_id, ':', {index})",
+    elements_sql="JSON_TABLE(d.msgs, '$[*]' COLUMNS (n FOR ORDINALITY, slot JSON PATH '$')) AS e",
+    position_sql="e.n",
+    element_sql="e.slot",
+    without_sql="JSON_REMOVE({element}, '$.del_list')",
+    has_sql="JSON_CONTAINS({element}, JSON_QUOTE(:viewer), '$.del_list')",
+    length_sql="JSON_LENGTH({element}, '$.del_list')",
+    greatest="GREATEST",
+    # JSON_TABLE costs about two slot extractions per element it walks (it copies every
+    # element out): a few slots of a bucket are cheaper extracted one by one.
+    pairs_sql=(
+        "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
+    ),
+    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', {slot}, ']'))",
+)
+
+SQLITE_VIEW = ViewSql(
+    candidates_sql="(SELECT t.value AS j FROM json_each(:docs) AS t) AS c",
+    divide_sql="(({left}) / {right})",
+    doc_id_sql="(:conversation_id || ':' || {index})",
+    elements_sql="json_each(d.msgs) AS e",
+    position_sql="(e.key + 1)",  # json_each numbers elements from 0
+    element_sql="e.value",
+    without_sql="json_remove({element}, '$.del_list')",
+    has_sql=(
+        "EXISTS (SELECT 1 FROM json_each({element}, '$.del_list') AS x WHERE x.value = :viewer)"
+    ),
+    length_sql="json_array_length({element}, '$.del_list')",
+    greatest="max",
+)
