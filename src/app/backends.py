@@ -70,6 +70,12 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
     from adapters.mongo.bucket import MongoBucketRepository
 
+    if layout.encoding != "openim":
+        raise ConfigError(
+            f"mongo-bucket writes OpenIM's bucket encoding only, not {layout.encoding!r}: "
+            'set store.bucket_encoding = "openim" or leave it unset'
+        )
+
     return _mongo(
         url, timeouts, lambda db: BucketMessageStore(MongoBucketRepository(db, layout), budget)
     )

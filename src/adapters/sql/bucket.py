@@ -37,13 +37,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 
 from adapters.bucket import BucketMessageStore
-from adapters.codec import (
-    conversation_of,
-    message_to_doc,
-    revoke_to_doc,
-    slot_from_doc,
-    slot_to_doc,
-)
+from adapters.codec import CODECS, conversation_of
 from adapters.sql.engine import Database, Kind
 from adapters.sql.json_sql import (
     MARIADB,
@@ -100,7 +94,8 @@ class SqlBucketRepository:
         self.db = db
         self.layout = layout
         self.schema = schema
-        self._json = _JSON[db.kind]
+        self._codec = CODECS[layout.encoding]
+        self._json = _JSON[db.kind].keyed(self._codec)
         self._table = schema.docs.name
         self._spill = schema.spill
         self._views = _Views(schema, layout, _VIEW[db.kind])
@@ -112,7 +107,8 @@ class SqlBucketRepository:
         Messages too large for one statement go in several UPDATEs in one transaction, all
         or nothing (docs/sql.md, "Statement limits").
         """
-        docs = {index: _dumps(message_to_doc(m)) for index, m in sorted(messages.items())}
+        message_doc = self._codec.message_doc
+        docs = {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
         parts = [self._filling(doc_id, part) for part in self._parts(docs)]
         if len(parts) == 1:
             return self.db.execute(parts[0]).rowcount == 1
@@ -125,12 +121,11 @@ class SqlBucketRepository:
         one transaction.
         """
         check_key(conversation_of(doc_id), "conversation_id")
-        msgs = [slot_to_doc(slots.get(index, EMPTY_SLOT)) for index in range(self.layout.size)]
-        whole = _dumps(msgs)
+        whole = self._whole(slots)
         if value_bytes(whole) + STATEMENT_OVERHEAD <= self.db.limits().max_bytes:
             return self.db.execute(self._new_bucket(doc_id, whole)).rowcount == 1
-        empty = _dumps([slot_to_doc(EMPTY_SLOT)] * self.layout.size)
-        docs = {index: _dumps(slot_to_doc(slot)) for index, slot in sorted(slots.items())}
+        empty = self._whole({})
+        docs = {index: _dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
         statements = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
         return self._all_or_nothing(statements)
@@ -147,8 +142,7 @@ class SqlBucketRepository:
         budget = self.db.limits().max_bytes - STATEMENT_OVERHEAD
         for doc_id, slots in buckets.items():
             check_key(conversation_of(doc_id), "conversation_id")
-            msgs = [slot_to_doc(slots.get(i, EMPTY_SLOT)) for i in range(self.layout.size)]
-            whole = _dumps(msgs)
+            whole = self._whole(slots)
             size = value_bytes(whole) + value_bytes(doc_id) + _ROW_SQL_BYTES
             if size <= budget:
                 rows.append((doc_id, whole))
@@ -166,9 +160,8 @@ class SqlBucketRepository:
         """Requested slots of existing buckets, all buckets in one SELECT."""
         found: dict[str, dict[int, Slot]] = {}
         for doc_id, values in self._select(wanted, lambda i: [self._json.slot(i)], {}):
-            conversation = conversation_of(doc_id)
             found[doc_id] = {
-                index: slot_from_doc(conversation, value)
+                index: self._slot(doc_id, index, value)
                 for index, value in zip(wanted[doc_id], values, strict=True)
             }
         return found
@@ -189,11 +182,10 @@ class SqlBucketRepository:
 
         found: dict[str, dict[int, Viewed]] = {}
         for doc_id, values in self._select(wanted, parts, {"viewer": viewer}):
-            conversation = conversation_of(doc_id)
             triples = zip(values[0::3], values[1::3], values[2::3], strict=True)
             found[doc_id] = {}
             for index, (value, has, count) in zip(wanted[doc_id], triples, strict=True):
-                slot = slot_from_doc(conversation, value)
+                slot = self._slot(doc_id, index, value)
                 deleted_by = viewed_deleters(viewer, bool(has), bool(count))
                 found[doc_id][index] = (replace(slot, deleted_by=deleted_by), int(count))
         return found
@@ -270,7 +262,9 @@ class SqlBucketRepository:
         """Set the revoke of an unrevoked, unpurged slot."""
         change = ((slot, "revoke"), self._json.value("revoke"))
         unset = [self._json.is_null(slot, "revoke"), self._json.is_false(slot, "purged")]
-        return self._update(doc_id, [change], unset, {"revoke": _dumps(revoke_to_doc(revoke))})
+        return self._update(
+            doc_id, [change], unset, {"revoke": _dumps(self._codec.revoke_doc(revoke))}
+        )
 
     def patch(
         self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
@@ -284,7 +278,7 @@ class SqlBucketRepository:
         changes: list[tuple[Path, str]] = []
         for n, (index, patch) in enumerate(sorted(patches.items())):
             if patch.purge:
-                params[f"p{n}"] = _dumps(slot_to_doc(PURGED_SLOT))
+                params[f"p{n}"] = _dumps(self._codec.to_doc(PURGED_SLOT))
                 changes.append(((index,), self._json.value(f"p{n}")))
                 continue
             purged = f"NOT ({self._json.is_false(index, 'purged')})"
@@ -335,8 +329,8 @@ class SqlBucketRepository:
             query = query.where(docs.doc_id > after)
         found: list[tuple[str, list[Slot]]] = []
         for doc_id, msgs in self.db.execute(query).rows:
-            conversation = conversation_of(doc_id)
-            found.append((doc_id, [slot_from_doc(conversation, value) for value in _loads(msgs)]))
+            slots = [self._slot(doc_id, index, value) for index, value in enumerate(_loads(msgs))]
+            found.append((doc_id, slots))
         return found
 
     def bucket_bytes(self, doc_id: str) -> int | None:
@@ -368,7 +362,7 @@ class SqlBucketRepository:
             params["readers"] = budget.readers_per_slot
         if within.deleting:
             added = len(within.deleting)
-            conditions.append(f"{self._json.deleters_sql} + {added} <= :per_bucket")
+            conditions.append(f"{self._json.deleters} + {added} <= :per_bucket")
             params["per_bucket"] = budget.deleters_per_bucket
         return conditions
 
@@ -405,6 +399,16 @@ class SqlBucketRepository:
         where = _all(["doc_id = :doc_id", *conditions])
         statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
         return statement.bindparams(doc_id=doc_id, **params)
+
+    def _whole(self, slots: Mapping[int, Slot]) -> str:
+        """The JSON text of a whole bucket holding slots (every other slot empty)."""
+        to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
+        return _dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
+
+    def _slot(self, doc_id: str, index: int, value: Any) -> Slot:
+        """The slot stored at index of bucket doc_id, from its decoded JSON value."""
+        seq = self.layout.seq_at(doc_id, index)
+        return self._codec.from_doc(conversation_of(doc_id), seq, value)
 
     def _new_bucket(self, doc_id: str, msgs: str) -> Executable:
         """INSERT of a bucket whose msgs is the JSON text msgs, unless doc_id exists."""
