@@ -98,7 +98,7 @@ class SqlBucketRepository:
         self._json = _JSON[db.kind].keyed(self._codec)
         self._table = schema.docs.name
         self._spill = schema.spill
-        self._views = _Views(schema, layout, _VIEW[db.kind])
+        self._views = _Views(schema, layout, _VIEW[db.kind].keyed(self._codec))
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -228,9 +228,9 @@ class SqlBucketRepository:
         for _, _, _, doc_index, index, value, has, count in rows:
             if index is None:
                 continue
-            slot = slot_from_doc(conversation_id, _loads(value))
-            deleted_by = viewed_deleters(viewer, bool(has), bool(count))
             doc_id = self.layout.doc_id_for_index(conversation_id, int(doc_index))
+            slot = self._slot(doc_id, int(index), _loads(value))
+            deleted_by = viewed_deleters(viewer, bool(has), bool(count))
             found.setdefault(doc_id, {})[int(index)] = replace(slot, deleted_by=deleted_by)
         return marks, found
 

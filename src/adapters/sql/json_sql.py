@@ -286,9 +286,9 @@ class ViewSql:
     elements_sql: str  # FROM item ``e``: the elements of ``d.msgs``
     position_sql: str  # an element's position in ``msgs``, from 1
     element_sql: str  # an element's JSON
-    without_sql: str  # the element without ``del_list``
-    has_sql: str  # condition: the element's ``del_list`` holds ``:viewer``
-    length_sql: str  # the length of the element's ``del_list`` (NULL when missing)
+    without_sql: str  # the element without its deleters (``{del_list}``: their stored key)
+    has_sql: str  # condition: the element's deleters hold ``:viewer``
+    length_sql: str  # the number of the element's deleters (NULL when missing)
     greatest: str
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
@@ -298,6 +298,14 @@ class ViewSql:
     # ``{slot}`` of ``d.msgs``.
     pairs_sql: str | None = None
     slot_at_sql: str = ""
+    deleters_key: str = "del_list"  # the stored key of a slot's deleters (the encoding's)
+
+    def keyed(self, codec: SlotCodec) -> ViewSql:
+        """The engine's pull SQL for buckets written by codec."""
+        return replace(self, deleters_key=codec.key("del_list"))
+
+    def _part(self, template: str, element: str) -> str:
+        return template.format(element=element, del_list=self.deleters_key)
 
     def sparse(self, table: str, watermarks: str, size: int) -> str | None:
         """The SELECT of ``statement``'s columns for listed slots, each extracted on its own.
@@ -307,7 +315,7 @@ class ViewSql:
         if self.pairs_sql is None:
             return None
         element = "x.slot"
-        has = self.has_sql.format(element=element)
+        has = self._part(self.has_sql, element)
         doc_id = self.doc_id_sql.format(index="c.j")
         slot = self.slot_at_sql.format(slot="c.k")
         # LIMIT: the derived table is materialized, so each slot is extracted once.
@@ -318,9 +326,9 @@ class ViewSql:
         low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, x.j AS doc_index, x.k AS slot,"
-            f" {self.without_sql.format(element=element)} AS value,"
+            f" {self._part(self.without_sql, element)} AS value,"
             f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
-            f" COALESCE({self.length_sql.format(element=element)}, 0) AS deleters"
+            f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
             f" FROM ({watermarks}) AS w LEFT JOIN ({slots}) AS x"
             f" ON x.j * {size} + x.k + 1 BETWEEN {low} AND w.max_seq"
         )
@@ -344,13 +352,13 @@ class ViewSql:
         seq = f"({index} * {size} + {self.position_sql})"
         doc_id = self.doc_id_sql.format(index=index)
         element = self.element_sql
-        has = self.has_sql.format(element=element)
+        has = self._part(self.has_sql, element)
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
             f" {self.position_sql} - 1 AS slot,"
-            f" {self.without_sql.format(element=element)} AS value,"
+            f" {self._part(self.without_sql, element)} AS value,"
             f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
-            f" COALESCE({self.length_sql.format(element=element)}, 0) AS deleters"
+            f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
             f" FROM ({watermarks}) AS w"
             f" LEFT JOIN {self.candidates_sql} ON 1 = 1"
             f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
@@ -369,9 +377,9 @@ POSTGRES_VIEW = ViewSql(
     elements_sql="jsonb_array_elements(d.msgs) WITH ORDINALITY AS e(slot, n)",
     position_sql="e.n",
     element_sql="e.slot",
-    without_sql="({element} - 'del_list')",
-    has_sql="({element} -> 'del_list') @> jsonb_build_array(CAST(:viewer AS text))",
-    length_sql="jsonb_array_length({element} -> 'del_list')",
+    without_sql="({element} - '{del_list}')",
+    has_sql="({element} -> '{del_list}') @> jsonb_build_array(CAST(:viewer AS text))",
+    length_sql="jsonb_array_length({element} -> '{del_list}')",
     greatest="GREATEST",
     # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
     # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
@@ -386,9 +394,9 @@ MARIADB_VIEW = ViewSql(
     elements_sql="JSON_TABLE(d.msgs, '$[*]' COLUMNS (n FOR ORDINALITY, slot JSON PATH '$')) AS e",
     position_sql="e.n",
     element_sql="e.slot",
-    without_sql="JSON_REMOVE({element}, '$.del_list')",
-    has_sql="JSON_CONTAINS({element}, JSON_QUOTE(:viewer), '$.del_list')",
-    length_sql="JSON_LENGTH({element}, '$.del_list')",
+    without_sql="JSON_REMOVE({element}, '$.{del_list}')",
+    has_sql="JSON_CONTAINS({element}, JSON_QUOTE(:viewer), '$.{del_list}')",
+    length_sql="JSON_LENGTH({element}, '$.{del_list}')",
     greatest="GREATEST",
     # JSON_TABLE costs about two slot extractions per element it walks (it copies every
     # element out): a few slots of a bucket are cheaper extracted one by one.
@@ -405,10 +413,10 @@ SQLITE_VIEW = ViewSql(
     elements_sql="json_each(d.msgs) AS e",
     position_sql="(e.key + 1)",  # json_each numbers elements from 0
     element_sql="e.value",
-    without_sql="json_remove({element}, '$.del_list')",
+    without_sql="json_remove({element}, '$.{del_list}')",
     has_sql=(
-        "EXISTS (SELECT 1 FROM json_each({element}, '$.del_list') AS x WHERE x.value = :viewer)"
+        "EXISTS (SELECT 1 FROM json_each({element}, '$.{del_list}') AS x WHERE x.value = :viewer)"
     ),
-    length_sql="json_array_length({element}, '$.del_list')",
+    length_sql="json_array_length({element}, '$.{del_list}')",
     greatest="max",
 )
