@@ -190,8 +190,11 @@ def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Sl
         return Slot()
     message, revoke = doc.get("m"), doc.get("r")
     if message is not None:
-        values = [plain_int(value) for value in message]
+        values = list(message)
         values += _COMPACT_DEFAULTS[len(values) :]
+        for position in _INT_POSITIONS:  # BSON's Int64 (a JSON engine gives plain ints)
+            if type(values[position]) is not int:
+                values[position] = plain_int(values[position])
         values[_CREATE_TIME] += values[_SEND_TIME]
         message = stored_message(conversation_id, seq, values)
     if revoke is not None:

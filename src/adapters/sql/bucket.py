@@ -225,13 +225,16 @@ class SqlBucketRepository:
         rows = self.db.execute(statement, params).rows
         marks = Watermarks(*map(int, rows[0][:3]))
         found: dict[str, dict[int, Slot]] = {}
+        from_doc, size = self._codec.from_doc, self.layout.size
         for _, _, _, doc_index, index, value, has, count in rows:
             if index is None:
                 continue
-            doc_id = self.layout.doc_id_for_index(conversation_id, int(doc_index))
-            slot = self._slot(doc_id, int(index), _loads(value))
-            deleted_by = viewed_deleters(viewer, bool(has), bool(count))
-            found.setdefault(doc_id, {})[int(index)] = replace(slot, deleted_by=deleted_by)
+            doc_index, index = int(doc_index), int(index)
+            doc_id = self.layout.doc_id_for_index(conversation_id, doc_index)
+            slot = from_doc(conversation_id, doc_index * size + index + 1, _loads(value))
+            if count:  # the value came without its deleters: say whether the viewer is one
+                slot = replace(slot, deleted_by=viewed_deleters(viewer, bool(has), True))
+            found.setdefault(doc_id, {})[index] = slot
         return marks, found
 
     def _select(

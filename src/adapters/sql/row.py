@@ -605,7 +605,7 @@ def _message(conversation_id: str, seq: int, row: Sequence[Any], start: int) -> 
     if values[_SEND_ID] is None:  # no message stored (a tag-only row)
         return None
     options = values[_OPTIONS]
-    values[_OPTIONS] = json.loads(options) if options else {}
+    values[_OPTIONS] = json.loads(options) if options and options != "{}" else {}
     return stored_message(conversation_id, seq, values)
 
 
