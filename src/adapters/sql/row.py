@@ -645,6 +645,12 @@ def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slo
         else:
             users.setdefault((row[0], row[1]), set()).add(row[2])
     slots: dict[int, Slot] = {}
+    if not users:  # the usual pull: message rows only, no set of users to build per seq
+        for seq, stored in found.items():
+            slot = _slot(conversation_id, seq, stored, 3)
+            if not slot.is_empty:
+                slots[seq] = slot
+        return slots
     for seq in {*found, *(seq for _, seq in users)}:
         deleted_by = frozenset(users.get((_DELETION, seq), ()))
         read_by = frozenset(users.get((_READER, seq), ()))
