@@ -35,6 +35,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from adapters.codec import message_to_doc
@@ -287,26 +288,39 @@ class SqlRowRepository:
         self.db.close()
 
     def _purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        """Purge rows: new purged rows where none exist, wipe the others; drop their marks."""
+        """Purge rows in one upsert: a purged row where none exists, the others wiped.
+
+        Their deleter and reader rows go in the same statement: a data-modifying CTE on
+        PostgreSQL, the schema's triggers on SQLite and MariaDB. MariaDB reports only how
+        many rows the upsert touched, so it counts every seq (RowRepository.patch).
+        """
         table = self._messages
-        new_rows = (
-            self.db.insert_ignore(table)
-            .values([{"conversation_id": conversation_id, "seq": s, "purged": True} for s in seqs])
+        wiped: dict[str, Any] = {**dict.fromkeys(_WIPED), "is_read": False, "purged": True}
+        rows = [{"conversation_id": conversation_id, "seq": s, **wiped} for s in seqs]
+        if self.db.kind == "mariadb":
+            upsert = mysql.insert(table).values(rows)
+            self.db.execute(upsert.on_duplicate_key_update(list(wiped.items())))
+            return len(seqs)
+        dialect = postgresql if self.db.kind == "postgresql" else sqlite
+        purge = (
+            dialect.insert(table)
+            .values(rows)
+            .on_conflict_do_update(
+                index_elements=[table.c.conversation_id, table.c.seq],
+                set_=wiped,
+                where=table.c.purged.is_(False),
+            )
             .returning(table.c.seq)
         )
-        created = {row.seq for row in self.db.execute(new_rows).rows}
-        existing = [seq for seq in seqs if seq not in created]
-        purged = len(created)
-        if existing:  # these rows exist now (rows are never deleted), so the wipe settles them
-            wipe = (
-                update(table)
-                .where(_at(table, conversation_id, existing), table.c.purged.is_(False))
-                .values({**dict.fromkeys(_WIPED), "is_read": False, "purged": True})
+        if self.db.kind == "postgresql":
+            marks = (self.schema.deletions, self.schema.readers)
+            purge = purge.add_cte(
+                *(
+                    delete(m).where(_at(m, conversation_id, seqs)).cte(f"dropped_{n}")
+                    for n, m in enumerate(marks)
+                )
             )
-            purged += self.db.execute(wipe).rowcount
-        for marks in (self.schema.deletions, self.schema.readers):
-            self.db.execute(delete(marks).where(_at(marks, conversation_id, seqs)))
-        return purged
+        return len(self.db.execute(purge).rows)
 
     def _statements(
         self, conversation_id: str, messages: Sequence[Message]
