@@ -396,13 +396,14 @@ class BucketMessageStore(TagWrites):
                 fresh[doc_id] = {index: EMPTY_SLOT.patched(p) for index, p in writes.items()}
             elif writes:
                 patches[doc_id] = writes
-        written = self.repository.patch_many(patches, self.budget) if patches else set()
+        written = self._patch_all(patches)
         created = self.repository.create_buckets(fresh) if fresh else set()
-        refused = set(patches) - (set(patches) if written is None else written)
+        unknown = set(patches) if written is None else set()
+        refused = set() if written is None else set(patches) - written
         lost = set(fresh) - created
         for _ in lost:
             contention.record(contention.BUCKET_CREATE_LOST)
-        again = refused | lost
+        again = refused | lost | unknown
         changed = sum(planned[doc_id][0] for doc_id in buckets if doc_id not in again)
         spilled = [(d, i) for d in buckets if d not in again for i in planned[d][1]]
         if not again:
@@ -410,17 +411,22 @@ class BucketMessageStore(TagWrites):
         current = reread({doc_id: list(buckets[doc_id]) for doc_id in again})
         for doc_id in sorted(again):
             plan, slots = plan_of(doc_id), current[doc_id]
-            if written is None and doc_id in patches:
+            if doc_id in unknown:
                 # Written or not: once nothing is left to write inline, the patch landed
                 # (or a concurrent writer wrote the same), and its changes count here.
                 left = plan(slots, True)[0]
                 if not any(not patch.mark_spilled for patch in left.values()):
                     changed += planned[doc_id][0]
-            inline = doc_id not in refused or written is None
-            count, spills = self._write(doc_id, slots, plan, reread, inline)
+            count, spills = self._write(doc_id, slots, plan, reread, doc_id not in refused)
             changed += count
             spilled += [(doc_id, index) for index in spills]
         return changed, spilled
+
+    def _patch_all(self, patches: dict[str, dict[int, SlotPatch]]) -> set[str] | None:
+        """The buckets written by one ``patch`` (one bucket) or ``patch_many`` (several)."""
+        if len(patches) > 1:
+            return self.repository.patch_many(patches, self.budget)
+        return {d for d, p in patches.items() if self.repository.patch(d, p, self.budget)}
 
     def _write(
         self, doc_id: str, slots: Slots, plan: Plan, reread: Reread, inline: bool = True
