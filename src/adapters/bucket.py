@@ -322,7 +322,19 @@ class BucketMessageStore(TagWrites):
         self, conversation_id: str, seqs: Sequence[int], decide: Decision, guard: Guard | None
     ) -> int:
         """Read the slots once, then write every bucket's changes together (``_write_all``)."""
-        buckets = self._read(conversation_id, seqs)
+        return self._patch_read(
+            self._read(conversation_id, seqs), conversation_id, seqs, decide, guard
+        )
+
+    def _patch_read(
+        self,
+        buckets: dict[str, Slots],
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+    ) -> int:
+        """``_patch`` after its read (buckets: the slots of seqs, read by the caller)."""
         self._guard(conversation_id, seqs, buckets, guard)
         return self._write_all(buckets, lambda _: _planned(decide), self._reread)[0]
 
@@ -456,11 +468,15 @@ class BucketMessageStore(TagWrites):
 
     def _reread(self, wanted: dict[str, list[int]]) -> dict[str, Slots]:
         """The inline slots of wanted by bucket, read again in one round trip."""
-        found = self.repository.read(wanted)
-        return {
-            doc_id: {index: _slot(found.get(doc_id), index) for index in indexes}
-            for doc_id, indexes in wanted.items()
-        }
+        return _by_bucket(wanted, self.repository.read(wanted))
+
+
+def _by_bucket(wanted: dict[str, list[int]], found: dict[str, dict[int, Slot]]) -> dict[str, Slots]:
+    """The wanted slots of a repository read by bucket (None: the bucket does not exist)."""
+    return {
+        doc_id: {index: _slot(found.get(doc_id), index) for index in indexes}
+        for doc_id, indexes in wanted.items()
+    }
 
 
 def _missing(slots: Slots) -> bool:

@@ -19,6 +19,7 @@ from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
 from ports.message_store import MessageStore
+from ports.read_marks import ReadMarks
 from ports.seq_store import SeqStore
 from ports.view_reads import ViewReads
 
@@ -35,6 +36,8 @@ class Backend:
     version: Callable[[], str] | None = None
     # The pull's reads in one round trip, when the store and seq store share an engine.
     views: ViewReads | None = None
+    # Mark-read's read-seq raise inside its tag write, when they share a database.
+    read_marks: ReadMarks | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -48,17 +51,21 @@ def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeout
     Rows have no buckets to bound: budget is not used.
     """
     from adapters.sql import open_row
+    from adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_row(url, layout, timeouts)
-    return Backend(store, seqs, seqs.db.server_version)
+    marks = SqlReadMarks(store, seqs)
+    return Backend(store, seqs, seqs.db.server_version, read_marks=marks)
 
 
 def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
     from adapters.sql import open_bucket
+    from adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_bucket(url, layout, budget, timeouts)
-    return Backend(store, seqs, seqs.db.server_version)
+    marks = SqlReadMarks(store, seqs)
+    return Backend(store, seqs, seqs.db.server_version, read_marks=marks)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -168,6 +175,11 @@ def seqs_of(backend: Backend) -> SeqStore:
 def views_of(backend: Backend) -> ViewReads | None:
     """The backend's fused pull reads, if it has them (else the service reads separately)."""
     return backend.views
+
+
+def read_marks_of(backend: Backend) -> ReadMarks | None:
+    """The backend's fused mark-read, if it has one (else the service raises separately)."""
+    return backend.read_marks
 
 
 def version_of(backend: Backend) -> str:

@@ -89,6 +89,13 @@ class Container(containers.DeclarativeContainer):
         redis=providers.Object(None),
         **{"redis-cluster": providers.Object(None)},
     )
+    # Behind a cache the tag write goes through the cache (to invalidate): raised separately.
+    read_marks = providers.Selector(
+        config.cache.backend,
+        none=providers.Callable(backends.read_marks_of, backend),
+        redis=providers.Object(None),
+        **{"redis-cluster": providers.Object(None)},
+    )
     version = providers.Callable(backends.version_of, backend)
 
     service = providers.Singleton(
@@ -96,6 +103,7 @@ class Container(containers.DeclarativeContainer):
         store=store,
         seqs=seqs,
         views=views,
+        read_marks=read_marks,
         limits=limits,
         claim_retention_seconds=config.store.send_claim_retention_seconds,
     )

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Text,
     and_,
     cast,
+    column,
     delete,
     func,
     literal,
@@ -45,6 +46,7 @@ from adapters.codec import (
 )
 from adapters.sql.engine import Database, Kind
 from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
+from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
@@ -60,6 +62,7 @@ from domain.model import (
     StoreStats,
     viewed_deleters,
 )
+from domain.tags import Guard, marking_read
 from ports.bucket_repository import Spilled, Viewed
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
@@ -182,6 +185,14 @@ class SqlBucketRepository:
         """One SELECT of the JSON values parts gives for each wanted slot, per doc_id."""
         if not wanted:
             return []
+        query, keys = self._select_sql(wanted, parts)
+        rows = self.db.execute(_statement(query), {**keys, **params}).rows
+        return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
+
+    def _select_sql(
+        self, wanted: Mapping[str, Sequence[int]], parts: Callable[[int], list[str]]
+    ) -> tuple[str, dict[str, str]]:
+        """The SELECT of ``_select`` (doc_id, slots) and its doc_id parameters."""
         keys = {f"d{n}": doc_id for n, doc_id in enumerate(wanted)}
         arrays = [
             self._json.array([part for i in indexes for part in parts(i)])
@@ -194,8 +205,30 @@ class SqlBucketRepository:
             slots = f"CASE doc_id {cases} END"
         names = ", ".join(f":{name}" for name in keys)
         query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({names})"
-        rows = self.db.execute(_statement(query), {**keys, **params}).rows
-        return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
+        return query, keys
+
+    def read_raising(
+        self, wanted: Mapping[str, Sequence[int]], conversation_id: str, user_id: str, seq: int
+    ) -> tuple[dict[str, dict[int, Slot]], Raised]:
+        """``read`` riding on the raise of user_id's read seq to seq: one statement.
+
+        See ``adapters.sql.read_marks``.
+        """
+        query, keys = self._select_sql(wanted, lambda i: [self._json.slot(i)])
+        rows = text(query).bindparams(**keys).columns(column("doc_id"), column("slots"))
+        slots = rows.subquery("slots")
+        carried = aggregated(self.db, slots, json_columns=("slots",), text_columns=("doc_id",))
+        statement = raising_read_seq(self.db, self.schema, conversation_id, user_id, seq, carried)
+        max_seq, found = self.db.execute(statement).rows[0]
+        read: dict[str, dict[int, Slot]] = {}
+        for doc_id, chunks in carried_rows(found):
+            values = [v for chunk in _loads(chunks) for v in chunk]
+            conversation = conversation_of(doc_id)
+            read[doc_id] = {
+                index: slot_from_doc(conversation, value)
+                for index, value in zip(wanted[doc_id], values, strict=True)
+            }
+        return read, Raised(int(max_seq), seq <= int(max_seq))
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """Set the revoke of an unrevoked, unpurged slot."""
@@ -471,6 +504,20 @@ class SqlBucketStore(BucketMessageStore):
     def batch(self) -> AbstractContextManager[None]:
         """One transaction for the block's writes; see MessageStore.batch."""
         return self.repository.db.batch()
+
+    def mark_read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> tuple[int, bool]:
+        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
+        wanted = self._wanted(conversation_id, seqs)
+        found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, max(seqs))
+        buckets = {
+            doc_id: {index: found[doc_id][index] if doc_id in found else None for index in indexes}
+            for doc_id, indexes in wanted.items()
+        }
+        decide = marking_read(reader_id)
+        changed = self._patch_read(buckets, conversation_id, seqs, decide, raised.guard(guard))
+        return changed, raised.raised
 
     @property
     def engine(self) -> Engine:

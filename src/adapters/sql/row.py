@@ -41,6 +41,7 @@ from sqlalchemy.engine import Engine
 from adapters.codec import message_to_doc
 from adapters.row import RowMessageStore
 from adapters.sql.engine import Database
+from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
 from adapters.sql.sizing import batches, row_bytes
 from adapters.sql.sizing import batches as batches_of
@@ -59,6 +60,7 @@ from domain.model import (
     stored_message,
 )
 from domain.scan import ScannedSlot, SlotPage
+from domain.tags import Guard, marking_read
 
 _MESSAGE = 0
 _DELETION = 1
@@ -165,6 +167,23 @@ class SqlRowRepository:
         for row in self.db.execute(union_all(messages, *tags)).rows:
             by_conversation.setdefault(row[1], []).append((row[0], *row[2:]))
         return {conv: _slots(conv, rows) for conv, rows in by_conversation.items()}
+
+    def read_raising(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, seq: int
+    ) -> tuple[dict[int, Slot], Raised]:
+        """``read`` (no viewer) riding on the raise of user_id's read seq: one statement.
+
+        See ``adapters.sql.read_marks``.
+        """
+        check_keys(conversation_id)
+        scattered, params = _bound(conversation_id, seqs)
+        rows = self._reads.tagged[scattered].subquery("tagged")
+        statement = raising_read_seq(
+            self.db, self.schema, conversation_id, user_id, seq, aggregated(self.db, rows)
+        )
+        max_seq, carried = self.db.execute(statement, params).rows[0]
+        found = _slots(conversation_id, carried_rows(carried))
+        return found, Raised(int(max_seq), seq <= int(max_seq))
 
     def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
         """The message rows alone, without deleters and readers; see RowRepository."""
@@ -366,6 +385,15 @@ class SqlRowStore(RowMessageStore):
     def batch(self) -> AbstractContextManager[None]:
         """One transaction for the block's writes; see MessageStore.batch."""
         return self.repository.db.batch()
+
+    def mark_read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> tuple[int, bool]:
+        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
+        found, raised = self.repository.read_raising(conversation_id, seqs, reader_id, max(seqs))
+        decide = marking_read(reader_id)
+        changed = self._apply_read(found, conversation_id, seqs, decide, raised.guard(guard))
+        return changed, raised.raised
 
     @property
     def schema(self) -> RowSchema:
