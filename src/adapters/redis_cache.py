@@ -6,6 +6,8 @@ Keys (the braces are a Redis Cluster hash tag: one conversation, one hash slot):
   ``<prefix>:del:{<conversation_id>}:<seq>:<viewer>``  fill token + ``1`` (viewer deleted the
                                               seq) or ``0``; kept only for slots with deleters
   ``<prefix>:gen:{<conversation_id>}``        the conversation's invalidation generation
+  ``<prefix>:marks:{<conversation_id>}``      ``<max_seq>,<min_seq>``: every viewer's watermarks
+  ``<prefix>:umarks:{<conversation_id>}:<user>``  the user's own floor (``user_min_seq``)
 
 No deleter list is cached: a viewer's mark is valid only next to the slot entry whose fill token
 it carries, so invalidating the slot entry (every write does) retires every viewer's mark.
@@ -13,8 +15,10 @@ it carries, so invalidating the slot entry (every write does) retires every view
 The fill guard: a lookup reads the generation in the same MGET as the slots; a fill is one
 Lua script that writes only if the generation is unchanged. Every invalidation replaces the
 generation by a fresh random token and deletes its keys in one script, so a reader that
-loaded a slot before a write cannot cache it after that write was invalidated. See
-docs/redis.md.
+loaded a slot before a write cannot cache it after that write was invalidated. Watermarks
+share the generation: a reader that read them before a clear or a send cannot put them back.
+A pull is one script (``get_view``): the watermarks, then the slots they select, computed
+inside Redis (``pull_latest`` depends on max_seq). See docs/redis.md.
 
 On Redis Cluster (``make_client(url, cluster=True)``) every command of a conversation goes to
 the master of its hash slot, and every generation and slot value is stamped with that master's
@@ -44,8 +48,8 @@ from redis.retry import Retry
 
 from adapters.codec import slot_from_doc, slot_to_doc
 from domain.errors import ConfigError
-from domain.model import Slot, viewed_deleters
-from ports.message_cache import CacheRead
+from domain.model import Pick, Slot, Watermarks, viewed_deleters
+from ports.message_cache import CacheRead, ViewRead
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +151,62 @@ return 1
 """
 )
 
+# The pull's lookup (``get_view``), after a ``stamp`` prelude ('' on a single Redis).
+# KEYS[1] generation, KEYS[2] conversation watermarks, KEYS[3] the viewer's floor; ARGV[1] the
+# slot key base, ARGV[2] the mark key base, ARGV[3] ':' .. viewer, ARGV[4] latest count (0: the
+# listed seqs ARGV[5..]). Returns {generation, conversation marks, user floor} when either
+# watermark part misses, else those and {seqs read}, {slot values}, {viewer marks}.
+# The seqs mirror domain.model.Watermarks.latest / visible; Python re-applies the domain rule
+# and treats anything else as a miss. Seqs above 15 digits (beyond exact doubles) read nothing
+# here for latest; listed seqs keep their own text in key names. The slot keys are built here
+# from the conversation's key bases: same hash tag as KEYS, so the same cluster slot.
+_VIEW_BODY = """
+local n = #stamp
+local function fresh(v)
+  if v and string.sub(v, 1, n) == stamp then return string.sub(v, n + 1) end
+  return false
+end
+local function mget(keys)
+  local values = {}
+  for i = 1, #keys, 500 do
+    local part = redis.call('MGET', unpack(keys, i, math.min(i + 499, #keys)))
+    for j = 1, #part do values[i + j - 1] = fresh(part[j]) end
+  end
+  return values
+end
+local head = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])
+local gen = head[1]
+if gen and string.sub(gen, 1, n) ~= stamp then gen = false end
+local conv, user = fresh(head[2]), fresh(head[3])
+if not conv or not user then return {gen, conv, user} end
+local top_text, min_text = string.match(conv, '^(%d+),(%d+)$')
+if not top_text or not string.match(user, '^%d+$') then return {gen, false, false} end
+local top = tonumber(top_text)
+local floor = math.max(tonumber(min_text), tonumber(user))
+local count = tonumber(ARGV[4])
+local seqs = {}
+if count > 0 then
+  if #top_text <= 15 then
+    for s = math.max(top - count + 1, floor, 1), top do seqs[#seqs + 1] = string.format('%d', s) end
+  end
+else
+  for i = 5, #ARGV do
+    local s = tonumber(ARGV[i])
+    if s >= floor and s <= top then seqs[#seqs + 1] = ARGV[i] end
+  end
+end
+local slot_keys, mark_keys = {}, {}
+for i = 1, #seqs do
+  slot_keys[i] = ARGV[1] .. seqs[i]
+  mark_keys[i] = ARGV[2] .. seqs[i] .. ARGV[3]
+end
+local slots, marks = {}, {}
+if #seqs > 0 then slots, marks = mget(slot_keys), mget(mark_keys) end
+return {gen, conv, user, seqs, slots, marks}
+"""
+_VIEW = "local stamp = ''\n" + _VIEW_BODY
+_CLUSTER_VIEW = _STAMP + _VIEW_BODY
+
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
 
@@ -186,6 +246,17 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
         return redis.Redis.from_url(url, **settings)
     # Reads go to masters only (the default): a replica may lag behind an invalidation.
     return RedisCluster.from_url(url, **settings)
+
+
+@dataclass(frozen=True, slots=True)
+class MarksOf:
+    """A cached watermark entry: the conversation's (``user`` None) or one user's floor."""
+
+    user: str | None = None
+
+
+# What an invalidation drops: slot entries by seq, watermark entries.
+Item = int | MarksOf
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,12 +306,13 @@ class RedisMessageCache:
         self._cluster = isinstance(client, RedisCluster)
         cluster = self._cluster
         self._read = client.register_script(_CLUSTER_READ) if cluster else None
+        self._view = client.register_script(_CLUSTER_VIEW if cluster else _VIEW)
         self._fill = client.register_script(_CLUSTER_FILL if cluster else _FILL)
         self._invalidate = client.register_script(_CLUSTER_INVALIDATE if cluster else _INVALIDATE)
         self._lock = threading.Lock()  # guards the state below
         self._flush_lock = threading.Lock()  # one thread delivers pending invalidations
         self._health: dict[str, _Health] = {}  # per scope: "" or a cluster master's name
-        self._pending: dict[str, set[int]] = {}
+        self._pending: dict[str, set[Item]] = {}
         self._pending_count = 0
         self._distrust_until = float("-inf")
         self._epoch = 0  # bumped by every invalidation that could not be delivered
@@ -261,18 +333,30 @@ class RedisMessageCache:
 
     def slot_key(self, conversation_id: str, seq: int) -> str:
         """The key of one cached slot."""
-        return f"{self.key_prefix}:msg:{{{conversation_id}}}:{seq}"
+        return f"{self._slot_base(conversation_id)}{seq}"
 
     def mark_key(self, conversation_id: str, seq: int, viewer: str) -> str:
         """The key of one viewer's "did I delete it" mark for a cached slot."""
-        return f"{self.key_prefix}:del:{{{conversation_id}}}:{seq}:{viewer}"
+        return f"{self._mark_base(conversation_id)}{seq}:{viewer}"
+
+    def _slot_base(self, conversation_id: str) -> str:
+        return f"{self.key_prefix}:msg:{{{conversation_id}}}:"
+
+    def _mark_base(self, conversation_id: str) -> str:
+        return f"{self.key_prefix}:del:{{{conversation_id}}}:"
 
     def generation_key(self, conversation_id: str) -> str:
         """The key of the conversation's invalidation generation (same hash slot)."""
         return f"{self.key_prefix}:gen:{{{conversation_id}}}"
 
+    def marks_key(self, conversation_id: str, user_id: str | None = None) -> str:
+        """The key of the conversation's watermarks (user_id None) or of a user's floor."""
+        if user_id is None:
+            return f"{self.key_prefix}:marks:{{{conversation_id}}}"
+        return f"{self.key_prefix}:umarks:{{{conversation_id}}}:{user_id}"
+
     @property
-    def pending(self) -> dict[str, frozenset[int]]:
+    def pending(self) -> dict[str, frozenset[Item]]:
         """Invalidations not delivered yet, per conversation."""
         with self._lock:
             return {conv: frozenset(seqs) for conv, seqs in self._pending.items()}
@@ -299,21 +383,40 @@ class RedisMessageCache:
         if values is None:
             return CacheRead()
         marks = values[1 + len(seqs) :] if viewer is not None else [None] * len(seqs)
-        slots: dict[int, Slot] = {}
-        tokens: dict[int, str] = {}
-        for seq, value, mark in zip(seqs, values[1 : 1 + len(seqs)], marks, strict=True):
-            entry = None if value is None else _decode(conversation_id, value)
-            if entry is None:
-                continue
-            token, slot, deleters = entry
-            if not deleters:
-                slots[seq] = slot
-            elif viewer is not None and _text(mark) in (f"{token}1", f"{token}0"):
-                deleted = _text(mark) == f"{token}1"
-                slots[seq] = replace(slot, deleted_by=viewed_deleters(viewer, deleted, True))
-            else:
-                tokens[seq] = token
+        slots, tokens = _entries(conversation_id, seqs, values[1 : 1 + len(seqs)], marks, viewer)
         return CacheRead(slots, _Ticket(values[0] or b"", epoch, tokens))
+
+    def get_view(self, conversation_id: str, viewer: str, pick: Pick) -> ViewRead:
+        """One script call: the viewer's watermarks, then the slots and marks they select.
+
+        Both watermark parts must be cached (else ``marks`` is None and no slot is read);
+        the seqs of ``pick`` are computed in the script from them. Slots as ``get_many``.
+        """
+        scope = self._scope(conversation_id)
+        if not self._usable(scope) or not self._deliver_pending(conversation_id):
+            return ViewRead()
+        epoch = self._epoch
+        keys = [
+            self.generation_key(conversation_id),
+            self.marks_key(conversation_id),
+            self.marks_key(conversation_id, viewer),
+        ]
+        args: list[str | int] = [
+            self._slot_base(conversation_id),
+            self._mark_base(conversation_id),
+            f":{viewer}",
+            pick.latest,
+            *pick.seqs,
+        ]
+        reply = self._call(lambda: list(self._view(keys=keys, args=args)), scope)
+        if reply is None:
+            return ViewRead()
+        marks = _watermarks(reply[1], reply[2])
+        if marks is None or len(reply) < 6:
+            return ViewRead(ticket=_Ticket(reply[0] or b"", epoch))
+        seqs = [int(seq) for seq in reply[3]]
+        slots, tokens = _entries(conversation_id, seqs, reply[4], reply[5], viewer)
+        return ViewRead(marks, slots, _Ticket(reply[0] or b"", epoch, tokens))
 
     def put_many(
         self,
@@ -326,36 +429,84 @@ class RedisMessageCache:
 
         Nothing is written when the generation moved since the lookup.
         """
-        if not slots or not isinstance(ticket, _Ticket) or ticket.epoch != self._epoch:
+        if slots and isinstance(ticket, _Ticket):
+            self._fill_script(
+                conversation_id, self._fills(conversation_id, slots, ticket, viewer), ticket
+            )
+
+    def put_view(
+        self,
+        conversation_id: str,
+        viewer: str,
+        marks: Watermarks | None,
+        slots: Mapping[int, Slot],
+        ticket: object,
+    ) -> None:
+        """One script call: the watermark parts (unless marks is None), slots and marks.
+
+        Guarded like ``put_many``, with get_view's ticket.
+        """
+        if not isinstance(ticket, _Ticket):
             return
-        scope = self._scope(conversation_id)
-        if not self._usable(scope):
-            return
+        fills = self._fills(conversation_id, slots, ticket, viewer)
+        if marks is not None:
+            fills[self.marks_key(conversation_id)] = f"{marks.max_seq},{marks.min_seq}"
+            fills[self.marks_key(conversation_id, viewer)] = str(marks.user_min_seq)
+        self._fill_script(conversation_id, fills, ticket)
+
+    def _fills(
+        self,
+        conversation_id: str,
+        slots: Mapping[int, Slot],
+        ticket: _Ticket,
+        viewer: str | None,
+    ) -> dict[str, bytes | str]:
+        """Key -> value of what a fill writes: new slot entries and the viewer's marks."""
         fresh = _token()
-        keys = [self.generation_key(conversation_id)]
-        values: list[bytes | str] = []
+        fills: dict[str, bytes | str] = {}
         for seq, slot in slots.items():
             token = ticket.tokens.get(seq)
             if token is None:  # a new entry: its marks of earlier fills no longer match
                 token = fresh
-                keys.append(self.slot_key(conversation_id, seq))
-                values.append(_encode(token, slot))
+                fills[self.slot_key(conversation_id, seq)] = _encode(token, slot)
             if viewer is not None and slot.deleted_by:
-                keys.append(self.mark_key(conversation_id, seq, viewer))
-                values.append(f"{token}{int(viewer in slot.deleted_by)}")
-        if len(keys) == 1:
+                fills[self.mark_key(conversation_id, seq, viewer)] = (
+                    f"{token}{int(viewer in slot.deleted_by)}"
+                )
+        return fills
+
+    def _fill_script(
+        self, conversation_id: str, fills: dict[str, bytes | str], ticket: _Ticket
+    ) -> None:
+        """Write fills if the generation still equals the ticket's (one script call)."""
+        if not fills or ticket.epoch != self._epoch:
             return
-        args: list[bytes | str | int] = [ticket.generation, self.ttl_seconds, _token(), *values]
+        scope = self._scope(conversation_id)
+        if not self._usable(scope):
+            return
+        keys = [self.generation_key(conversation_id), *fills]
+        args: list[bytes | str | int] = [
+            ticket.generation,
+            self.ttl_seconds,
+            _token(),
+            *fills.values(),
+        ]
         self._call(lambda: self._fill(keys=keys, args=args), scope)
 
     def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
         """Bump the generation and delete the keys; remember them if Redis cannot be reached."""
-        if not seqs:
-            return
-        if self._try_invalidate(conversation_id, seqs, always=self._cluster):
+        if seqs:
+            self._drop(conversation_id, seqs)
+
+    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> None:
+        """As ``invalidate``, for the conversation's watermarks or the user's floor."""
+        self._drop(conversation_id, [MarksOf(user_id)])
+
+    def _drop(self, conversation_id: str, items: Sequence[Item]) -> None:
+        if self._try_invalidate(conversation_id, items, always=self._cluster):
             self._deliver_pending()  # a process that only writes must deliver them too
             return
-        self._remember(conversation_id, seqs)
+        self._remember(conversation_id, items)
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -377,7 +528,7 @@ class RedisMessageCache:
         except REDIS_ERRORS:
             return "?"  # slot not covered right now: the command itself will tell
 
-    def _try_invalidate(self, conversation_id: str, seqs: Sequence[int], always: bool) -> bool:
+    def _try_invalidate(self, conversation_id: str, items: Sequence[Item], always: bool) -> bool:
         """Invalidate now if the conversation's Redis is usable (or always); True if delivered.
 
         A write's own invalidation on a cluster is always tried: a master that failed may have
@@ -388,14 +539,21 @@ class RedisMessageCache:
         scope = self._scope(conversation_id)
         if not always and not self._usable(scope):
             return False
-        return bool(self._call(partial(self._run_invalidate, conversation_id, seqs), scope))
+        return bool(self._call(partial(self._run_invalidate, conversation_id, items), scope))
 
-    def _run_invalidate(self, conversation_id: str, seqs: Sequence[int], client: Any = None) -> Any:
+    def _run_invalidate(
+        self, conversation_id: str, items: Sequence[Item], client: Any = None
+    ) -> Any:
         keys = [self.generation_key(conversation_id)]
-        keys.extend(self.slot_key(conversation_id, seq) for seq in seqs)
+        keys.extend(
+            self.marks_key(conversation_id, item.user)
+            if isinstance(item, MarksOf)
+            else self.slot_key(conversation_id, item)
+            for item in items
+        )
         return self._invalidate(keys=keys, args=[self.ttl_seconds, _token()], client=client)
 
-    def _remember(self, conversation_id: str, seqs: Sequence[int]) -> None:
+    def _remember(self, conversation_id: str, seqs: Sequence[Item]) -> None:
         with self._lock:
             self._epoch += 1
             known = self._pending.setdefault(conversation_id, set())
@@ -431,7 +589,7 @@ class RedisMessageCache:
             return False  # another thread is delivering: read from the store meanwhile
         try:
             with self._lock:
-                batch = [(conv, sorted(seqs)) for conv, seqs in self._pending.items()]
+                batch = [(conv, list(items)) for conv, items in self._pending.items()]
             if self._cluster:
                 for conv, seqs in batch:  # each to its own master, skipping the dead ones
                     if self._try_invalidate(conv, seqs, always=False):
@@ -452,14 +610,14 @@ class RedisMessageCache:
                 return not self._pending
             return conversation_id not in self._pending
 
-    def _flush(self, chunk: list[tuple[str, list[int]]]) -> list[Any]:
+    def _flush(self, chunk: list[tuple[str, list[Item]]]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for conversation_id, seqs in chunk:
             self._run_invalidate(conversation_id, seqs, client=pipe)
         result: list[Any] = pipe.execute()
         return result
 
-    def _forget(self, delivered: list[tuple[str, list[int]]]) -> None:
+    def _forget(self, delivered: list[tuple[str, list[Item]]]) -> None:
         with self._lock:
             for conversation_id, seqs in delivered:
                 known = self._pending.get(conversation_id)
@@ -535,6 +693,46 @@ def _token() -> str:
 
 def _text(value: bytes | str | None) -> str | None:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def _entries(
+    conversation_id: str,
+    seqs: Sequence[int],
+    values: Sequence[bytes | str | None],
+    marks: Sequence[bytes | str | None],
+    viewer: str | None,
+) -> tuple[dict[int, Slot], dict[int, str]]:
+    """The slots a lookup answers for viewer, and the tokens of entries it could not answer.
+
+    A slot with deleters is answered only with the viewer's mark carrying its fill token.
+    """
+    slots: dict[int, Slot] = {}
+    tokens: dict[int, str] = {}
+    for seq, value, mark in zip(seqs, values, marks, strict=True):
+        entry = None if value is None else _decode(conversation_id, value)
+        if entry is None:
+            continue
+        token, slot, deleters = entry
+        if not deleters:
+            slots[seq] = slot
+        elif viewer is not None and _text(mark) in (f"{token}1", f"{token}0"):
+            deleted = _text(mark) == f"{token}1"
+            slots[seq] = replace(slot, deleted_by=viewed_deleters(viewer, deleted, True))
+        else:
+            tokens[seq] = token
+    return slots, tokens
+
+
+def _watermarks(conversation: bytes | str | None, user: bytes | str | None) -> Watermarks | None:
+    """The watermarks of the two cached parts ("max,min" and the user's floor); None if not both."""
+    conv, floor = _text(conversation), _text(user)
+    if not conv or not floor:
+        return None
+    try:
+        max_seq, min_seq = (int(part) for part in conv.split(","))
+        return Watermarks(max_seq, min_seq, int(floor))
+    except ValueError:
+        return None
 
 
 def _encode(token: str, slot: Slot) -> bytes:

@@ -18,6 +18,7 @@ from adapters.timeouts import Timeouts
 from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
+from ports.message_cache import ViewCache
 from ports.message_store import MessageStore
 from ports.read_marks import ReadMarks
 from ports.seq_store import SeqStore
@@ -187,7 +188,7 @@ def version_of(backend: Backend) -> str:
     return backend.version() if backend.version is not None else ""
 
 
-def redis_cached_store(
+def redis_cached(
     backend: Backend,
     url: str,
     ttl_seconds: int,
@@ -195,14 +196,12 @@ def redis_cached_store(
     connect_timeout: float = 0.25,
     socket_timeout: float = 0.25,
     cluster: bool = False,
-) -> MessageStore:
-    """The backend's store behind the Redis read cache.
+) -> Backend:
+    """The backend behind the Redis read cache (see ``cached``).
 
     A single Redis is connected lazily, on first use. A cluster client (``cluster``) asks the
     node named by url for the topology now; ConfigError if no node answers.
     """
-    from adapters.cached_store import CachedMessageStore
-
     name = "redis-cluster" if cluster else "redis"
     try:
         from adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
@@ -223,4 +222,24 @@ def redis_cached_store(
         raise ConfigError(
             f"cache backend {name!r}: no cluster node answers at {url!r}: {error}"
         ) from None
-    return CachedMessageStore(backend.store, cache)
+    return cached(backend, cache)
+
+
+def cached(backend: Backend, cache: ViewCache) -> Backend:
+    """The backend behind cache: the one wiring of a cached backend (container and tests).
+
+    The store reads through the cache and invalidates after each write; the seq store drops
+    the cached watermarks after each write that moves one; pulls ask the cache first and,
+    on a miss, the backend's fused reads (else the bare store and seq store, separately).
+    """
+    from adapters.cached_store import CachedMessageStore
+    from adapters.cached_views import CachedViews, InvalidatingSeqStore
+    from app.views import SeparateViews
+
+    fallback = backend.views or SeparateViews(backend.store, backend.seqs)
+    return Backend(
+        CachedMessageStore(backend.store, cache),
+        InvalidatingSeqStore(backend.seqs, cache),
+        backend.version,
+        CachedViews(fallback, backend.store, cache),
+    )

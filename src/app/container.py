@@ -14,7 +14,6 @@ from app.service import MessageService
 from app.settings import limits_of, tag_budget
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
-from ports.message_store import MessageStore
 
 
 def _backend_selector(
@@ -47,14 +46,14 @@ def _backend_selector(
     return providers.Selector(branch, **choices, **{backends.PLUGIN_BRANCH: plugin})
 
 
-def _cached_store(
+def _cached(
     config: providers.Configuration,
     backend: providers.Provider[backends.Backend],
     cluster: bool,
-) -> providers.Singleton[MessageStore]:
-    """The backend's store behind the Redis read cache, on one Redis or on a cluster."""
+) -> providers.Singleton[backends.Backend]:
+    """The backend behind the Redis read cache, on one Redis or on a cluster."""
     return providers.Singleton(
-        backends.redis_cached_store,
+        backends.redis_cached,
         backend=backend,
         url=config.cache.url,
         ttl_seconds=config.cache.ttl_seconds,
@@ -75,27 +74,19 @@ class Container(containers.DeclarativeContainer):
     budget = providers.Singleton(tag_budget, config)
 
     backend = _backend_selector(config, layout, budget)
-    store = providers.Selector(
+    # What the service runs on: the backend, or the backend behind the cache (store, seq store
+    # and pull reads on one cache).
+    served = providers.Selector(
         config.cache.backend,
-        none=providers.Callable(backends.store_of, backend),
-        redis=_cached_store(config, backend, cluster=False),
-        **{"redis-cluster": _cached_store(config, backend, cluster=True)},
+        none=backend,
+        redis=_cached(config, backend, cluster=False),
+        **{"redis-cluster": _cached(config, backend, cluster=True)},
     )
-    seqs = providers.Callable(backends.seqs_of, backend)
-    # Behind a cache a pull reads the cache first: the service reads separately for now.
-    views = providers.Selector(
-        config.cache.backend,
-        none=providers.Callable(backends.views_of, backend),
-        redis=providers.Object(None),
-        **{"redis-cluster": providers.Object(None)},
-    )
-    # Behind a cache the tag write goes through the cache (to invalidate): raised separately.
-    read_marks = providers.Selector(
-        config.cache.backend,
-        none=providers.Callable(backends.read_marks_of, backend),
-        redis=providers.Object(None),
-        **{"redis-cluster": providers.Object(None)},
-    )
+    store = providers.Callable(backends.store_of, served)
+    seqs = providers.Callable(backends.seqs_of, served)
+    views = providers.Callable(backends.views_of, served)
+    # A cached backend has none: its tag writes go through the cache (to invalidate).
+    read_marks = providers.Callable(backends.read_marks_of, served)
     version = providers.Callable(backends.version_of, backend)
 
     service = providers.Singleton(

@@ -12,7 +12,8 @@ class SeparateViews:
     """``ViewReads`` from a seq store and a message store: two round trips per pull.
 
     The reference answer every fused implementation must equal (the contract suite compares
-    them), and the path of a store behind a cache or of a third-party backend.
+    them), the path of a third-party backend, and what a cached backend without a fused view
+    reads on a watermark miss (``adapters.cached_views.CachedViews``).
     """
 
     def __init__(self, store: MessageStore, seqs: SeqStore) -> None:

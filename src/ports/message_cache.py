@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from domain.model import Slot
+from domain.model import Pick, Slot, Watermarks
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,4 +64,62 @@ class MessageCache(Protocol):
 
     def close(self) -> None:
         """Release connections. The cache must not be used afterwards."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRead:
+    """What a cached pull found: the viewer's watermarks, the slots they select, a fill ticket.
+
+    ``marks`` is None when the watermarks are not cached (then ``slots`` is empty: which
+    seqs a pull shows depends on them). ``ticket`` is as in ``CacheRead``.
+    """
+
+    marks: Watermarks | None = None
+    slots: dict[int, Slot] = field(default_factory=dict)
+    ticket: object | None = None
+
+
+@runtime_checkable
+class ViewCache(MessageCache, Protocol):
+    """A MessageCache that also keeps the viewers' watermarks, so a pull is one lookup.
+
+    Watermarks are cached in two parts: the conversation's (max_seq, min_seq), shared by every
+    viewer, and each user's own floor; a conversation-wide change drops one entry, whatever
+    the number of users. The same fill guard covers both parts and the slots: one ticket,
+    refused after any invalidation of the conversation (slots or watermarks).
+    """
+
+    def get_view(self, conversation_id: str, viewer: str, pick: Pick) -> ViewRead:
+        """In one lookup: the viewer's cached watermarks and the cached slots they select.
+
+        The slots are those of ``pick.of(marks)`` that ``get_many(…, viewer)`` would find;
+        a cache may find fewer (misses) and callers ignore any seq outside ``pick.of(marks)``:
+        the domain's rule decides what a pull shows. ``marks`` is set only when both parts
+        are cached.
+        """
+        ...
+
+    def put_view(
+        self,
+        conversation_id: str,
+        viewer: str,
+        marks: Watermarks | None,
+        slots: Mapping[int, Slot],
+        ticket: object,
+    ) -> None:
+        """Cache marks (unless None) and slots, read from the store after get_view's ticket.
+
+        ``marks`` come from ``SeqStore.watermarks(conversation_id, viewer)`` (or a ViewReads
+        that equals it), the slots from ``MessageStore.get`` for viewer. Nothing is written
+        when the conversation was invalidated since that get_view.
+        """
+        ...
+
+    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> None:
+        """Drop cached watermarks; call after the SeqStore write that moved them.
+
+        ``user_id`` None drops the conversation's part (max_seq, min_seq: every viewer's),
+        else that user's floor. Undeliverable invalidations are handled as in ``invalidate``.
+        """
         ...

@@ -16,7 +16,8 @@ class ViewReads(Protocol):
     Backends whose store and seq store live on one engine answer both in one round trip
     (one statement, command or pipeline; one more only when a slot read has spilled
     deleters). A backend without it is served by ``app.views.SeparateViews``: two round
-    trips, the same answers.
+    trips, the same answers. Behind a cache, ``adapters.cached_views.CachedViews`` answers a
+    fully cached pull in one cache round trip and no store round trip.
     """
 
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:

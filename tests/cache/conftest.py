@@ -16,9 +16,11 @@ from adapters.cached_store import CachedMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from adapters.redis_cache import RedisMessageCache, client_options, make_client
 from app import MessageService
+from app.backends import Backend, cached
 from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
 from domain.tags import Guard
 from ports.message_store import MessageStore
+from ports.seq_store import SeqStore
 from tests.redis_server import redis_prefix, redis_url
 
 
@@ -217,6 +219,14 @@ def plain_service(store: MessageStore) -> MessageService:
 def cached_service(store: MessageStore, cache: RedisMessageCache) -> MessageService:
     """plain_service behind cache."""
     return plain_service(CachedMessageStore(store, cache))
+
+
+def viewed_service(
+    store: MessageStore, cache: RedisMessageCache, seqs: SeqStore | None = None
+) -> MessageService:
+    """A service wired as the container wires a cache: writes, seqs and pulls through it."""
+    backend = cached(Backend(store, seqs or MemorySeqStore()), cache)
+    return MessageService(backend.store, backend.seqs, views=backend.views, clock=lambda: NOW_MS)
 
 
 @pytest.fixture

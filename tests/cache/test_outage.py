@@ -18,10 +18,10 @@ import redis
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository
-from adapters.redis_cache import RedisMessageCache, client_options
+from adapters.redis_cache import MarksOf, RedisMessageCache, client_options
 from app import MessageService
 from domain.model import Actor
-from tests.cache.cases import CONV, MUTATIONS, seed
+from tests.cache.cases import CONV, MUTATIONS, chat, seed
 from tests.cache.conftest import (
     CacheFactory,
     Clock,
@@ -31,6 +31,7 @@ from tests.cache.conftest import (
     cached_service,
     commands,
     plain_service,
+    viewed_service,
 )
 from tests.proxy import TcpProxy
 
@@ -146,6 +147,34 @@ def test_redis_cut_mid_test_then_back(
     twins.do(lambda s: s.delete_for_me(CONV, [2], "bob"))
     twins.agree()
     assert len(warnings(caplog)) == 2
+
+
+def test_watermark_changes_during_an_outage_are_delivered_before_the_next_cached_pull(
+    outage: Outage, raw: redis.Redis
+) -> None:
+    cache = outage.make_cache(outage.proxy.url)
+    twins = Twins(viewed_service(outage.spy, cache))
+    twins.do(seed)
+    twins.agree()
+    twins.agree()  # watermarks and slots cached
+    stale = raw.get(cache.marks_key(CONV))
+    assert stale is not None
+
+    outage.proxy.cut()
+    twins.do(lambda s: s.clear_history(CONV, "bob"))
+    twins.do(lambda s: s.ingest(CONV, chat(7, 7)))
+    twins.agree()  # the store answers meanwhile
+    assert raw.get(cache.marks_key(CONV)) == stale
+    assert cache.pending == {CONV: frozenset({MarksOf("bob"), MarksOf(None), 7})}
+
+    outage.proxy.restore()
+    outage.clock.advance(1.0)
+    twins.agree()  # delivered before the first lookup, then filled again
+    assert cache.pending == {}
+    assert raw.get(cache.marks_key(CONV)) not in (None, stale)
+    outage.spy.reads.clear()
+    twins.agree()
+    assert outage.spy.reads == []
 
 
 def test_a_stalled_redis_times_out_and_the_store_answers(

@@ -41,6 +41,7 @@ def run(p50: float, per_op: float = 2.0, writes: float = 0.0, max_trips: int = 2
             "typical": max_trips,
             "distribution": {str(max_trips): 10},
             "by_driver": {"sql": per_op},
+            "writes_by_driver": {"sql": writes} if writes else {},
         },
         "errors": 0,
         "error_samples": {},

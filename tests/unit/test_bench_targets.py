@@ -119,3 +119,23 @@ def test_write_amplification_puts_the_layouts_of_one_engine_side_by_side() -> No
     markdown = to_markdown(blocks)
     assert "memory: no log: the store runs in process" in markdown
     assert "server-wide" in markdown  # the shared-server caveat
+
+
+def test_cached_rows_count_the_fully_cached_pull_and_only_the_store_writes() -> None:
+    results = bench_fakes.results()
+    cached = results["backends"][1]
+    cached["cache"], cached["label"] = "redis", "sql-row/sqlite+redis"
+    latest = bench_fakes.run(100, per_op=3.4, max_trips=4)
+    latest["round_trips"]["distribution"] = {"1": 2, "4": 8}  # mostly first pulls: misses
+    latest["round_trips"]["typical"] = 4
+    cached["workloads"]["pull_latest"] = latest
+    for name in ("clear_small", "clear_largest"):  # the store's write and the invalidation
+        trips = cached["workloads"][name]["round_trips"]
+        trips["writes_per_op"] = 2.0
+        trips["writes_by_driver"] = {"sql": 1.0, "redis": 1.0}
+    pull = _lines(results, "pull ≤ 1 round trip")["sql-row/sqlite+redis"]
+    assert pull.verdict == "pass" and "1 round trips (fully cached)" in pull.measured
+    assert "2 of 10 pulls fully cached" in (pull.note or "")
+    assert "misses take up to 4" in (pull.note or "")
+    clear = _lines(results, "clear_history: one write, flat cost")["sql-row/sqlite+redis"]
+    assert clear.verdict == "pass" and "store writes/op 1" in clear.measured

@@ -1,8 +1,9 @@
 """Access patterns: round trips of the hot paths, counted at the drivers (never times).
 
 Server engines are counted at their drivers, the memory engine by repository calls. A Redis
-cache in front of a store may add its own round trip (an invalidation or a lookup); the store
-side must stay within the bound either way.
+cache in front of a store may add its own round trips (an invalidation per write that changes
+slots or watermarks, one lookup script per pull); the store side must stay within the bound
+either way, and a cached hot read touches no store at all.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def test_hot_reads_cost_the_watermarks_plus_one_read(
     read(service)  # warms a read-through cache and any lazy engine setup
     count = probe.count(lambda: read(service))
     assert 1 <= count.total <= 2, count
-    assert count.writes == 0, count
+    if CACHE in count.drivers:  # the lookup script (EVALSHA, counted as a write) and nothing else
+        assert count.drivers == {CACHE: 1}, count
+    else:
+        assert count.writes == 0, count
 
 
 def test_100_message_insert_into_an_existing_bucket_is_one_store_write(
@@ -47,11 +51,11 @@ def test_100_message_insert_into_an_existing_bucket_is_one_store_write(
     batch = messages(101, 200)
     count = probe.count(lambda: service.ingest(CONV, batch))
     # one write of the 100 messages and one raise of max_seq (an engine without RETURNING
-    # on upserts reads the raised value back)
+    # on upserts reads the raised value back); behind a cache, each drops what it changed
     store = count.without(CACHE)
     assert store.writes == 2, count
     assert store.total <= 3, count
-    assert count.drivers.get(CACHE, 0) <= 1, count
+    assert count.drivers.get(CACHE, 0) <= 2, count
     entries = service.pull_range(CONV, "alice", 101, 200)
     assert [e.seq for e in entries] == list(range(101, 201))
 
@@ -65,6 +69,8 @@ def test_clear_history_is_one_write_whatever_the_size(
         service.ingest("sg_large", messages(first, first + 99, "sg_large"))
     small = probe.count(lambda: service.clear_history("sg_small", "bob"))
     large = probe.count(lambda: service.clear_history("sg_large", "bob"))
-    assert small.writes == large.writes == 1, (small, large)
-    assert small.total == large.total <= 3, (small, large)
+    # behind a cache, one more: the invalidation of bob's cached floor
+    assert small.without(CACHE).writes == large.without(CACHE).writes == 1, (small, large)
+    assert small.drivers.get(CACHE, 0) == large.drivers.get(CACHE, 0) <= 1, (small, large)
+    assert small.without(CACHE).total == large.without(CACHE).total <= 3, (small, large)
     assert service.pull_latest("sg_large", "bob") == []

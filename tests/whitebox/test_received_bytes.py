@@ -19,11 +19,11 @@ from adapters.mongo.row import MongoRowRepository
 from adapters.row import RowMessageStore
 from adapters.sql.row import SqlRowRepository
 from app import MessageService
+from app.instrument import received
 from domain.model import Slot
 from domain.projection import Tombstone, TombstoneReason
 from imbucket_contract.factories import CONV, messages
 from ports.message_store import MessageStore
-from tests.received import received
 
 HOT_DELETERS = 5_000
 HOT, TWIN = 2, 1  # seq 2 is deleted by every user, seq 1 (same size) by nobody
@@ -32,6 +32,8 @@ SQL_ROWS_PER_INSERT = 1_000  # deletion rows per INSERT, well inside every engin
 # mongoeco's insert_many grows quadratically within one command (100 documents: 0.06 s, 1,000:
 # 4 s), but not across commands: the spilled deleters are written 100 per call on every row.
 SPILLED_PER_CALL = 100
+
+received.prepare()  # the pymongo listener, before the fixtures open a MongoDB client
 
 
 def inner_store(service: MessageService) -> MessageStore:
@@ -82,11 +84,11 @@ def received_by_pull(service: MessageService, viewer: str, seq: int) -> int:
     cache = getattr(service.store, "cache", None)
     if cache is not None:  # the first pull is a miss for every seq alike
         cache.invalidate(CONV, [seq])
-    with received() as meter:
+    with received.counting() as replies:
         for _ in range(PULLS):
             service.pull(CONV, viewer, [seq])
-    assert meter.total > 0
-    return meter.total
+    assert replies.total() > 0
+    return replies.total()
 
 
 def seen(service: MessageService, viewer: str, seq: int) -> Any:
@@ -111,10 +113,10 @@ def test_a_pull_of_a_slot_deleted_by_5000_users_receives_at_most_1_2x_its_twin(
         assert seen(service, viewer, TWIN) == "message"
     assert seen(service, "bystander", HOT) == "message"
     # The setup is effective: an unscoped read (migrate, inspect) ships every deleter.
-    with received() as unscoped:
+    with received.counting() as unscoped:
         everything = inner_store(service).get(CONV, [HOT])[HOT]
     assert len(everything.deleted_by) == HOT_DELETERS
-    assert unscoped.total > 10 * received_by_pull(service, "bystander", TWIN)
+    assert unscoped.total() > 10 * received_by_pull(service, "bystander", TWIN)
     for viewer in (first, "bystander"):
         assert received_by_pull(service, viewer, HOT) <= 1.2 * received_by_pull(
             service, viewer, TWIN

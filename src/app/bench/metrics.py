@@ -31,6 +31,7 @@ class Recorder:
     writes: int = 0
     max_round_trips: int = 0
     drivers: Counter[str] = field(default_factory=Counter)
+    write_drivers: Counter[str] = field(default_factory=Counter)
     error_kinds: Counter[str] = field(default_factory=Counter)
     trips: Counter[int] = field(default_factory=Counter)
 
@@ -55,6 +56,7 @@ class Recorder:
         self.max_round_trips = max(self.max_round_trips, count.total)
         self.trips[count.total] += 1
         self.drivers.update(count.drivers)
+        self.write_drivers.update(count.writes_by)
         return result
 
     def result(self) -> WorkloadResult:
@@ -76,6 +78,9 @@ class Recorder:
             typical=self.trips.most_common(1)[0][0] if self.trips else 0,
             distribution={str(k): v for k, v in sorted(self.trips.items())},
             by_driver={k: round(v / ops, 3) for k, v in sorted(self.drivers.items()) if v},
+            writes_by_driver={
+                k: round(v / ops, 3) for k, v in sorted(self.write_drivers.items()) if v
+            },
         )
         return WorkloadResult(
             ops=self.ops,

@@ -60,6 +60,12 @@ class RoundTripStats:
     typical: int
     distribution: dict[str, int] = field(default_factory=dict)
     by_driver: dict[str, float] = field(default_factory=dict)
+    writes_by_driver: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def fewest(self) -> int:
+        """The cheapest operation's round trips (behind a cache: a fully cached one)."""
+        return min((int(k) for k in self.distribution), default=self.typical)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ as each driver hands it over, without the protocol's framing:
   ``prepare`` before a MongoDB client is created).
 - redis-py: the replies of ``execute_command`` and of pipelines' ``execute``, single node
   and cluster, sized like SQL values.
+- memory: what the in-process bucket repository's reads hand back (each slot as compact
+  JSON), so the same pins hold on the reference backend.
 
 Counting costs time (every value is sized), so the benchmark counts only on the workloads
 that ask for it, never on those it times for the latency tables' sake alone.
@@ -25,6 +27,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from adapters.codec import slot_to_doc
+from adapters.memory import MemoryBucketRepository
+from domain.model import Slot
+
+# The memory repository's reads: what a driver would receive from a server engine.
+_MEMORY_READS = ("read", "read_viewed", "read_spilled")
 _lock = threading.Lock()
 _active: list[Counter[str]] = []
 _mongo_registered = False
@@ -44,6 +52,8 @@ def size(value: Any) -> int:
         return sum(size(item) for item in value)
     if isinstance(value, dict):
         return len(json.dumps(value, default=str))
+    if isinstance(value, Slot):
+        return len(json.dumps(slot_to_doc(value), separators=(",", ":")))
     return len(str(value).encode())
 
 
@@ -137,13 +147,23 @@ def _watch_redis() -> Callable[[], None]:
     return restore
 
 
-def _wrap(kind: Any, name: str) -> Callable[[], None]:
-    """Count the replies of kind.name (a Redis client's or pipeline's call) while counting."""
+def _watch_memory() -> Callable[[], None]:
+    undo = [_wrap(MemoryBucketRepository, name, "memory") for name in _MEMORY_READS]
+
+    def restore() -> None:
+        for step in reversed(undo):
+            step()
+
+    return restore
+
+
+def _wrap(kind: Any, name: str, driver: str = "redis") -> Callable[[], None]:
+    """Count the replies of kind.name (a client's call) as driver's while counting."""
     original = vars(kind)[name]
 
     def counted(self: Any, *args: Any, **options: Any) -> Any:
         reply = original(self, *args, **options)
-        _add("redis", size(reply))
+        _add(driver, size(reply))
         return reply
 
     setattr(kind, name, counted)
@@ -152,7 +172,7 @@ def _wrap(kind: Any, name: str) -> Callable[[], None]:
 
 @contextmanager
 def counting() -> Iterator[Counter[str]]:
-    """Bytes received per driver (``sql``, ``mongo``, ``redis``) while the block runs.
+    """Bytes received per driver (``sql``, ``mongo``, ``redis``, ``memory``) in the block.
 
     Not re-entrant across threads' blocks: one counting block at a time (the benchmark runs
     one operation at a time).
@@ -161,7 +181,7 @@ def counting() -> Iterator[Counter[str]]:
     with _lock:
         if _active:
             raise RuntimeError("received.counting() is already active")
-        undo = [_watch_sqlalchemy(), _watch_redis()]
+        undo = [_watch_sqlalchemy(), _watch_redis(), _watch_memory()]
         _active.append(counter)
     try:
         yield counter

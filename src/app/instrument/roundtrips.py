@@ -10,8 +10,8 @@ here changes what a store does. Each driver is watched from the outside:
 - pymongo: a ``CommandListener`` registered globally with ``pymongo.monitoring.register``.
   pymongo only hands global listeners to clients created *after* registration, so call
   ``watch`` before opening a MongoDB-backed service.
-- redis-py: ``Redis.execute_command`` and ``Pipeline.execute`` are wrapped while watching
-  (a whole pipeline is one round trip).
+- redis-py: ``Redis.execute_command``, ``RedisCluster.execute_command`` and
+  ``Pipeline.execute`` are wrapped while watching (a whole pipeline is one round trip).
 
 In-process engines (memory) are counted by ``app.instrument.probe``, with ``RoundTrips.record``.
 ``EngineStatements`` counts the statements of one SQLAlchemy engine only, and keeps them (for
@@ -180,13 +180,20 @@ def _watch_pymongo() -> Callable[[], None]:
 def _watch_redis() -> Callable[[], None]:
     try:
         from redis.client import Pipeline, Redis
+        from redis.cluster import RedisCluster
     except ImportError:
         return lambda: None
     plain, batch = Redis.execute_command, Pipeline.execute
+    # A cluster client sends its commands on node connections, past Redis.execute_command.
+    cluster = RedisCluster.execute_command
 
     def execute_command(self: Any, *args: Any, **options: Any) -> Any:
         _record("redis", str(args[0]).upper() not in _REDIS_READS)
         return plain(self, *args, **options)  # type: ignore[no-untyped-call]
+
+    def cluster_command(self: Any, *args: Any, **options: Any) -> Any:
+        _record("redis", str(args[0]).upper() not in _REDIS_READS)
+        return cluster(self, *args, **options)  # type: ignore[no-untyped-call]
 
     def execute(self: Any, *args: Any, **options: Any) -> Any:
         names = {str(command[0][0]).upper() for command in self.command_stack}
@@ -195,10 +202,12 @@ def _watch_redis() -> Callable[[], None]:
         return batch(self, *args, **options)
 
     Redis.execute_command = execute_command  # type: ignore[method-assign]
+    RedisCluster.execute_command = cluster_command  # type: ignore[method-assign]
     Pipeline.execute = execute  # type: ignore[method-assign]
 
     def restore() -> None:
         Redis.execute_command = plain  # type: ignore[method-assign]
+        RedisCluster.execute_command = cluster  # type: ignore[method-assign]
         Pipeline.execute = batch  # type: ignore[method-assign]
 
     return restore

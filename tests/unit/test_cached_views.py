@@ -1,0 +1,145 @@
+"""CachedViews' and InvalidatingSeqStore's decisions, on a recording cache (a port stub)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+
+from adapters.bucket import BucketMessageStore
+from adapters.cached_views import CachedViews, InvalidatingSeqStore
+from adapters.memory import MemoryBucketRepository, MemorySeqStore
+from app.views import SeparateViews
+from domain.errors import StoreUnavailable
+from domain.model import Pick, Slot, Watermarks
+from imbucket_contract.factories import CONV, messages
+from ports.message_cache import ViewCache, ViewRead
+from ports.seq_store import SeqStore
+from tests.unit.test_cached_store import RecordingCache
+
+
+class RecordingViews(RecordingCache):
+    """RecordingCache plus cached watermarks (one entry for every viewer, enough here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: Watermarks | None = None
+        self.dropped: list[str | None] = []
+
+    def get_view(self, conversation_id: str, viewer: str, pick: Pick) -> ViewRead:
+        self.calls.append(("view", list(pick.seqs)))
+        if self.marks is None:
+            return ViewRead(ticket=self.ticket)
+        # Listed seqs come back whether shown or not: the caller applies the domain's rule.
+        wanted = pick.seqs or pick.of(self.marks)
+        slots = {s: self.slots[s] for s in wanted if s in self.slots}
+        return ViewRead(self.marks, slots, self.ticket)
+
+    def put_view(
+        self,
+        conversation_id: str,
+        viewer: str,
+        marks: Watermarks | None,
+        slots: Mapping[int, Slot],
+        ticket: object,
+    ) -> None:
+        assert ticket == self.ticket
+        self.calls.append(("put_view", list(slots)))
+        self.marks = marks or self.marks
+        self.slots.update(slots)
+
+    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> None:
+        self.dropped.append(user_id)
+        self.marks = None
+
+
+class BrokenSeqs(MemorySeqStore):
+    """The raise lands, then the driver fails."""
+
+    def raise_user_min_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
+        super().raise_user_min_seq(conversation_id, user_id, seq)
+        raise StoreUnavailable("connection lost")
+
+
+@pytest.fixture
+def cache() -> RecordingViews:
+    return RecordingViews()
+
+
+def views(cache: RecordingViews, seqs: SeqStore) -> tuple[CachedViews, BucketMessageStore]:
+    store = BucketMessageStore(MemoryBucketRepository())
+    store.insert(CONV, messages(1, 5))
+    seqs.raise_max_seq(CONV, 6)
+    return CachedViews(SeparateViews(store, seqs), store, cache), store
+
+
+def test_the_stub_is_a_view_cache(cache: RecordingViews) -> None:
+    assert isinstance(cache, ViewCache)
+
+
+def test_a_watermark_miss_reads_the_store_view_and_fills_marks_and_stored_slots(
+    cache: RecordingViews,
+) -> None:
+    cached, _ = views(cache, MemorySeqStore())
+    marks, slots = cached.view(CONV, "bob", Pick(latest=20))
+    assert marks == Watermarks(6, 0, 0) and sorted(slots) == [1, 2, 3, 4, 5]
+    assert cache.calls == [("view", []), ("put_view", [1, 2, 3, 4, 5])]  # never seq 6's hole
+    assert cache.marks == marks
+
+
+def test_cached_marks_read_only_the_missing_slots_and_ignore_what_they_do_not_show(
+    cache: RecordingViews,
+) -> None:
+    cached, store = views(cache, MemorySeqStore())
+    cache.marks = Watermarks(6, 3, 0)  # seqs 1 and 2 cleared for everyone
+    cache.slots = store.get(CONV, [1, 2, 3, 4])
+    _, slots = cached.view(CONV, "bob", Pick(seqs=(1, 2, 3, 5)))
+    assert sorted(slots) == [3, 5]
+    assert cache.calls == [("view", [1, 2, 3, 5]), ("put_view", [5])]
+
+
+def test_no_ticket_no_fill(cache: RecordingViews) -> None:
+    cache.ticket = None  # the cache could not be read
+    cached, _ = views(cache, MemorySeqStore())
+    assert cached.view(CONV, "bob", Pick(latest=3))[0] == Watermarks(6, 0, 0)
+    assert cache.calls == [("view", [])]
+
+
+Raise = Callable[[SeqStore], object]
+RAISES: dict[str, tuple[Raise, str | None]] = {
+    "allocate": (lambda s: s.allocate(CONV, 1), None),
+    "raise_max_seq": (lambda s: s.raise_max_seq(CONV, 9), None),
+    "raise_min_seq": (lambda s: s.raise_min_seq(CONV, 3), None),
+    "raise_user_min_seq": (lambda s: s.raise_user_min_seq(CONV, "bob", 3), "bob"),
+}
+
+
+@pytest.mark.parametrize("name", RAISES)
+def test_each_watermark_write_drops_its_cached_part_after_the_write(
+    name: str, cache: RecordingViews
+) -> None:
+    write, part = RAISES[name]
+    seqs = InvalidatingSeqStore(MemorySeqStore(), cache)
+    cache.marks = Watermarks(6, 0, 0)
+    write(seqs)
+    assert cache.dropped == [part] and cache.marks is None
+    cache.dropped.clear()
+    seqs.raise_read_seq(CONV, "bob", 5)  # not a watermark
+    assert cache.dropped == []
+
+
+def test_a_raise_that_moves_nothing_drops_nothing(cache: RecordingViews) -> None:
+    seqs = InvalidatingSeqStore(MemorySeqStore(), cache)
+    seqs.raise_max_seq(CONV, 9)
+    cache.dropped.clear()
+    assert seqs.raise_max_seq(CONV, 5) == 9  # a redelivery
+    assert seqs.raise_max_seq(CONV, 9) == 9  # equal: it may have been this call's
+    assert cache.dropped == [None]
+
+
+def test_a_write_that_fails_half_way_still_drops(cache: RecordingViews) -> None:
+    seqs = InvalidatingSeqStore(BrokenSeqs(), cache)
+    with pytest.raises(StoreUnavailable):
+        seqs.raise_user_min_seq(CONV, "bob", 4)
+    assert cache.dropped == ["bob"]
+    assert seqs.user_min_seq(CONV, "bob") == 4
