@@ -138,11 +138,38 @@ class BucketMessageStore(TagWrites):
         With a viewer the repository answers "did the viewer delete it" itself and the side
         table is asked for the viewer's own entry only.
         """
-        if viewer is None:
-            buckets = self._read(conversation_id, seqs)
-        else:
-            buckets = self._view(self._wanted(conversation_id, seqs), viewer)[0]
+        if viewer is not None:
+            viewed = self._view(self._wanted(conversation_id, seqs), viewer)[0]
+            return self.viewed(conversation_id, seqs, viewed, viewer)
+        buckets = self._read(conversation_id, seqs)
+        self._merge_spilled(buckets)
+        return self._found(conversation_id, seqs, buckets)
+
+    def viewed(
+        self,
+        conversation_id: str,
+        seqs: Sequence[int],
+        found: Mapping[str, Mapping[int, Slot | None]],
+        viewer: str,
+    ) -> dict[int, Slot]:
+        """The slots of seqs holding anything, as viewer sees them, from viewed buckets.
+
+        found holds the slots as ``BucketRepository.read_viewed`` returns them, by doc_id
+        (a missing bucket or slot reads as empty): the read of ``get`` or a fused pull read
+        (``SqlBucketStore.view``). A slot flagged ``spilled`` whose inline deleters do not
+        include viewer is settled by the side table: one more round trip, only then.
+        """
+        buckets: dict[str, Slots] = {
+            doc_id: {index: found.get(doc_id, {}).get(index) for index in indexes}
+            for doc_id, indexes in self._wanted(conversation_id, seqs).items()
+        }
         self._merge_spilled(buckets, viewer)
+        return self._found(conversation_id, seqs, buckets)
+
+    def _found(
+        self, conversation_id: str, seqs: Sequence[int], buckets: dict[str, Slots]
+    ) -> dict[int, Slot]:
+        """The slots of seqs that hold anything, from their buckets."""
         found: dict[int, Slot] = {}
         for seq in seqs:
             slot = buckets[self.layout.doc_id(conversation_id, seq)][self.layout.slot_index(seq)]

@@ -275,6 +275,7 @@ def _backend_result(setup: Setup) -> BackendResult:
         status="skipped",
         version=setup.version,
         bucket_size=spec.bucket_size,
+        encoding=spec.encoding,
         emulated=is_emulated(setup.version),
     )
 
@@ -311,7 +312,8 @@ def store_url(spec: BackendSpec, workdir: Path) -> str:
     if spec.url or spec.family != "sql":
         return spec.url
     size = "" if spec.bucket_size is None else f"-{spec.bucket_size}"
-    return f"sqlite:///{workdir / (spec.store + size + '.sqlite')}"
+    encoding = "" if spec.encoding is None else f"-{spec.encoding}"
+    return f"sqlite:///{workdir / (spec.store + size + encoding + '.sqlite')}"
 
 
 def _version(spec: BackendSpec, url: str) -> str:
