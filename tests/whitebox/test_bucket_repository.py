@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from domain.budget import TagBudget
@@ -145,10 +147,17 @@ def test_a_budget_counts_the_deleters_of_the_whole_bucket(repository: BucketRepo
 def test_patch_many_writes_each_bucket_as_patch_would(repository: BucketRepository) -> None:
     """Several buckets in one write; each lands or is refused on its own, as ``patch``."""
     budget = TagBudget(deleters_per_slot=2, deleters_per_bucket=10)
+    size = repository.layout.size
     docs = [f"{CONV}:{n}" for n in range(3)]
-    full = Slot(message=message(1, CONV), deleted_by=frozenset({"bob", "carol"}))
-    for doc_id in docs:
-        assert repository.create_bucket(doc_id, {0: full, 1: Slot(message=message(2, CONV))})
+
+    def stored(n: int, index: int) -> Slot:  # the message of slot index of bucket n
+        return Slot(message=message(n * size + index + 1, CONV))
+
+    def full(n: int) -> Slot:
+        return replace(stored(n, 0), deleted_by=frozenset({"bob", "carol"}))
+
+    for n, doc_id in enumerate(docs):
+        assert repository.create_bucket(doc_id, {0: full(n), 1: stored(n, 1)})
     patches = {
         docs[0]: {1: SlotPatch(add_deleted_by="dave"), 2: SlotPatch(purge=True)},
         docs[1]: {0: SlotPatch(add_deleted_by="dave")},  # slot 0 is full: refused
@@ -160,7 +169,7 @@ def test_patch_many_writes_each_bucket_as_patch_would(repository: BucketReposito
     assert written in ({docs[0], docs[2]}, None)
     slots = repository.read({doc_id: [0, 1, 2, 3] for doc_id in docs})
     assert slots[docs[0]][1].deleted_by == {"dave"} and slots[docs[0]][2] == PURGED_SLOT
-    assert slots[docs[1]][0] == full and slots[docs[1]][1] == Slot(message=message(2, CONV))
+    assert slots[docs[1]][0] == full(1) and slots[docs[1]][1] == stored(1, 1)
     assert slots[docs[2]][1].read and slots[docs[2]][3].read_by == {"erin"}
     assert f"{CONV}:9" not in repository.read({f"{CONV}:9": [0]})
     landed = {docs[0]: patches[docs[0]], docs[2]: patches[docs[2]]}

@@ -688,8 +688,8 @@ def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slo
             users.setdefault((row[0], row[1]), set()).add(row[2])
     slots: dict[int, Slot] = {}
     if not users:  # the usual pull: message rows only, no set of users to build per seq
-        for seq, stored in found.items():
-            slot = _slot(conversation_id, seq, stored, 3)
+        for seq, row in found.items():
+            slot = _slot(conversation_id, seq, row, 3)
             if not slot.is_empty:
                 slots[seq] = slot
         return slots
