@@ -51,6 +51,8 @@ Counts = dict[int, int]
 # What to write to a bucket given its slots and whether deleters may still go inline:
 # the patches, and the slot indexes whose deleter goes to the side table.
 Plan = Callable[[Slots, bool], tuple[dict[int, SlotPatch], list[int]]]
+# Reads the given slot indexes of buckets again (after a write was refused or lost).
+Reread = Callable[[dict[str, list[int]]], dict[str, Slots]]
 
 
 class BucketMessageStore(TagWrites):
@@ -216,24 +218,23 @@ class BucketMessageStore(TagWrites):
     ) -> int:
         """Set-add user_id to deleted_by, inline or spilled; see MessageStore.delete_for.
 
-        Each bucket costs its read (shared) and one patch; the side table one more write
-        for all buckets together, only when some slot is full or already spilled.
+        One read for all buckets, then one write for all of them (``_write_all``); the side
+        table one more write for all buckets together, only when some slot is full or
+        already spilled.
         """
-        changed = 0
-        spilled: list[Spilled] = []
         buckets, counts = self._view(self._wanted(conversation_id, seqs), user_id)
         self._guard(conversation_id, seqs, buckets, guard)
-        for doc_id, slots in buckets.items():
-            known = counts[doc_id]
 
-            def reread(doc_id: str, indexes: list[int], known: Counts = known) -> Slots:
-                found, fresh = self._view({doc_id: indexes}, user_id)
-                known.update(fresh[doc_id])
-                return found[doc_id]
+        def reread(wanted: dict[str, list[int]]) -> dict[str, Slots]:
+            found, fresh = self._view(wanted, user_id)
+            for doc_id, known in fresh.items():
+                counts[doc_id].update(known)
+            return found
 
-            inline, spills = self._write(doc_id, slots, self._deleting(user_id, known), reread)
-            changed += inline
-            spilled += [(doc_id, index, user_id) for index in spills]
+        changed, spills = self._write_all(
+            buckets, lambda doc_id: self._deleting(user_id, counts[doc_id]), reread
+        )
+        spilled: list[Spilled] = [(doc_id, index, user_id) for doc_id, index in spills]
         # After the flags: a reader that sees a flag reads the side table, never the reverse.
         return changed + (self.repository.add_spilled(spilled) if spilled else 0)
 
@@ -245,9 +246,7 @@ class BucketMessageStore(TagWrites):
         """
         buckets = self._read(conversation_id, seqs)
         self._guard(conversation_id, seqs, buckets, guard)
-        changed = sum(
-            self._write(doc_id, slots, _planned(purging))[0] for doc_id, slots in buckets.items()
-        )
+        changed = self._write_all(buckets, lambda _: _planned(purging), self._reread)[0]
         flagged = _flagged(buckets)
         if flagged:
             self.repository.drop_spilled(flagged)
@@ -349,12 +348,22 @@ class BucketMessageStore(TagWrites):
     def _patch(
         self, conversation_id: str, seqs: Sequence[int], decide: Decision, guard: Guard | None
     ) -> int:
-        """Read the slots once, then write each bucket's changes in one patch (or create it)."""
-        buckets = self._read(conversation_id, seqs)
-        self._guard(conversation_id, seqs, buckets, guard)
-        return sum(
-            self._write(doc_id, slots, _planned(decide))[0] for doc_id, slots in buckets.items()
+        """Read the slots once, then write every bucket's changes together (``_write_all``)."""
+        return self._patch_read(
+            self._read(conversation_id, seqs), conversation_id, seqs, decide, guard
         )
+
+    def _patch_read(
+        self,
+        buckets: dict[str, Slots],
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+    ) -> int:
+        """``_patch`` after its read (buckets: the slots of seqs, read by the caller)."""
+        self._guard(conversation_id, seqs, buckets, guard)
+        return self._write_all(buckets, lambda _: _planned(decide), self._reread)[0]
 
     def _guard(
         self,
@@ -406,38 +415,100 @@ class BucketMessageStore(TagWrites):
 
         return plan
 
+    def _write_all(
+        self, buckets: dict[str, Slots], plan_of: Callable[[str], Plan], reread: Reread
+    ) -> tuple[int, list[tuple[str, int]]]:
+        """Write every bucket's plan in one round trip: (slots changed inline, slots to spill).
+
+        Existing buckets take one ``patch_many``, missing ones one ``create_buckets`` (a tag
+        write on seqs whose buckets do not exist yet creates them). Buckets refused (a slot
+        or the bucket is full), lost to a concurrent creator, or whose outcome the engine
+        could not tell are read again, together, and written one by one by ``_write``.
+        """
+        patches: dict[str, dict[int, SlotPatch]] = {}
+        fresh: dict[str, dict[int, Slot]] = {}
+        planned: dict[str, tuple[int, list[int]]] = {}
+        for doc_id, slots in buckets.items():
+            writes, spills = plan_of(doc_id)(slots, True)
+            planned[doc_id] = (sum(not patch.mark_spilled for patch in writes.values()), spills)
+            if writes and _missing(slots):
+                fresh[doc_id] = {index: EMPTY_SLOT.patched(p) for index, p in writes.items()}
+            elif writes:
+                patches[doc_id] = writes
+        written = self._patch_all(patches)
+        created = self.repository.create_buckets(fresh) if fresh else set()
+        unknown = set(patches) if written is None else set()
+        refused = set() if written is None else set(patches) - written
+        lost = set(fresh) - created
+        for _ in lost:
+            contention.record(contention.BUCKET_CREATE_LOST)
+        again = refused | lost | unknown
+        changed = sum(planned[doc_id][0] for doc_id in buckets if doc_id not in again)
+        spilled = [(d, i) for d in buckets if d not in again for i in planned[d][1]]
+        if not again:
+            return changed, spilled
+        current = reread({doc_id: list(buckets[doc_id]) for doc_id in again})
+        for doc_id in sorted(again):
+            plan, slots = plan_of(doc_id), current[doc_id]
+            if doc_id in unknown:
+                # Written or not: once nothing is left to write inline, the patch landed
+                # (or a concurrent writer wrote the same), and its changes count here.
+                left = plan(slots, True)[0]
+                if not any(not patch.mark_spilled for patch in left.values()):
+                    changed += planned[doc_id][0]
+            count, spills = self._write(doc_id, slots, plan, reread, doc_id not in refused)
+            changed += count
+            spilled += [(doc_id, index) for index in spills]
+        return changed, spilled
+
+    def _patch_all(self, patches: dict[str, dict[int, SlotPatch]]) -> set[str] | None:
+        """The buckets written by one ``patch`` (one bucket) or ``patch_many`` (several)."""
+        if len(patches) > 1:
+            return self.repository.patch_many(patches, self.budget)
+        return {d for d, p in patches.items() if self.repository.patch(d, p, self.budget)}
+
     def _write(
-        self,
-        doc_id: str,
-        slots: Slots,
-        plan: Plan,
-        reread: Callable[[str, list[int]], Slots] | None = None,
+        self, doc_id: str, slots: Slots, plan: Plan, reread: Reread, inline: bool = True
     ) -> tuple[int, list[int]]:
         """Write one bucket's plan within the budget: (slots changed inline, slots to spill).
 
         A patch refused by an existing bucket means a slot or the bucket is full: the slots
-        are read again (by reread, default a plain read) and the plan redone with every
-        deleter spilling.
+        are read again (by reread) and the plan redone with every deleter spilling (inline
+        False). A missing bucket is created with the patches.
         """
-        inline = True
         for _ in range(MAX_ROUNDS):
             patches, spills = plan(slots, inline)
             changed = sum(not patch.mark_spilled for patch in patches.values())
-            if not patches or self.repository.patch(doc_id, patches, self.budget):
+            if not patches:
                 return changed, spills
-            if all(slot is None for slot in slots.values()):
+            if _missing(slots):
                 fresh = {index: EMPTY_SLOT.patched(patch) for index, patch in patches.items()}
                 if self.repository.create_bucket(doc_id, fresh):
                     return changed, spills
                 contention.record(contention.BUCKET_CREATE_LOST)
+            elif self.repository.patch(doc_id, patches, self.budget):
+                return changed, spills
             else:
                 inline = False
-            if reread is not None:
-                slots = reread(doc_id, list(slots))
-                continue
-            current = self.repository.read({doc_id: list(slots)}).get(doc_id)
-            slots = {index: _slot(current, index) for index in slots}
+            slots = reread({doc_id: list(slots)})[doc_id]
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
+
+    def _reread(self, wanted: dict[str, list[int]]) -> dict[str, Slots]:
+        """The inline slots of wanted by bucket, read again in one round trip."""
+        return _by_bucket(wanted, self.repository.read(wanted))
+
+
+def _by_bucket(wanted: dict[str, list[int]], found: dict[str, dict[int, Slot]]) -> dict[str, Slots]:
+    """The wanted slots of a repository read by bucket (None: the bucket does not exist)."""
+    return {
+        doc_id: {index: _slot(found.get(doc_id), index) for index in indexes}
+        for doc_id, indexes in wanted.items()
+    }
+
+
+def _missing(slots: Slots) -> bool:
+    """Whether the read found no bucket (every slot of it None)."""
+    return all(slot is None for slot in slots.values())
 
 
 def _slot(bucket: dict[int, Slot] | None, index: int) -> Slot | None:

@@ -115,6 +115,12 @@ class MemoryBucketRepository:
                 bucket[index] = bucket[index].patched(patch)
             return True
 
+    def patch_many(
+        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+    ) -> set[str] | None:
+        """``patch`` of several buckets at once (one call: one round trip of a real engine)."""
+        return {doc_id for doc_id, slots in patches.items() if self.patch(doc_id, slots, budget)}
+
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """Add deleters to the side sets; how many were new."""
         added = 0

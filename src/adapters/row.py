@@ -133,6 +133,17 @@ class RowMessageStore(TagWrites):
         viewer: str | None = None,
     ) -> int:
         found = self.repository.read(conversation_id, seqs, viewer)
+        return self._apply_read(found, conversation_id, seqs, decide, guard)
+
+    def _apply_read(
+        self,
+        found: dict[int, Slot],
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+    ) -> int:
+        """``_apply`` after its read (found: the rows of seqs, read by the caller)."""
         if guard is not None:
             guard([seq for seq in seqs if seq not in found or found[seq].is_empty])
         changes = {seq: decide(found.get(seq, EMPTY_SLOT)) for seq in seqs}

@@ -20,6 +20,7 @@ from domain.errors import ConfigError
 from domain.layout import BucketLayout
 from ports.message_cache import ViewCache
 from ports.message_store import MessageStore
+from ports.read_marks import ReadMarks
 from ports.seq_store import SeqStore
 from ports.view_reads import ViewReads
 
@@ -36,6 +37,8 @@ class Backend:
     version: Callable[[], str] | None = None
     # The pull's reads in one round trip, when the store and seq store share an engine.
     views: ViewReads | None = None
+    # Mark-read's read-seq raise inside its tag write, when they share a database.
+    read_marks: ReadMarks | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -50,9 +53,11 @@ def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeout
     and slots in one statement (its ``view``).
     """
     from adapters.sql import open_row
+    from adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_row(url, layout, timeouts)
-    return Backend(store, seqs, seqs.db.server_version, views=store)
+    marks = SqlReadMarks(store, seqs)
+    return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
 
 
 def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -61,9 +66,11 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
     The store reads a pull's watermarks and slots in one statement (its ``view``).
     """
     from adapters.sql import open_bucket
+    from adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_bucket(url, layout, budget, timeouts)
-    return Backend(store, seqs, seqs.db.server_version, views=store)
+    marks = SqlReadMarks(store, seqs)
+    return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -179,6 +186,11 @@ def seqs_of(backend: Backend) -> SeqStore:
 def views_of(backend: Backend) -> ViewReads | None:
     """The backend's fused pull reads, if it has them (else the service reads separately)."""
     return backend.views
+
+
+def read_marks_of(backend: Backend) -> ReadMarks | None:
+    """The backend's fused mark-read, if it has one (else the service raises separately)."""
+    return backend.read_marks
 
 
 def version_of(backend: Backend) -> str:

@@ -85,6 +85,8 @@ class Container(containers.DeclarativeContainer):
     store = providers.Callable(backends.store_of, served)
     seqs = providers.Callable(backends.seqs_of, served)
     views = providers.Callable(backends.views_of, served)
+    # A cached backend has none: its tag writes go through the cache (to invalidate).
+    read_marks = providers.Callable(backends.read_marks_of, served)
     version = providers.Callable(backends.version_of, backend)
 
     service = providers.Singleton(
@@ -92,6 +94,7 @@ class Container(containers.DeclarativeContainer):
         store=store,
         seqs=seqs,
         views=views,
+        read_marks=read_marks,
         limits=limits,
         claim_retention_seconds=config.store.send_claim_retention_seconds,
     )

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
+from app.read_marks import SeparateReadMarks
 from app.views import SeparateViews
 from domain import policy, sending
 from domain.errors import (
@@ -44,6 +45,7 @@ from domain.model import (
 from domain.projection import Entry, project
 from domain.tags import Guard, takes_revoke
 from ports.message_store import MessageStore
+from ports.read_marks import ReadMarks
 from ports.seq_store import SeqStore
 from ports.view_reads import ViewReads
 
@@ -114,11 +116,14 @@ class MessageService:
         new_id: Callable[[], str] = new_server_msg_id,
         claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS,
         views: ViewReads | None = None,
+        read_marks: ReadMarks | None = None,
     ) -> None:
         self.store = store
         self.seqs = seqs
         # Pulls read through views: fused (one round trip) when the backend offers it.
         self.views = views or SeparateViews(store, seqs)
+        # Mark-read raises the read seq in its tag write's round trips when the backend can.
+        self.read_marks = read_marks or SeparateReadMarks(store, seqs)
         self.limits = limits
         self._clock = clock
         self._new_id = new_id
@@ -297,12 +302,8 @@ class MessageService:
         self._conversation(conversation_id)
         self._user(reader_id, "reader_id")
         checked = check_seqs(seqs, self.limits)
-        changed = self.store.mark_read(
-            conversation_id, checked, reader_id, self._guard(conversation_id)
-        )
-        if checked:
-            self.seqs.raise_read_seq(conversation_id, reader_id, max(checked))
-        return changed
+        guard = self._guard(conversation_id)
+        return self.read_marks.mark_read(conversation_id, checked, reader_id, guard)
 
     @_operation
     def max_seq(self, conversation_id: str) -> int:

@@ -87,6 +87,18 @@ class BucketRepository(Protocol):
         """
         ...
 
+    def patch_many(
+        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+    ) -> set[str] | None:
+        """``patch`` of several buckets (by doc_id) in one round trip where the engine allows.
+
+        Each bucket's patch is applied or refused on its own, exactly as ``patch`` would.
+        Returns the doc_ids written; None when some but not all were written and the engine
+        cannot tell which (it reports only a count): the caller reads the buckets again.
+        The default patches bucket by bucket (one round trip each, every answer known).
+        """
+        return {doc_id for doc_id, slots in patches.items() if self.patch(doc_id, slots, budget)}
+
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """Store deleters in the side table (a set-add); returns how many were not there yet."""
         ...

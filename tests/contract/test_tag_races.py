@@ -2,7 +2,9 @@
 
 Each test lets the tag write miss because the seq's bucket (row) does not exist yet, and has
 a concurrent sender store the seq's message right then — injected deterministically by
-wrapping the storage primitive the write just called, never by timing.
+wrapping the storage primitive the write just called (or, where the write learnt from its read
+that the bucket is missing and goes straight to creating it, the one it is about to call),
+never by timing.
 """
 
 from __future__ import annotations
@@ -60,6 +62,20 @@ def on_first_miss(target: Any, name: str, miss: Missed, act: Callable[[], None])
     setattr(target, name, wrapped)
 
 
+def just_before(target: Any, name: str, act: Callable[[], None]) -> None:
+    """Wrap target.name so that act runs once, right before its first call."""
+    original = getattr(target, name)
+    armed = [True]
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if armed[0]:
+            armed[0] = False
+            act()
+        return original(*args, **kwargs)
+
+    setattr(target, name, wrapped)
+
+
 def assert_revoked_for_everyone(service: MessageService) -> None:
     for viewer in ("alice", "bob"):
         seen = service.pull(CONV, viewer, [SEQ])[0]
@@ -83,7 +99,8 @@ class TestBucketTagWritesRacingTheBucketCreation:
     def test_delete_for_me_is_not_lost(self, service: MessageService) -> None:
         allocate_next_bucket(service)
         repository = service.store.repository  # type: ignore[attr-defined]
-        on_first_miss(repository, "patch", returned_false, concurrent_sender(service))
+        # The write's read found no bucket: the sender creates it before the write does.
+        just_before(repository, "create_buckets", concurrent_sender(service))
         assert service.delete_for_me(CONV, [SEQ], "bob") == 1
         assert service.pull(CONV, "bob", [SEQ])[0] == Tombstone(SEQ, TombstoneReason.DELETED)
         assert isinstance(service.pull(CONV, "carol", [SEQ])[0], MessageView)
@@ -91,14 +108,16 @@ class TestBucketTagWritesRacingTheBucketCreation:
     def test_mark_read_is_not_lost(self, service: MessageService) -> None:
         allocate_next_bucket(service)
         repository = service.store.repository  # type: ignore[attr-defined]
-        on_first_miss(repository, "patch", returned_false, concurrent_sender(service))
+        # The write's read found no bucket: the sender creates it before the write does.
+        just_before(repository, "create_buckets", concurrent_sender(service))
         assert service.mark_read(CONV, [SEQ], "bob") == 1
         assert service.store.get(CONV, [SEQ])[SEQ].read
 
     def test_purge_is_not_lost(self, service: MessageService) -> None:
         allocate_next_bucket(service)
         repository = service.store.repository  # type: ignore[attr-defined]
-        on_first_miss(repository, "patch", returned_false, concurrent_sender(service))
+        # The write's read found no bucket: the sender creates it before the write does.
+        just_before(repository, "create_buckets", concurrent_sender(service))
         assert service.purge(CONV, [SEQ], OWNER) == 1
         assert service.pull(CONV, "bob", [SEQ])[0] == Tombstone(SEQ, TombstoneReason.PURGED)
         assert service.store.get(CONV, [SEQ])[SEQ].message is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from domain.budget import TagBudget
@@ -140,6 +142,38 @@ def test_a_budget_counts_the_deleters_of_the_whole_bucket(repository: BucketRepo
     assert not repository.patch(DOC, {9: adds[9]}, budget)
     slots = repository.read({DOC: [3, 5, 9]})[DOC]
     assert [slots[i].deleted_by for i in (3, 5, 9)] == [{"dave"}, {"dave"}, frozenset()]
+
+
+def test_patch_many_writes_each_bucket_as_patch_would(repository: BucketRepository) -> None:
+    """Several buckets in one write; each lands or is refused on its own, as ``patch``."""
+    budget = TagBudget(deleters_per_slot=2, deleters_per_bucket=10)
+    size = repository.layout.size
+    docs = [f"{CONV}:{n}" for n in range(3)]
+
+    def stored(n: int, index: int) -> Slot:  # the message of slot index of bucket n
+        return Slot(message=message(n * size + index + 1, CONV))
+
+    def full(n: int) -> Slot:
+        return replace(stored(n, 0), deleted_by=frozenset({"bob", "carol"}))
+
+    for n, doc_id in enumerate(docs):
+        assert repository.create_bucket(doc_id, {0: full(n), 1: stored(n, 1)})
+    patches = {
+        docs[0]: {1: SlotPatch(add_deleted_by="dave"), 2: SlotPatch(purge=True)},
+        docs[1]: {0: SlotPatch(add_deleted_by="dave")},  # slot 0 is full: refused
+        docs[2]: {1: SlotPatch(set_read=True), 3: SlotPatch(add_read_by="erin")},
+        f"{CONV}:9": {0: SlotPatch(set_read=True)},  # no such bucket: refused
+    }
+    written = repository.patch_many(patches, budget)
+    # Engines that report only a count (MariaDB, MongoDB) may not say which landed.
+    assert written in ({docs[0], docs[2]}, None)
+    slots = repository.read({doc_id: [0, 1, 2, 3] for doc_id in docs})
+    assert slots[docs[0]][1].deleted_by == {"dave"} and slots[docs[0]][2] == PURGED_SLOT
+    assert slots[docs[1]][0] == full(1) and slots[docs[1]][1] == stored(1, 1)
+    assert slots[docs[2]][1].read and slots[docs[2]][3].read_by == {"erin"}
+    assert f"{CONV}:9" not in repository.read({f"{CONV}:9": [0]})
+    landed = {docs[0]: patches[docs[0]], docs[2]: patches[docs[2]]}
+    assert repository.patch_many(landed, budget) == set(landed)  # set-adds: again, all land
 
 
 def test_the_spilled_flag_is_set_by_a_patch_and_spares_purged_slots(

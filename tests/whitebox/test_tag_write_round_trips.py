@@ -14,9 +14,10 @@ import pytest
 
 from app import MessageService
 from app.instrument.probe import Probe
+from domain.errors import SeqNotAllocated
 from domain.model import Actor, Role
 from imbucket_contract.factories import CONV, messages
-from tests.contract.conftest import Config
+from imbucket_contract.rows import Config
 
 CACHE = "redis"
 OWNER = Actor("olivia", Role.OWNER)
@@ -29,22 +30,19 @@ TAG_WRITES: dict[str, Callable[[MessageService], object]] = {
     "purge": lambda service: service.purge(CONV, [8], OWNER),
 }
 
-# Beyond 2, by row and operation (docs/buckets.md, "Round trips of a tag write"):
-# mark_read also raises the reader's read seq in the seq store, a write of its own, which
-# MariaDB (no RETURNING on an upsert) reads back; sql-row's purge writes the purged row in
-# two statements (create it if missing, wipe it) and drops its deleter and reader rows.
-MARK_READ = 3
-MARIADB_READ_BACK = 1
-SQL_ROW_PURGE = 5
+# Beyond 2 (docs/buckets.md, "Round trips of a tag write"): mark_read also raises the
+# reader's read seq. On SQL (sql-row, sql-bucket) that raise rides on the tag write's read,
+# one statement; memory, MongoDB (another collection: no command writes two) and a store
+# behind a cache (whose tag writes go through the cache) raise it in a write of its own.
+MARK_READ_SEPARATE = 3
 
 
 def expected(backend_config: Config, operation: str) -> int:
     """The pinned round trips of operation on this row."""
-    store = backend_config["store"]
-    if operation == "mark_read":
-        return MARK_READ + (MARIADB_READ_BACK if store["url"].startswith("mysql") else 0)
-    if operation == "purge" and store["backend"] == "sql-row":
-        return SQL_ROW_PURGE
+    fused = backend_config["store"]["backend"].startswith("sql-")
+    fused = fused and backend_config.get("cache", {}).get("backend", "none") == "none"
+    if operation == "mark_read" and not fused:
+        return MARK_READ_SEPARATE
     return 2
 
 
@@ -61,16 +59,63 @@ def test_a_tag_write_on_a_stored_message_costs_its_pinned_round_trips(
     assert TAG_WRITES[operation](service) in (False, 0)
 
 
+# Seqs in three buckets at the default size of 100 (rows: three rows), all holding a message.
+SPREAD = [5, 150, 250]
+SPREAD_WRITES: dict[str, Callable[[MessageService], object]] = {
+    "delete_for_me": lambda service: service.delete_for_me(CONV, SPREAD, "bob"),
+    "mark_read": lambda service: service.mark_read(CONV, SPREAD, "bob"),
+    "purge": lambda service: service.purge(CONV, SPREAD, OWNER),
+}
+
+
+@pytest.mark.parametrize("operation", SPREAD_WRITES)
+def test_a_tag_write_over_several_buckets_writes_them_in_one_round_trip(
+    probed: tuple[Probe, MessageService], backend_config: Config, operation: str
+) -> None:
+    """One read for every bucket, one conditional write for every bucket (patch_many)."""
+    probe, service = probed
+    service.ingest(CONV, messages(1, 300))
+    count = probe.count(lambda: SPREAD_WRITES[operation](service)).without(CACHE)
+    assert count.total == expected(backend_config, operation), count
+    assert SPREAD_WRITES[operation](service) == 0  # applied to all three: a repeat changes nothing
+
+
 def test_a_tag_write_on_an_empty_seq_adds_the_allocation_check(
     probed: tuple[Probe, MessageService],
 ) -> None:
     """Nothing stored yet: the seq's allocation is checked (max_seq), one more read.
 
-    (A bucket store then also creates the bucket: a second write.)
+    The write stays one: a bucket store whose read found no bucket creates it directly
+    (seq 150 is in bucket 1, which nothing has written yet).
     """
     probe, service = probed
     service.ingest(CONV, messages(1, 2))
-    service.seqs.raise_max_seq(CONV, 10)
-    count = probe.count(lambda: service.delete_for_me(CONV, [3], "bob")).without(CACHE)
-    assert count.reads == 2, count
-    assert count.writes == 1, count
+    service.seqs.raise_max_seq(CONV, 200)
+    for seq in (3, 150):
+        count = probe.count(lambda s=seq: service.delete_for_me(CONV, [s], "bob")).without(CACHE)
+        assert count.reads == 2, (seq, count)
+        assert count.writes == 1, (seq, count)
+
+
+def test_mark_read_raises_the_read_seq_only_where_the_write_lands(
+    probed: tuple[Probe, MessageService], backend_config: Config
+) -> None:
+    """The read seq moves with the tags, also when it rides on their read (SQL): up to an
+    allocated seq, never when the allocation check refuses the write."""
+    probe, service = probed
+    service.ingest(CONV, messages(1, 10))
+    service.seqs.raise_max_seq(CONV, 20)
+    assert service.mark_read(CONV, [4, 15], "bob") == 2  # 15: no message yet, bob kept
+    assert service.seqs.read_seq(CONV, "bob") == 15
+    assert service.mark_read(CONV, [2, 3], "bob") == 2
+    assert service.seqs.read_seq(CONV, "bob") == 15  # only ever raised
+    with pytest.raises(SeqNotAllocated):
+        service.mark_read(CONV, [5, 21], "bob")
+    assert service.seqs.read_seq(CONV, "bob") == 15
+    assert not service.store.get(CONV, [5])[5].read
+    # An empty seq within max_seq: a fused read also reads max_seq, which answers the
+    # allocation check; otherwise it is a read of its own.
+    count = probe.count(lambda: service.mark_read(CONV, [19], "carol")).without(CACHE)
+    fused = expected(backend_config, "mark_read") == 2
+    assert count.total == (2 if fused else MARK_READ_SEPARATE + 1), count
+    assert service.seqs.read_seq(CONV, "carol") == 19

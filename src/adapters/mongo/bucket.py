@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from adapters.codec import conversation_of, slot_from_doc
@@ -138,6 +139,25 @@ class MongoBucketRepository:
                 return False  # over the budget
             patches = kept
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
+
+    def patch_many(
+        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+    ) -> set[str] | None:
+        """One unordered bulk_write of every bucket's ``patch`` update (one round trip).
+
+        The reply counts the buckets matched, not which: short of all of them, the outcome
+        is None and the state machine reads the buckets again (a purged target slot, which
+        ``patch`` would drop, or a refused budget).
+        """
+        if len(patches) == 1:
+            [(doc_id, only)] = patches.items()
+            return {doc_id} if self.patch(doc_id, only, budget) else set()
+        updates = [commands.patch_bucket(d, p, budget) for d, p in patches.items()]
+        with translated("write tags"):
+            result = self._buckets.bulk_write(
+                [UpdateOne(u.filter, u.update) for u in updates], ordered=False
+            )
+        return set(patches) if result.matched_count == len(patches) else None
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """insert_many(ordered=False); the duplicate _ids reported were there already."""

@@ -26,6 +26,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    column,
     delete,
     func,
     literal,
@@ -50,6 +51,7 @@ from adapters.sql.json_sql import (
     Path,
     ViewSql,
 )
+from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from adapters.sql.seq import watermarks_sql
 from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
@@ -68,6 +70,7 @@ from domain.model import (
     Watermarks,
     viewed_deleters,
 )
+from domain.tags import Guard, marking_read
 from ports.bucket_repository import Spilled, Viewed
 from ports.view_reads import View
 
@@ -246,6 +249,14 @@ class SqlBucketRepository:
         """One SELECT of the JSON values parts gives for each wanted slot, per doc_id."""
         if not wanted:
             return []
+        query, keys = self._select_sql(wanted, parts)
+        rows = self.db.execute(_statement(query), {**keys, **params}).rows
+        return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
+
+    def _select_sql(
+        self, wanted: Mapping[str, Sequence[int]], parts: Callable[[int], list[str]]
+    ) -> tuple[str, dict[str, str]]:
+        """The SELECT of ``_select`` (doc_id, slots) and its doc_id parameters."""
         keys = {f"d{n}": doc_id for n, doc_id in enumerate(wanted)}
         arrays = [
             self._json.array([part for i in indexes for part in parts(i)])
@@ -258,8 +269,29 @@ class SqlBucketRepository:
             slots = f"CASE doc_id {cases} END"
         names = ", ".join(f":{name}" for name in keys)
         query = f"SELECT doc_id, {slots} AS slots FROM {self._table} WHERE doc_id IN ({names})"
-        rows = self.db.execute(_statement(query), {**keys, **params}).rows
-        return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
+        return query, keys
+
+    def read_raising(
+        self, wanted: Mapping[str, Sequence[int]], conversation_id: str, user_id: str, seq: int
+    ) -> tuple[dict[str, dict[int, Slot]], Raised]:
+        """``read`` riding on the raise of user_id's read seq to seq: one statement.
+
+        See ``adapters.sql.read_marks``.
+        """
+        query, keys = self._select_sql(wanted, lambda i: [self._json.slot(i)])
+        rows = text(query).bindparams(**keys).columns(column("doc_id"), column("slots"))
+        slots = rows.subquery("slots")
+        carried = aggregated(self.db, slots, json_columns=("slots",), text_columns=("doc_id",))
+        statement = raising_read_seq(self.db, self.schema, conversation_id, user_id, seq, carried)
+        max_seq, found = self.db.execute(statement).rows[0]
+        read: dict[str, dict[int, Slot]] = {}
+        for doc_id, chunks in carried_rows(found):
+            values = [v for chunk in _loads(chunks) for v in chunk]
+            read[doc_id] = {
+                index: self._slot(doc_id, index, value)
+                for index, value in zip(wanted[doc_id], values, strict=True)
+            }
+        return read, Raised(int(max_seq), seq <= int(max_seq))
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """Set the revoke of an unrevoked, unpurged slot."""
@@ -278,26 +310,88 @@ class SqlBucketRepository:
         the UPDATE writes (a concurrent writer's change is seen, never overrun).
         """
         params: dict[str, Any] = {}
+        changes, conditions = self._patching(patches, budget, params, "")
+        return self._update(doc_id, changes, conditions, params)
+
+    def patch_many(
+        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+    ) -> set[str] | None:
+        """Every bucket's patch in one UPDATE (as many as the server's limits require).
+
+        A CASE on doc_id picks each bucket's new msgs; the WHERE clause holds each bucket's
+        own budget conditions.
+
+        PostgreSQL and SQLite return the doc_ids updated; MariaDB (no RETURNING on an UPDATE)
+        only how many, so a partial outcome there is None (see BucketRepository.patch_many).
+        """
+        if len(patches) == 1:
+            [(doc_id, only)] = patches.items()
+            return {doc_id} if self.patch(doc_id, only, budget) else set()
+        items = sorted(patches.items())
+        sizes = [len(slots) * _SLOT_SQL_BYTES + _ROW_SQL_BYTES for _, slots in items]
+        per_bucket = 4 * max(len(slots) for _, slots in items) + 4  # bind parameters
+        parts = list(batches(items, sizes, per_bucket, self.db.limits()))
+        if len(parts) > 1:  # more than one statement allows: each part on its own
+            outcomes = [self.patch_many(dict(part), budget) for part in parts]
+            found = [outcome for outcome in outcomes if outcome is not None]
+            return None if len(found) < len(outcomes) else set().union(*found)
+        return self._patch_buckets(patches, budget)
+
+    def _patch_buckets(
+        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None
+    ) -> set[str] | None:
+        """The one UPDATE of patch_many."""
+        params: dict[str, Any] = {}
+        cases: list[str] = []
+        matches: list[str] = []
+        for n, (doc_id, slots) in enumerate(sorted(patches.items())):
+            check_key(conversation_of(doc_id), "conversation_id")
+            changes, conditions = self._patching(slots, budget, params, f"b{n}_")
+            params[f"b{n}"] = doc_id
+            cases.append(f"WHEN :b{n} THEN {self._json.set(changes) if changes else 'msgs'}")
+            matches.append(_all([f"doc_id = :b{n}", *conditions]))
+        statement = (
+            f"UPDATE {self._table} SET msgs = CASE doc_id {' '.join(cases)} ELSE msgs END"
+            f" WHERE {_any(matches)}"
+        )
+        if self.db.kind == "mariadb":
+            count = self.db.execute(text(statement), params).rowcount
+            return set(patches) if count == len(patches) else set() if count == 0 else None
+        rows = self.db.execute(text(statement + " RETURNING doc_id"), params).rows
+        return {row[0] for row in rows}
+
+    def _patching(
+        self,
+        patches: Mapping[int, SlotPatch],
+        budget: TagBudget | None,
+        params: dict[str, Any],
+        prefix: str,
+    ) -> tuple[list[tuple[Path, str]], list[str]]:
+        """The changes and WHERE conditions of one bucket's patch; its values go to params.
+
+        A purged slot ignores every change but a purge; bind names start with prefix.
+        """
         changes: list[tuple[Path, str]] = []
         for n, (index, patch) in enumerate(sorted(patches.items())):
             if patch.purge:
-                params[f"p{n}"] = _dumps(self._codec.to_doc(PURGED_SLOT))
-                changes.append(((index,), self._json.value(f"p{n}")))
+                params[f"{prefix}p{n}"] = _dumps(self._codec.to_doc(PURGED_SLOT))
+                changes.append(((index,), self._json.value(f"{prefix}p{n}")))
                 continue
             purged = f"NOT ({self._json.is_false(index, 'purged')})"
             for name, user in (("del_list", patch.add_deleted_by), ("read_by", patch.add_read_by)):
                 if user is not None:
-                    params[f"{name}{n}"] = user
-                    added = self._json.added(index, name, f"{name}{n}", unless=purged)
-                    changes.append(((index, name), added))
+                    key = f"{prefix}{name}{n}"
+                    params[key] = user
+                    changes.append(((index, name), self._json.added(index, name, key, purged)))
             if patch.set_read:
                 changes.append(
                     ((index, "is_read"), self._json.true_unless(index, "is_read", purged))
                 )
             if patch.mark_spilled:
                 changes.append(((index, "spilled"), self._json.flag_unless(purged)))
-        conditions = [] if budget is None else self._within(budget.conditions(patches), params)
-        return self._update(doc_id, changes, conditions, params)
+        if budget is None:
+            return changes, []
+        return changes, self._within(budget.conditions(patches), params, prefix)
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """INSERT the deleters, skipping the ones already there; how many were new."""
@@ -353,20 +447,22 @@ class SqlBucketRepository:
         """Dispose of the engine's connections."""
         self.db.close()
 
-    def _within(self, within: BudgetConditions, params: dict[str, Any]) -> list[str]:
+    def _within(
+        self, within: BudgetConditions, params: dict[str, Any], prefix: str = ""
+    ) -> list[str]:
         """The budget conditions as SQL for the UPDATE's WHERE clause."""
         conditions: list[str] = []
         budget = within.budget
         for index in within.deleting:
-            conditions.append(f"{self._json.length(index, 'del_list')} < :per_slot")
-            params["per_slot"] = budget.deleters_per_slot
+            conditions.append(f"{self._json.length(index, 'del_list')} < :{prefix}per_slot")
+            params[f"{prefix}per_slot"] = budget.deleters_per_slot
         for index in within.reading:
-            conditions.append(f"{self._json.length(index, 'read_by')} < :readers")
-            params["readers"] = budget.readers_per_slot
+            conditions.append(f"{self._json.length(index, 'read_by')} < :{prefix}readers")
+            params[f"{prefix}readers"] = budget.readers_per_slot
         if within.deleting:
             added = len(within.deleting)
-            conditions.append(f"{self._json.deleters} + {added} <= :per_bucket")
-            params["per_bucket"] = budget.deleters_per_bucket
+            conditions.append(f"{self._json.deleters} + {added} <= :{prefix}per_bucket")
+            params[f"{prefix}per_bucket"] = budget.deleters_per_bucket
         return conditions
 
     def _spilled_in(self, wanted: Mapping[str, Sequence[int]]) -> ColumnElement[bool]:
@@ -498,6 +594,20 @@ class SqlBucketStore(BucketMessageStore):
         """One transaction for the block's writes; see MessageStore.batch."""
         return self.repository.db.batch()
 
+    def mark_read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> tuple[int, bool]:
+        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
+        wanted = self._wanted(conversation_id, seqs)
+        found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, max(seqs))
+        buckets = {
+            doc_id: {index: found[doc_id][index] if doc_id in found else None for index in indexes}
+            for doc_id, indexes in wanted.items()
+        }
+        decide = marking_read(reader_id)
+        changed = self._patch_read(buckets, conversation_id, seqs, decide, raised.guard(guard))
+        return changed, raised.raised
+
     @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
@@ -525,6 +635,14 @@ def _all(conditions: Sequence[str]) -> str:
         return conditions[0]
     middle = len(conditions) // 2
     return f"({_all(conditions[:middle])} AND {_all(conditions[middle:])})"
+
+
+def _any(conditions: Sequence[str]) -> str:
+    """Conditions joined by OR as a balanced tree (like ``_all``)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    middle = len(conditions) // 2
+    return f"({_any(conditions[:middle])} OR {_any(conditions[middle:])})"
 
 
 def _dumps(value: object) -> str:

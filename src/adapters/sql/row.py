@@ -37,12 +37,14 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.selectable import Subquery
 
 from adapters.codec import message_to_doc
 from adapters.row import RowMessageStore
 from adapters.sql.engine import Database
+from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
 from adapters.sql.seq import watermarks_query
 from adapters.sql.sizing import batches, row_bytes
@@ -64,6 +66,7 @@ from domain.model import (
     stored_message,
 )
 from domain.scan import ScannedSlot, SlotPage
+from domain.tags import Guard, marking_read
 from ports.view_reads import View
 
 _MESSAGE = 0
@@ -198,6 +201,23 @@ class SqlRowRepository:
             by_conversation.setdefault(row[1], []).append((row[0], *row[2:]))
         return {conv: _slots(conv, rows) for conv, rows in by_conversation.items()}
 
+    def read_raising(
+        self, conversation_id: str, seqs: Sequence[int], user_id: str, seq: int
+    ) -> tuple[dict[int, Slot], Raised]:
+        """``read`` (no viewer) riding on the raise of user_id's read seq: one statement.
+
+        See ``adapters.sql.read_marks``.
+        """
+        check_keys(conversation_id)
+        scattered, params = _bound(conversation_id, seqs)
+        rows = self._reads.tagged[scattered].subquery("tagged")
+        statement = raising_read_seq(
+            self.db, self.schema, conversation_id, user_id, seq, aggregated(self.db, rows)
+        )
+        max_seq, carried = self.db.execute(statement, params).rows[0]
+        found = _slots(conversation_id, carried_rows(carried))
+        return found, Raised(int(max_seq), seq <= int(max_seq))
+
     def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
         """The message rows alone, without deleters and readers; see RowRepository."""
         check_keys(conversation_id)
@@ -320,26 +340,39 @@ class SqlRowRepository:
         self.db.close()
 
     def _purge(self, conversation_id: str, seqs: Sequence[int]) -> int:
-        """Purge rows: new purged rows where none exist, wipe the others; drop their marks."""
+        """Purge rows in one upsert: a purged row where none exists, the others wiped.
+
+        Their deleter and reader rows go in the same statement: a data-modifying CTE on
+        PostgreSQL, the schema's triggers on SQLite and MariaDB. MariaDB reports only how
+        many rows the upsert touched, so it counts every seq (RowRepository.patch).
+        """
         table = self._messages
-        new_rows = (
-            self.db.insert_ignore(table)
-            .values([{"conversation_id": conversation_id, "seq": s, "purged": True} for s in seqs])
+        wiped: dict[str, Any] = {**dict.fromkeys(_WIPED), "is_read": False, "purged": True}
+        rows = [{"conversation_id": conversation_id, "seq": s, **wiped} for s in seqs]
+        if self.db.kind == "mariadb":
+            upsert = mysql.insert(table).values(rows)
+            self.db.execute(upsert.on_duplicate_key_update(list(wiped.items())))
+            return len(seqs)
+        dialect = postgresql if self.db.kind == "postgresql" else sqlite
+        purge = (
+            dialect.insert(table)
+            .values(rows)
+            .on_conflict_do_update(
+                index_elements=[table.c.conversation_id, table.c.seq],
+                set_=wiped,
+                where=table.c.purged.is_(False),
+            )
             .returning(table.c.seq)
         )
-        created = {row.seq for row in self.db.execute(new_rows).rows}
-        existing = [seq for seq in seqs if seq not in created]
-        purged = len(created)
-        if existing:  # these rows exist now (rows are never deleted), so the wipe settles them
-            wipe = (
-                update(table)
-                .where(_at(table, conversation_id, existing), table.c.purged.is_(False))
-                .values({**dict.fromkeys(_WIPED), "is_read": False, "purged": True})
+        if self.db.kind == "postgresql":
+            marks = (self.schema.deletions, self.schema.readers)
+            purge = purge.add_cte(
+                *(
+                    delete(m).where(_at(m, conversation_id, seqs)).cte(f"dropped_{n}")
+                    for n, m in enumerate(marks)
+                )
             )
-            purged += self.db.execute(wipe).rowcount
-        for marks in (self.schema.deletions, self.schema.readers):
-            self.db.execute(delete(marks).where(_at(marks, conversation_id, seqs)))
-        return purged
+        return len(self.db.execute(purge).rows)
 
     def _statements(
         self, conversation_id: str, messages: Sequence[Message]
@@ -389,6 +422,15 @@ class SqlRowStore(RowMessageStore):
     def batch(self) -> AbstractContextManager[None]:
         """One transaction for the block's writes; see MessageStore.batch."""
         return self.repository.db.batch()
+
+    def mark_read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> tuple[int, bool]:
+        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
+        found, raised = self.repository.read_raising(conversation_id, seqs, reader_id, max(seqs))
+        decide = marking_read(reader_id)
+        changed = self._apply_read(found, conversation_id, seqs, decide, raised.guard(guard))
+        return changed, raised.raised
 
     @property
     def schema(self) -> RowSchema:

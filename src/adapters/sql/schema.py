@@ -16,6 +16,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Connection,
     Index,
     Integer,
     MetaData,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    event,
     false,
     select,
     text,
@@ -113,16 +115,43 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
         PrimaryKeyConstraint("conversation_id", "seq"),
         **_TABLE_OPTIONS,
     )
+    deletions = _marks(metadata, prefix, "deletions")
+    readers = _marks(metadata, prefix, "readers")
+    _drop_marks_of_purged_rows(metadata, messages, (deletions, readers))
     return RowSchema(
-        metadata,
-        layout,
-        seqs,
-        user_seqs,
-        sends,
-        messages=messages,
-        deletions=_marks(metadata, prefix, "deletions"),
-        readers=_marks(metadata, prefix, "readers"),
+        metadata, layout, seqs, user_seqs, sends, messages, deletions=deletions, readers=readers
     )
+
+
+def _drop_marks_of_purged_rows(
+    metadata: MetaData, messages: Table, marks: tuple[Table, ...]
+) -> None:
+    """Triggers deleting a row's deleters and early readers once it is purged (SQLite, MariaDB).
+
+    So that sql-row's purge is one statement (an upsert of the purged rows): the marks go
+    with it, inside the engine. PostgreSQL deletes them in the same statement instead (a
+    data-modifying CTE, ``SqlRowRepository``), without a trigger function. Created with
+    IF NOT EXISTS at every open, so databases created before get them too.
+    """
+    name = messages.name
+    drops = " ".join(
+        f"DELETE FROM {table.name} WHERE conversation_id = NEW.conversation_id AND seq = NEW.seq;"
+        for table in marks
+    )
+    became_purged = (("INSERT", "NEW.purged"), ("UPDATE", "NEW.purged AND NOT OLD.purged"))
+    triggers: dict[str, list[str]] = {"sqlite": [], "mysql": []}
+    for event_name, became in became_purged:
+        trigger = f"{name}_purge_{event_name.lower()}"
+        head = f"CREATE TRIGGER IF NOT EXISTS {trigger} AFTER {event_name} ON {name} FOR EACH ROW"
+        triggers["sqlite"].append(f"{head} WHEN {became} BEGIN {drops} END")
+        triggers["mysql"].append(f"{head} BEGIN IF {became} THEN {drops} END IF; END")
+    triggers["mariadb"] = triggers["mysql"]
+
+    def create(target: MetaData, connection: Connection, **_: Any) -> None:
+        for statement in triggers.get(connection.dialect.name, []):
+            connection.execute(text(statement))
+
+    event.listen(metadata, "after_create", create)
 
 
 def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:

@@ -314,10 +314,14 @@ class SqlSeqStore:
         target = table.c[column]
         values = {**key, column: value}
         if self.db.kind == "mariadb":
-            upsert = mysql.insert(table).values(values)
-            upsert = upsert.on_duplicate_key_update(
-                {column: combine(target, upsert.inserted[column])}
+            insert = mysql.insert(table).values(values)
+            upsert = insert.on_duplicate_key_update(
+                {column: combine(target, insert.inserted[column])}
             )
+            if idempotent:  # a raise: MariaDB returns the row as the update left it
+                return int(self.db.execute(upsert.returning(target)).rows[0][0])
+            # An allocation: the upsert and its read in one transaction, so that a cut
+            # connection rolls both back and the allocation is made again (docs/sql.md).
             read = select(target).where(_matches(table, key))
 
             def write_then_read(connection: Connection) -> int:
