@@ -36,6 +36,11 @@ def test_the_in_process_engine_has_no_round_trips_to_count() -> None:
     assert (lines["memory"].verdict, lines["memory"].measured) == ("n/a", "in process")
     assert lines["memory"].note == "no driver"
     assert lines["sql-row/sqlite"].verdict == "FAIL"
+    memory = next(b for b in results["backends"] if b["label"] == "memory")
+    memory["workloads"]["purge"] = bench_fakes.run(100, per_op=5, max_trips=5)
+    tags = _lines(results, TAGS)["memory"]  # its tag writes are shown, not judged
+    assert (tags.verdict, tags.note) == ("n/a", "in process, no driver")
+    assert "(max)" in tags.measured
 
 
 def test_a_layout_without_a_raw_arm_fails_and_arms_are_read_from_the_results() -> None:
