@@ -163,6 +163,7 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
         _doc_id(primary_key=True),
         Column("msgs", _json(), nullable=False),
         **_TABLE_OPTIONS,
+        mysql_row_format="COMPRESSED",
     )
     spill = Table(
         f"{prefix}_spill",
