@@ -141,6 +141,29 @@ class BucketMessageStore(TagWrites):
         else:
             buckets = self._view(self._wanted(conversation_id, seqs), viewer)[0]
         self._merge_spilled(buckets, viewer)
+        return self._present(conversation_id, seqs, buckets)
+
+    def complete_viewed(
+        self, conversation_id: str, viewed: Mapping[int, Slot], viewer: str
+    ) -> dict[int, Slot]:
+        """What ``get(conversation_id, seqs, viewer)`` returns, from a fused read's slots.
+
+        viewed: the slots by seq that the repository's viewer-scoped read would return for
+        seqs (a seq whose bucket is missing is left out). Flagged slots not holding the
+        viewer inline are completed from the side table (one more round trip, only then);
+        empty slots are left out.
+        """
+        buckets: dict[str, Slots] = {}
+        for seq, slot in viewed.items():
+            doc_id = self.layout.doc_id(conversation_id, seq)
+            buckets.setdefault(doc_id, {})[self.layout.slot_index(seq)] = slot
+        self._merge_spilled(buckets, viewer)
+        return self._present(conversation_id, list(viewed), buckets)
+
+    def _present(
+        self, conversation_id: str, seqs: Sequence[int], buckets: dict[str, Slots]
+    ) -> dict[int, Slot]:
+        """The slots of seqs holding anything, by seq."""
         found: dict[int, Slot] = {}
         for seq in seqs:
             slot = buckets[self.layout.doc_id(conversation_id, seq)][self.layout.slot_index(seq)]

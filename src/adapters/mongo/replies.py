@@ -92,6 +92,31 @@ def watermarks(found: Iterable[Doc]) -> Watermarks:
     )
 
 
+def view_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
+    """The marks and the buckets or rows found, from a ``bucket_view`` / ``row_view`` reply.
+
+    Every document carries the marks; each holds one bucket or row under ``found``, except
+    a lone document when nothing was found. No document: neither watermark document exists.
+    """
+    marks = Watermarks()
+    joined: list[Doc] = []
+    for n, doc in enumerate(found):
+        if n == 0:
+            marks = Watermarks(int(doc["max_seq"]), int(doc["min_seq"]), int(doc["user_min_seq"]))
+        if "found" in doc:
+            joined.append(doc["found"])
+    return marks, joined
+
+
+def viewed_bucket_seqs(conversation_id: str, buckets: Iterable[Doc]) -> dict[int, Slot]:
+    """Viewer-scoped slots by seq, from the buckets of a ``bucket_view`` reply."""
+    return {
+        int(slot["seq"]): slot_from_doc(conversation_id, slot)
+        for bucket in buckets
+        for slot in bucket["msgs"]
+    }
+
+
 def sent_seqs(found: Iterable[Doc]) -> dict[str, int]:
     """Recorded seq by client_msg_id, from the claim documents found."""
     return {doc["client_msg_id"]: int(doc["seq"]) for doc in found}

@@ -1,0 +1,61 @@
+"""ViewReads for the MongoDB backends: a pull's watermarks and slots in one aggregate.
+
+The aggregate starts on ``seq`` (the conversation's counter), joins the viewer's
+``seq_user`` document, computes the seqs the pull may show, and joins the buckets or rows
+holding them (``commands.bucket_view`` / ``commands.row_view``): one round trip, plus one
+for the bucket layout only when a slot read has spilled deleters and the viewer is not
+among its inline ones (``BucketMessageStore.complete_viewed``).
+"""
+
+from __future__ import annotations
+
+from adapters.bucket import BucketMessageStore
+from adapters.mongo import commands, replies
+from adapters.mongo.commands import Doc
+from adapters.mongo.connection import MongoConnection, translated
+from domain.model import Pick, Watermarks
+from ports.view_reads import View
+
+
+class MongoBucketViews:
+    """ViewReads over collections ``seq``, ``seq_user`` and ``msg`` (and ``msg_spill``)."""
+
+    def __init__(self, connection: MongoConnection, store: BucketMessageStore) -> None:
+        self._connection = connection
+        self._store = store
+
+    def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
+        """One aggregate; see ViewReads.view."""
+        size = self._store.layout.size
+        pipeline = commands.bucket_view(conversation_id, viewer_id, pick, size)
+        marks, buckets = _run(self._connection, pipeline, pick)
+        viewed = replies.viewed_bucket_seqs(conversation_id, buckets)
+        return marks, self._store.complete_viewed(conversation_id, viewed, viewer_id)
+
+
+class MongoRowViews:
+    """ViewReads over collections ``seq``, ``seq_user`` and ``msg_row``."""
+
+    def __init__(self, connection: MongoConnection) -> None:
+        self._connection = connection
+
+    def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
+        """One aggregate; see ViewReads.view."""
+        pipeline = commands.row_view(conversation_id, viewer_id, pick)
+        marks, rows = _run(self._connection, pipeline, pick)
+        found = replies.row_slots(rows)
+        return marks, {seq: slot for seq, slot in found.items() if not slot.is_empty}
+
+
+def _run(
+    connection: MongoConnection, pipeline: list[Doc], pick: Pick
+) -> tuple[Watermarks, list[Doc]]:
+    """Run a view aggregate on ``seq``: the marks and the buckets or rows found.
+
+    The whole reply comes in the first batch (at most one document per wanted seq), unless
+    it exceeds the server's reply size (16 MiB): then the driver fetches the rest.
+    """
+    batch = max(pick.latest, len(pick.seqs)) + 1
+    with translated("read a view"):
+        found = list(connection.collection(commands.SEQS).aggregate(pipeline, batchSize=batch))
+    return replies.view_reply(found)
