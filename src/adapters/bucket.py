@@ -48,6 +48,8 @@ from ports.bucket_repository import BucketRepository, Spilled
 Slots = dict[int, Slot | None]
 # Inline deleters per slot index of one bucket (from a viewer's read).
 Counts = dict[int, int]
+# Side-table deleters by doc_id and slot index (what BucketRepository.read_spilled returns).
+SpilledBy = Mapping[str, Mapping[int, set[str]]]
 # What to write to a bucket given its slots and whether deleters may still go inline:
 # the patches, and the slot indexes whose deleter goes to the side table.
 Plan = Callable[[Slots, bool], tuple[dict[int, SlotPatch], list[int]]]
@@ -144,20 +146,26 @@ class BucketMessageStore(TagWrites):
         return self._present(conversation_id, seqs, buckets)
 
     def complete_viewed(
-        self, conversation_id: str, viewed: Mapping[int, Slot], viewer: str
+        self,
+        conversation_id: str,
+        viewed: Mapping[int, Slot],
+        viewer: str,
+        spilled: SpilledBy | None = None,
     ) -> dict[int, Slot]:
         """What ``get(conversation_id, seqs, viewer)`` returns, from a fused read's slots.
 
         viewed: the slots by seq that the repository's viewer-scoped read would return for
         seqs (a seq whose bucket is missing is left out). Flagged slots not holding the
-        viewer inline are completed from the side table (one more round trip, only then);
-        empty slots are left out.
+        viewer inline are completed with the viewer's side-table entries: those of spilled
+        (by doc_id and slot index) when the fused read looked them up for every flagged
+        slot, else read from the side table (one more round trip, only then). Empty slots
+        are left out.
         """
         buckets: dict[str, Slots] = {}
         for seq, slot in viewed.items():
             doc_id = self.layout.doc_id(conversation_id, seq)
             buckets.setdefault(doc_id, {})[self.layout.slot_index(seq)] = slot
-        self._merge_spilled(buckets, viewer)
+        self._merge_spilled(buckets, viewer, spilled)
         return self._present(conversation_id, list(viewed), buckets)
 
     def _present(
@@ -314,10 +322,13 @@ class BucketMessageStore(TagWrites):
             counts[doc_id] = {i: 0 if bucket is None else bucket[i][1] for i in indexes}
         return buckets, counts
 
-    def _merge_spilled(self, buckets: dict[str, Slots], viewer: str | None = None) -> None:
+    def _merge_spilled(
+        self, buckets: dict[str, Slots], viewer: str | None = None, known: SpilledBy | None = None
+    ) -> None:
         """Complete flagged slots with their side-table deleters (one more round trip).
 
-        For a viewer, the side table is asked for the viewer's own entries only.
+        For a viewer, the side table is asked for the viewer's own entries only, unless
+        known already holds them (for every flagged slot): then nothing is asked.
         """
         for slots in buckets.values():
             for index, slot in slots.items():
@@ -331,7 +342,10 @@ class BucketMessageStore(TagWrites):
                 for doc_id, indexes in flagged.items()
                 if (unknown := [i for i in indexes if viewer not in _deleters(buckets, doc_id, i)])
             }
-        found = self.repository.read_spilled(asked, viewer) if asked else {}
+        if known is not None and viewer is not None:
+            found = known
+        else:
+            found = self.repository.read_spilled(asked, viewer) if asked else {}
         for doc_id, indexes in flagged.items():
             for index in indexes:
                 slot = buckets[doc_id][index]

@@ -555,7 +555,34 @@ def bucket_view(conversation_id: str, viewer: str, pick: Pick, size: int) -> lis
     slot = _viewed_slot({"$arrayElemAt": ["$msgs", index]}, viewer, {"seq": "$$seq"})
     project = {"_id": 0, "doc_id": 1, "msgs": {"$map": {"input": mine, "as": "seq", "in": slot}}}
     keys = {"$setUnion": [{"$map": {"input": "$want", "as": "seq", "in": doc_id}}]}
-    return _view(conversation_id, viewer, pick, keys, (BUCKETS, "doc_id"), [{"$project": project}])
+    pipeline = [{"$project": project}, *_viewer_spilled(viewer, size)]
+    return _view(conversation_id, viewer, pick, keys, (BUCKETS, "doc_id"), pipeline)
+
+
+def _viewer_spilled(viewer: str, size: int) -> list[Doc]:
+    """Stages adding ``spilled``: the viewer's side-table entries in the bucket's flagged slots.
+
+    Joined by exact ``spill_key`` _ids (``$lookup`` on the _id index), whether or not the
+    viewer is inline: the reply answers every flagged slot, with one _id at most each.
+    """
+    flagged = {
+        "$filter": {"input": "$msgs", "as": "slot", "cond": {"$eq": ["$$slot.spilled", True]}}
+    }
+    index = {"$toString": {"$mod": [{"$subtract": ["$$slot.seq", 1]}, size]}}
+    key = {"$concat": ["$doc_id", SPILL_SEPARATOR, index, SPILL_SEPARATOR, {"$literal": viewer}]}
+    return [
+        {"$addFields": {"spill_keys": {"$map": {"input": flagged, "as": "slot", "in": key}}}},
+        {
+            "$lookup": {
+                "from": SPILL,
+                "localField": "spill_keys",
+                "foreignField": "_id",
+                "pipeline": [{"$project": SPILLED_FIELDS}],
+                "as": "spilled",
+            }
+        },
+        {"$project": {"spill_keys": 0}},
+    ]
 
 
 def row_view(conversation_id: str, viewer: str, pick: Pick) -> list[Doc]:

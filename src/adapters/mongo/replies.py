@@ -108,13 +108,20 @@ def view_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
     return marks, joined
 
 
-def viewed_bucket_seqs(conversation_id: str, buckets: Iterable[Doc]) -> dict[int, Slot]:
-    """Viewer-scoped slots by seq, from the buckets of a ``bucket_view`` reply."""
-    return {
-        int(slot["seq"]): slot_from_doc(conversation_id, slot)
-        for bucket in buckets
-        for slot in bucket["msgs"]
-    }
+def viewed_bucket_seqs(
+    conversation_id: str, buckets: Iterable[Doc]
+) -> tuple[dict[int, Slot], dict[str, dict[int, set[str]]]]:
+    """The viewer-scoped slots by seq and the viewer's side-table entries, from buckets.
+
+    buckets: those of a ``bucket_view`` reply; the entries are the ones found in their
+    flagged slots, shaped as ``spilled_users`` shapes them.
+    """
+    slots: dict[int, Slot] = {}
+    entries: list[Doc] = []
+    for bucket in buckets:
+        slots.update((int(s["seq"]), slot_from_doc(conversation_id, s)) for s in bucket["msgs"])
+        entries += bucket.get("spilled", ())
+    return slots, spilled_users(entries)
 
 
 def sent_seqs(found: Iterable[Doc]) -> dict[str, int]:

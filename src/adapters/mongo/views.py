@@ -2,9 +2,10 @@
 
 The aggregate starts on ``seq`` (the conversation's counter), joins the viewer's
 ``seq_user`` document, computes the seqs the pull may show, and joins the buckets or rows
-holding them (``commands.bucket_view`` / ``commands.row_view``): one round trip, plus one
-for the bucket layout only when a slot read has spilled deleters and the viewer is not
-among its inline ones (``BucketMessageStore.complete_viewed``).
+holding them (``commands.bucket_view`` / ``commands.row_view``): one round trip. For
+buckets the same aggregate looks up the viewer's own side-table entry in every slot
+flagged as having spilled deleters, which ``BucketMessageStore.complete_viewed`` (the one
+home of that rule) merges: a spilled slot costs no second round trip either.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class MongoBucketViews:
         size = self._store.layout.size
         pipeline = commands.bucket_view(conversation_id, viewer_id, pick, size)
         marks, buckets = _run(self._connection, pipeline, pick)
-        viewed = replies.viewed_bucket_seqs(conversation_id, buckets)
-        return marks, self._store.complete_viewed(conversation_id, viewed, viewer_id)
+        viewed, spilled = replies.viewed_bucket_seqs(conversation_id, buckets)
+        return marks, self._store.complete_viewed(conversation_id, viewed, viewer_id, spilled)
 
 
 class MongoRowViews:
