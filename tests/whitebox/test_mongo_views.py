@@ -112,6 +112,22 @@ def test_seqs_beyond_2_to_the_53_address_their_buckets_exactly(service: MessageS
             )
 
 
+def test_behind_the_redis_cache_pulls_answer_what_the_store_answers(
+    service: MessageService, open_backend: Callable[..., MessageService], redis_cache: Config
+) -> None:
+    """A cache miss is answered by the fused aggregate; cold and warm pulls agree with it."""
+    cached = open_backend(cache=redis_cache)
+    service.ingest(CONV, messages(1, 150))
+    tag(service)
+    for _ in range(2):  # cold, then from the cache
+        for viewer in VIEWERS:
+            for count in (20, 61):
+                pulled = cached.pull_latest(CONV, viewer, count)
+                assert pulled == service.pull_latest(CONV, viewer, count)
+            seqs = [3, 5, 7, 9, 99, 100, 101, 155]
+            assert cached.pull(CONV, viewer, seqs) == service.pull(CONV, viewer, seqs)
+
+
 # ---- round trips -------------------------------------------------------------------------
 
 PULLS: dict[str, Callable[[MessageService, str], object]] = {
