@@ -138,40 +138,41 @@ class BucketMessageStore(TagWrites):
         With a viewer the repository answers "did the viewer delete it" itself and the side
         table is asked for the viewer's own entry only.
         """
-        if viewer is None:
-            buckets = self._read(conversation_id, seqs)
-        else:
-            buckets = self._view(self._wanted(conversation_id, seqs), viewer)[0]
-        self._merge_spilled(buckets, viewer)
-        return self._present(conversation_id, seqs, buckets)
+        if viewer is not None:
+            viewed = self._view(self._wanted(conversation_id, seqs), viewer)[0]
+            return self.viewed(conversation_id, seqs, viewed, viewer)
+        buckets = self._read(conversation_id, seqs)
+        self._merge_spilled(buckets)
+        return self._found(conversation_id, seqs, buckets)
 
-    def complete_viewed(
+    def viewed(
         self,
         conversation_id: str,
-        viewed: Mapping[int, Slot],
+        seqs: Sequence[int],
+        found: Mapping[str, Mapping[int, Slot | None]],
         viewer: str,
         spilled: SpilledBy | None = None,
     ) -> dict[int, Slot]:
-        """What ``get(conversation_id, seqs, viewer)`` returns, from a fused read's slots.
+        """The slots of seqs holding anything, as viewer sees them, from viewed buckets.
 
-        viewed: the slots by seq that the repository's viewer-scoped read would return for
-        seqs (a seq whose bucket is missing is left out). Flagged slots not holding the
-        viewer inline are completed with the viewer's side-table entries: those of spilled
-        (by doc_id and slot index) when the fused read looked them up for every flagged
-        slot, else read from the side table (one more round trip, only then). Empty slots
-        are left out.
+        found holds the slots as ``BucketRepository.read_viewed`` returns them, by doc_id
+        (a missing bucket or slot reads as empty): the read of ``get`` or a fused pull read
+        (``SqlBucketStore.view``, ``MongoBucketViews``). A slot flagged ``spilled`` whose
+        inline deleters do not include viewer is settled by the side table: by spilled when
+        the fused read brought the viewer's own entries of every flagged slot (by doc_id and
+        slot index, as ``read_spilled`` returns them), else by one more round trip, only then.
         """
-        buckets: dict[str, Slots] = {}
-        for seq, slot in viewed.items():
-            doc_id = self.layout.doc_id(conversation_id, seq)
-            buckets.setdefault(doc_id, {})[self.layout.slot_index(seq)] = slot
+        buckets: dict[str, Slots] = {
+            doc_id: {index: found.get(doc_id, {}).get(index) for index in indexes}
+            for doc_id, indexes in self._wanted(conversation_id, seqs).items()
+        }
         self._merge_spilled(buckets, viewer, spilled)
-        return self._present(conversation_id, list(viewed), buckets)
+        return self._found(conversation_id, seqs, buckets)
 
-    def _present(
+    def _found(
         self, conversation_id: str, seqs: Sequence[int], buckets: dict[str, Slots]
     ) -> dict[int, Slot]:
-        """The slots of seqs holding anything, by seq."""
+        """The slots of seqs that hold anything, from their buckets."""
         found: dict[int, Slot] = {}
         for seq in seqs:
             slot = buckets[self.layout.doc_id(conversation_id, seq)][self.layout.slot_index(seq)]

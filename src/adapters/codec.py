@@ -8,6 +8,8 @@ holds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from domain.model import MESSAGE_FIELDS, Message, Revoke, Role, Slot, stored_message
@@ -113,3 +115,119 @@ def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
 def conversation_of(doc_id: str) -> str:
     """The conversation id part of a doc_id (``"{conversation_id}:{index}"``)."""
     return doc_id.rsplit(":", 1)[0]
+
+
+# The stored fields after seq with the value a compact message leaves out when it ends the
+# list (trailing defaults are trimmed and restored on read).
+_COMPACT_DEFAULTS: tuple[object, ...] = tuple(
+    {} if name == "options" else "" if name in {"recv_id", "group_id", "server_msg_id", "ex"}
+    else "" if name == "sender_nickname" else 0 if name == "sender_platform_id" else None
+    for name in _AFTER_SEQ
+)  # fmt: skip
+_SEND_TIME = _AFTER_SEQ.index("send_time")
+_CREATE_TIME = _AFTER_SEQ.index("create_time")
+_ROLE = 1  # position of the role in a compact revoke
+
+
+@dataclass(frozen=True, slots=True)
+class SlotCodec:
+    """How a bucket slot is written as a JSON/BSON document, and read back.
+
+    ``keys`` names each slot field's stored key (the JSON SQL and the engines' queries read
+    and write them by these names); ``message_marker`` is a path below the message key that
+    exists once per stored message and ``message_type`` the JSON type of a stored message
+    (for counting messages in the engine).
+    """
+
+    name: str
+    keys: Mapping[str, str]
+    message_marker: str
+    message_type: str
+    to_doc: Callable[[Slot], Doc]
+    from_doc: Callable[[str, int, Doc | None], Slot]
+
+    def key(self, name: str) -> str:
+        """The stored key of slot field name."""
+        return self.keys[name]
+
+    def message_doc(self, message: Message) -> Any:
+        """A message as this codec stores it under the message key."""
+        return self.to_doc(Slot(message=message))[self.keys["msg"]]
+
+    def revoke_doc(self, revoke: Revoke) -> Any:
+        """A revoke as this codec stores it under the revoke key."""
+        return self.to_doc(Slot(revoke=revoke))[self.keys["revoke"]]
+
+
+def compact_slot_to_doc(slot: Slot) -> Doc:
+    """A slot with only what differs from an empty one, under one-letter keys.
+
+    The message is a list of its fields after seq (the seq is the slot's address), its
+    create_time as an offset from send_time and its trailing default fields trimmed; a
+    revoke is ``[user_id, role, nickname, time]``. An empty slot is ``{}``.
+    """
+    doc: Doc = {}
+    if slot.message is not None:
+        values = list(message_to_doc(slot.message).values())[1:]
+        values[_CREATE_TIME] -= values[_SEND_TIME]
+        while values and values[-1] == _COMPACT_DEFAULTS[len(values) - 1]:
+            values.pop()
+        doc["m"] = values
+    if slot.revoke is not None:
+        doc["r"] = list(revoke_to_doc(slot.revoke).values())
+    for key, value in (("d", slot.deleted_by), ("b", slot.read_by)):
+        if value:
+            doc[key] = sorted(value)
+    for key, flag in (("i", slot.is_read), ("p", slot.purged), ("s", slot.spilled)):
+        if flag:
+            doc[key] = True
+    return doc
+
+
+def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Slot:
+    """Rebuild a slot written by compact_slot_to_doc at seq; missing keys read as empty."""
+    if not doc:
+        return Slot()
+    message, revoke = doc.get("m"), doc.get("r")
+    if message is not None:
+        values = list(message)
+        values += _COMPACT_DEFAULTS[len(values) :]
+        for position in _INT_POSITIONS:  # BSON's Int64 (a JSON engine gives plain ints)
+            if type(values[position]) is not int:
+                values[position] = plain_int(values[position])
+        values[_CREATE_TIME] += values[_SEND_TIME]
+        message = stored_message(conversation_id, seq, values)
+    if revoke is not None:
+        user_id, role, nickname, time = revoke
+        revoke = Revoke(user_id, Role(role), nickname, plain_int(time))
+    deleted_by, read_by = doc.get("d"), doc.get("b")
+    return Slot(
+        message,
+        revoke,
+        frozenset(deleted_by) if deleted_by else frozenset(),
+        bool(doc.get("i")),
+        bool(doc.get("p")),
+        frozenset(read_by) if read_by else frozenset(),
+        bool(doc.get("s")),
+    )
+
+
+_SLOT_FIELDS = ("msg", "revoke", "del_list", "is_read", "purged", "read_by", "spilled")
+
+OPENIM = SlotCodec(
+    name="openim",
+    keys={name: name for name in _SLOT_FIELDS},
+    message_marker="msg.seq",
+    message_type="object",
+    to_doc=slot_to_doc,
+    from_doc=lambda conversation_id, _seq, doc: slot_from_doc(conversation_id, doc),
+)
+COMPACT = SlotCodec(
+    name="compact",
+    keys=dict(zip(_SLOT_FIELDS, ("m", "r", "d", "i", "p", "b", "s"), strict=True)),
+    message_marker="m[0]",
+    message_type="array",
+    to_doc=compact_slot_to_doc,
+    from_doc=compact_slot_from_doc,
+)
+CODECS: dict[str, SlotCodec] = {codec.name: codec for codec in (COMPACT, OPENIM)}

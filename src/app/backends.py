@@ -46,26 +46,36 @@ def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts
 def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
-    Rows have no buckets to bound: budget is not used.
+    Rows have no buckets to bound: budget is not used. The store reads a pull's watermarks
+    and slots in one statement (its ``view``).
     """
     from adapters.sql import open_row
 
     store, seqs = open_row(url, layout, timeouts)
-    return Backend(store, seqs, seqs.db.server_version)
+    return Backend(store, seqs, seqs.db.server_version, views=store)
 
 
 def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
-    """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty)."""
+    """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
+
+    The store reads a pull's watermarks and slots in one statement (its ``view``).
+    """
     from adapters.sql import open_bucket
 
     store, seqs = open_bucket(url, layout, budget, timeouts)
-    return Backend(store, seqs, seqs.db.server_version)
+    return Backend(store, seqs, seqs.db.server_version, views=store)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
     from adapters.mongo.bucket import MongoBucketRepository
     from adapters.mongo.views import MongoBucketViews
+
+    if layout.encoding != "openim":
+        raise ConfigError(
+            f"mongo-bucket writes OpenIM's bucket encoding only, not {layout.encoding!r}: "
+            'set store.bucket_encoding = "openim" or leave it unset'
+        )
 
     def make(connection: MongoConnection) -> tuple[MessageStore, ViewReads]:
         store = BucketMessageStore(MongoBucketRepository(connection, layout), budget)

@@ -11,7 +11,7 @@ from dependency_injector import containers, providers
 from adapters.timeouts import Timeouts
 from app import backends
 from app.service import MessageService
-from app.settings import limits_of, tag_budget
+from app.settings import layout_of, limits_of, tag_budget
 from domain.budget import TagBudget
 from domain.layout import BucketLayout
 
@@ -69,7 +69,7 @@ class Container(containers.DeclarativeContainer):
 
     config = providers.Configuration(strict=True)
 
-    layout = providers.Singleton(BucketLayout, size=config.store.bucket_size)
+    layout = providers.Singleton(layout_of, config)
     limits = providers.Singleton(limits_of, config)
     budget = providers.Singleton(tag_budget, config)
 

@@ -32,6 +32,7 @@ from domain.budget import (
     TagBudget,
 )
 from domain.errors import ConfigError
+from domain.layout import BucketLayout
 from domain.model import Limits
 
 # A built-in backend or the name of an ``imbucket.backends`` entry point (docs/plugins.md);
@@ -52,6 +53,9 @@ class StoreSettings(BaseModel):
     backend: StoreBackend = "memory"
     url: str = ""
     bucket_size: int = Field(default=100, ge=1, le=10_000)
+    # How bucket slots are written (docs/buckets.md, "Encodings"): "compact" or "openim";
+    # unset, each bucket backend writes its default (sql-bucket compact, mongo-bucket openim).
+    bucket_encoding: Literal["compact", "openim"] | None = None
     # Deleters a slot keeps inline; further ones spill to a side table (docs/buckets.md).
     max_deleters_per_slot: int = Field(
         default=DEFAULT_MAX_DELETERS_PER_SLOT, ge=1, le=MAX_DELETERS_PER_SLOT
@@ -162,6 +166,17 @@ def bucket_bounds(config: Mapping[str, Any]) -> BucketBounds:
         store["max_deleters_per_slot"],
         store["max_bucket_bytes"],
     )
+
+
+# The bucket encoding a backend writes when store.bucket_encoding is unset.
+DEFAULT_ENCODINGS = {"sql-bucket": "compact"}
+
+
+def layout_of(config: Mapping[str, Any]) -> BucketLayout:
+    """The bucket layout of a configuration shaped like Settings: size and encoding."""
+    store = config["store"]
+    encoding = store.get("bucket_encoding") or DEFAULT_ENCODINGS.get(store["backend"], "openim")
+    return BucketLayout(store["bucket_size"], encoding)
 
 
 def tag_budget(config: Mapping[str, Any]) -> TagBudget:

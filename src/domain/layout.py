@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from domain.errors import InvalidArgument, InvalidSeq
 
 DEFAULT_BUCKET_SIZE = 100
+# How a bucket's slots are written: OpenIM's named fields in every pre-allocated slot, or
+# compact slots holding only what differs from an empty one (docs/buckets.md, "Encodings").
+ENCODINGS = ("compact", "openim")
 
 
 def check_seq(seq: object) -> int:
@@ -28,10 +31,15 @@ class BucketLayout:
     """
 
     size: int = DEFAULT_BUCKET_SIZE
+    encoding: str = "openim"
 
     def __post_init__(self) -> None:
         if type(self.size) is not int or self.size < 1:
             raise InvalidArgument(f"bucket size must be an int >= 1, got {self.size!r}")
+        if self.encoding not in ENCODINGS:
+            raise InvalidArgument(
+                f"bucket encoding must be one of {ENCODINGS}, not {self.encoding!r}"
+            )
 
     def doc_index(self, seq: int) -> int:
         """Index of the bucket holding seq: ``(seq - 1) // size``."""
@@ -59,6 +67,10 @@ class BucketLayout:
     def seq_of(self, doc_index: int, slot_index: int) -> int:
         """Seq stored at slot_index of bucket doc_index."""
         return self.first_seq(doc_index) + slot_index
+
+    def seq_at(self, doc_id: str, slot_index: int) -> int:
+        """Seq stored at slot_index of the bucket doc_id (``"{conversation_id}:{doc_index}"``)."""
+        return self.seq_of(int(doc_id.rsplit(":", 1)[1]), slot_index)
 
     def group(self, conversation_id: str, seqs: Iterable[int]) -> dict[str, list[int]]:
         """Group seqs by bucket: docs in ascending doc order, seqs in input order inside each."""

@@ -187,7 +187,17 @@ class Slot:
     @property
     def is_empty(self) -> bool:
         """True when nothing at all is stored here (no message, no tag, not purged)."""
-        return self == EMPTY_SLOT
+        # Field by field rather than ``== EMPTY_SLOT``: a slot holding a message (the usual
+        # case on a read) answers at the first test.
+        return (
+            self.message is None
+            and self.revoke is None
+            and not self.deleted_by
+            and not self.is_read
+            and not self.purged
+            and not self.read_by
+            and not self.spilled
+        )
 
     @property
     def read(self) -> bool:

@@ -56,6 +56,13 @@ ROWS = [
     # One deleter per slot inline: every further deleter goes through the side table.
     Row("memory-spill", "memory_spill_config", frozenset({BUCKETS})),
     Row("sql-bucket-sqlite-spill", "sql_bucket_sqlite_spill_config", frozenset({SQL, BUCKETS})),
+    # OpenIM's bucket encoding (named fields, every slot written out) next to the compact one.
+    Row("sql-bucket-sqlite-openim", "sql_bucket_sqlite_openim_config", frozenset({SQL, BUCKETS})),
+    Row(
+        "sql-bucket-postgres-openim",
+        "sql_bucket_postgres_openim_config",
+        frozenset({SQL, PERSISTENT, BUCKETS}),
+    ),
 ]
 
 # `pytest --imbucket-backend NAME` (imbucket_contract.plugin, docs/plugins.md): NAME alone.
@@ -89,6 +96,21 @@ sql_bucket_mariadb_config = _sql_config("sql_bucket_mariadb_config", "sql-bucket
 def spilling(config: Config) -> Config:
     """config with a single deleter kept inline per slot."""
     return {**config, "store": {**config["store"], "max_deleters_per_slot": 1}}
+
+
+def openim(config: Config) -> Config:
+    """config with buckets in OpenIM's encoding."""
+    return {**config, "store": {**config["store"], "bucket_encoding": "openim"}}
+
+
+@pytest.fixture
+def sql_bucket_sqlite_openim_config(sql_bucket_sqlite_config: Config) -> Config:
+    return openim(sql_bucket_sqlite_config)
+
+
+@pytest.fixture
+def sql_bucket_postgres_openim_config(sql_bucket_postgres_config: Config) -> Config:
+    return openim(sql_bucket_postgres_config)
 
 
 @pytest.fixture

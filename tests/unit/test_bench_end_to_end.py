@@ -51,7 +51,8 @@ def test_results_json_follows_the_schema(tiny_report: tuple[Path, str]) -> None:
     assert planned == set(WORKLOAD_NAMES) - {"hot_delete_spilled"}
     assert results["machine"]["cpu_count"] >= 1
     labels = [b["label"] for b in results["backends"]]
-    assert labels == ["memory", "sql-row/sqlite", "sql-bucket/sqlite"]
+    assert labels == ["memory", "sql-row/sqlite", "sql-bucket/sqlite", "sql-bucket/sqlite[openim]"]
+    assert [b.get("encoding") for b in results["backends"]] == [None, None, None, "openim"]
     assert len(labels) == len(DEFAULT_BACKENDS)
     for backend in results["backends"]:
         assert backend["version"]

@@ -116,3 +116,14 @@ def test_content_lengths_have_a_long_tail() -> None:
 )
 def test_sql_statements_are_told_apart(statement: str, write: bool) -> None:
     assert sql_is_write(statement) is write
+
+
+def test_a_bucket_backend_can_name_its_encoding() -> None:
+    spec = parse_backend("sql-bucket:openim+redis@postgresql+psycopg://db/chat", "redis://r/1")
+    assert (spec.store, spec.encoding, spec.cache) == ("sql-bucket", "openim", "redis")
+    assert spec.label == "sql-bucket/postgresql+redis[openim]"
+    assert spec.config()["store"]["bucket_encoding"] == "openim"
+    assert "bucket_encoding" not in parse_backend("sql-bucket").config()["store"]
+    for wrong in ("sql-row:openim", "memory:compact", "sql-bucket:gzip"):
+        with pytest.raises(ConfigError, match="encoding"):
+            parse_backend(wrong)

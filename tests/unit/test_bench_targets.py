@@ -15,6 +15,7 @@ from app.bench.targets import targets
 from tests.unit import bench_fakes
 from tests.unit.bench_fakes import typed
 
+PULL = "pull ≤ 1 round trip"
 OVERHEAD = "service overhead ≤ 1.5× raw driver"
 DELETERS = "pull bytes with many deleters ≤ 1.2× with none"
 BUCKET_BYTES = "bucket data+index bytes/msg ≤ row's"
@@ -27,6 +28,14 @@ def _lines(results: dict[str, Any], target: str) -> dict[str, TargetLine]:
 
 def _received(run: dict[str, Any], per_op: float) -> dict[str, Any]:
     return {**run, "received": {"per_op": per_op, "by_driver": {"sql": per_op}}}
+
+
+def test_the_in_process_engine_has_no_round_trips_to_count() -> None:
+    results = bench_fakes.results()  # every fake pull takes 2 "round trips"
+    lines = _lines(results, PULL)
+    assert (lines["memory"].verdict, lines["memory"].measured) == ("n/a", "in process")
+    assert lines["memory"].note == "no driver"
+    assert lines["sql-row/sqlite"].verdict == "FAIL"
 
 
 def test_a_layout_without_a_raw_arm_fails_and_arms_are_read_from_the_results() -> None:

@@ -111,3 +111,26 @@ def test_round_trips_ignore_transaction_control() -> None:
     assert (trips.total, trips.reads, trips.writes) == (2, 1, 1), trips.statements
     trips.reset()
     assert trips.total == 0
+
+
+@pytest.mark.parametrize(("created", "reopened"), [("compact", "openim"), ("openim", "compact")])
+def test_a_bucket_store_keeps_its_encoding(tmp_path: Path, created: str, reopened: str) -> None:
+    path = tmp_path / "buckets.db"
+    with sqlite_file(path, "sql-bucket", bucket_encoding=created) as service:
+        service.ingest(CONV, messages(1, 5))
+    with pytest.raises(LayoutMismatch, match=f'store.bucket_encoding = "{created}"'):
+        sqlite_file(path, "sql-bucket", bucket_encoding=reopened)
+    with sqlite_file(path, "sql-bucket", bucket_encoding=created) as service:
+        assert [slot.message for slot in service.store.get(CONV, [1, 5]).values()] == [
+            messages(1, 1)[0],
+            messages(5, 5)[0],
+        ]
+
+
+def test_sql_bucket_writes_compact_buckets_unless_told_otherwise(tmp_path: Path) -> None:
+    path = tmp_path / "default.db"
+    with sqlite_file(path, "sql-bucket") as service:
+        service.ingest(CONV, messages(1, 1))
+        assert service.layout.encoding == "compact"
+    with pytest.raises(LayoutMismatch, match="compact"):
+        sqlite_file(path, "sql-bucket", bucket_encoding="openim")

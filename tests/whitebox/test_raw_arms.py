@@ -15,6 +15,7 @@ import pytest
 from app import MessageService
 from app.instrument.probe import Probe
 from app.instrument.raw import raw_arm
+from domain.layout import BucketLayout
 from domain.projection import MessageView
 from imbucket_contract.factories import CONV, messages
 from tests.contract.conftest import ROWS
@@ -32,7 +33,14 @@ def seqs_of(found: list[Any]) -> list[int]:
     """The message seqs in an arm's answer, ascending, whatever shape its driver returns."""
     seqs: list[int] = []
     for item in found:
-        if isinstance(item, dict) and "msgs" in item:  # a bucket: its wanted slots
+        if (
+            isinstance(item, dict) and "low" in item
+        ):  # an SQL bucket: its wanted slots, either encoding
+            first = BucketLayout().seq_at(item["doc_id"], item["low"])
+            seqs += [
+                first + n for n, slot in enumerate(item["msgs"]) if slot.get("m") or slot.get("msg")
+            ]
+        elif isinstance(item, dict) and "msgs" in item:  # a mongo bucket: OpenIM's slots
             seqs += [slot["msg"]["seq"] for slot in item["msgs"] if slot.get("msg")]
         elif isinstance(item, dict):  # a mongo-row document
             seqs.append(item["_id"]["s"])

@@ -4,7 +4,7 @@ The aggregate starts on ``seq`` (the conversation's counter), joins the viewer's
 ``seq_user`` document, computes the seqs the pull may show, and joins the buckets or rows
 holding them (``commands.bucket_view`` / ``commands.row_view``): one round trip. For
 buckets the same aggregate looks up the viewer's own side-table entry in every slot
-flagged as having spilled deleters, which ``BucketMessageStore.complete_viewed`` (the one
+flagged as having spilled deleters, which ``BucketMessageStore.viewed`` (the one
 home of that rule) merges: a spilled slot costs no second round trip either.
 """
 
@@ -14,7 +14,7 @@ from adapters.bucket import BucketMessageStore
 from adapters.mongo import commands, replies
 from adapters.mongo.commands import Doc
 from adapters.mongo.connection import MongoConnection, translated
-from domain.model import Pick, Watermarks
+from domain.model import Pick, Slot, Watermarks
 from ports.view_reads import View
 
 
@@ -31,7 +31,12 @@ class MongoBucketViews:
         pipeline = commands.bucket_view(conversation_id, viewer_id, pick, size)
         marks, buckets = _run(self._connection, pipeline, pick)
         viewed, spilled = replies.viewed_bucket_seqs(conversation_id, buckets)
-        return marks, self._store.complete_viewed(conversation_id, viewed, viewer_id, spilled)
+        layout = self._store.layout
+        found: dict[str, dict[int, Slot | None]] = {}
+        for seq, slot in viewed.items():
+            found.setdefault(layout.doc_id(conversation_id, seq), {})[layout.slot_index(seq)] = slot
+        seqs = pick.of(marks)
+        return marks, self._store.viewed(conversation_id, seqs, found, viewer_id, spilled)
 
 
 class MongoRowViews:

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Executable,
     Text,
     and_,
+    bindparam,
     cast,
     delete,
     func,
@@ -36,16 +37,21 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 
 from adapters.bucket import BucketMessageStore
-from adapters.codec import (
-    conversation_of,
-    message_to_doc,
-    revoke_to_doc,
-    slot_from_doc,
-    slot_to_doc,
-)
+from adapters.codec import CODECS, conversation_of
 from adapters.sql.engine import Database, Kind
-from adapters.sql.json_sql import MARIADB, POSTGRES, SQLITE, JsonSql, Path
+from adapters.sql.json_sql import (
+    MARIADB,
+    MARIADB_VIEW,
+    POSTGRES,
+    POSTGRES_VIEW,
+    SQLITE,
+    SQLITE_VIEW,
+    JsonSql,
+    Path,
+    ViewSql,
+)
 from adapters.sql.schema import BucketSchema, check_key, ensure_schema
+from adapters.sql.seq import watermarks_sql
 from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
 from domain.budget import BudgetConditions, TagBudget
@@ -54,15 +60,27 @@ from domain.model import (
     EMPTY_SLOT,
     PURGED_SLOT,
     Message,
+    Pick,
     Revoke,
     Slot,
     SlotPatch,
     StoreStats,
+    Watermarks,
     viewed_deleters,
 )
 from ports.bucket_repository import Spilled, Viewed
+from ports.view_reads import View
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
+_VIEW: dict[Kind, ViewSql] = {
+    "postgresql": POSTGRES_VIEW,
+    "mariadb": MARIADB_VIEW,
+    "sqlite": SQLITE_VIEW,
+}
+# Listed seqs averaging fewer than this many per bucket are read slot by slot where the
+# engine offers it (ViewSql.sparse): on MariaDB one slot per bucket costs about half of a
+# walk of its array, two cost about as much.
+_SPARSE = 2
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
 _ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
@@ -76,9 +94,11 @@ class SqlBucketRepository:
         self.db = db
         self.layout = layout
         self.schema = schema
-        self._json = _JSON[db.kind]
+        self._codec = CODECS[layout.encoding]
+        self._json = _JSON[db.kind].keyed(self._codec)
         self._table = schema.docs.name
         self._spill = schema.spill
+        self._views = _Views(schema, layout, _VIEW[db.kind].keyed(self._codec))
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -87,7 +107,8 @@ class SqlBucketRepository:
         Messages too large for one statement go in several UPDATEs in one transaction, all
         or nothing (docs/sql.md, "Statement limits").
         """
-        docs = {index: _dumps(message_to_doc(m)) for index, m in sorted(messages.items())}
+        message_doc = self._codec.message_doc
+        docs = {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
         parts = [self._filling(doc_id, part) for part in self._parts(docs)]
         if len(parts) == 1:
             return self.db.execute(parts[0]).rowcount == 1
@@ -100,12 +121,11 @@ class SqlBucketRepository:
         one transaction.
         """
         check_key(conversation_of(doc_id), "conversation_id")
-        msgs = [slot_to_doc(slots.get(index, EMPTY_SLOT)) for index in range(self.layout.size)]
-        whole = _dumps(msgs)
+        whole = self._whole(slots)
         if value_bytes(whole) + STATEMENT_OVERHEAD <= self.db.limits().max_bytes:
             return self.db.execute(self._new_bucket(doc_id, whole)).rowcount == 1
-        empty = _dumps([slot_to_doc(EMPTY_SLOT)] * self.layout.size)
-        docs = {index: _dumps(slot_to_doc(slot)) for index, slot in sorted(slots.items())}
+        empty = self._whole({})
+        docs = {index: _dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
         statements = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
         return self._all_or_nothing(statements)
@@ -122,8 +142,7 @@ class SqlBucketRepository:
         budget = self.db.limits().max_bytes - STATEMENT_OVERHEAD
         for doc_id, slots in buckets.items():
             check_key(conversation_of(doc_id), "conversation_id")
-            msgs = [slot_to_doc(slots.get(i, EMPTY_SLOT)) for i in range(self.layout.size)]
-            whole = _dumps(msgs)
+            whole = self._whole(slots)
             size = value_bytes(whole) + value_bytes(doc_id) + _ROW_SQL_BYTES
             if size <= budget:
                 rows.append((doc_id, whole))
@@ -141,9 +160,8 @@ class SqlBucketRepository:
         """Requested slots of existing buckets, all buckets in one SELECT."""
         found: dict[str, dict[int, Slot]] = {}
         for doc_id, values in self._select(wanted, lambda i: [self._json.slot(i)], {}):
-            conversation = conversation_of(doc_id)
             found[doc_id] = {
-                index: slot_from_doc(conversation, value)
+                index: self._slot(doc_id, index, value)
                 for index, value in zip(wanted[doc_id], values, strict=True)
             }
         return found
@@ -164,14 +182,60 @@ class SqlBucketRepository:
 
         found: dict[str, dict[int, Viewed]] = {}
         for doc_id, values in self._select(wanted, parts, {"viewer": viewer}):
-            conversation = conversation_of(doc_id)
             triples = zip(values[0::3], values[1::3], values[2::3], strict=True)
             found[doc_id] = {}
             for index, (value, has, count) in zip(wanted[doc_id], triples, strict=True):
-                slot = slot_from_doc(conversation, value)
+                slot = self._slot(doc_id, index, value)
                 deleted_by = viewed_deleters(viewer, bool(has), bool(count))
                 found[doc_id][index] = (replace(slot, deleted_by=deleted_by), int(count))
         return found
+
+    def view(
+        self, conversation_id: str, viewer: str, pick: Pick
+    ) -> tuple[Watermarks, dict[str, dict[int, Slot]]]:
+        """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
+
+        Slots as ``read_viewed`` returns them (no deleter list; a ``spilled`` flag is left
+        for ``BucketMessageStore.viewed`` to settle), by doc_id; a missing bucket is absent.
+        The seqs of a ``latest`` pick are computed in the engine from max_seq, among at most
+        ``ceil(count / size) + 1`` candidate buckets.
+        """
+        check_key(conversation_id, "conversation_id")
+        check_key(viewer, "user_id")
+        params: dict[str, Any] = {"conversation_id": conversation_id, "user_id": viewer}
+        size = self.layout.size
+        if pick.latest:
+            statement = self._views.latest
+            params.update(viewer=viewer, count=pick.latest)
+            params["docs"] = _dumps(list(range(-(-pick.latest // size) + 1)))
+        elif pick.seqs:
+            seqs = sorted(set(pick.seqs))
+            docs = sorted({self.layout.doc_index(s) for s in seqs})
+            params["viewer"] = viewer
+            if self._views.sparse is not None and len(seqs) < _SPARSE * len(docs):
+                statement = self._views.sparse
+                slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
+                params["slots"] = _dumps(slots)
+            else:
+                statement = self._views.listed
+                params.update(seqs=seqs, docs=_dumps(docs))
+        else:  # nothing to read but the watermarks
+            (row,) = self.db.execute(self._views.marks, params).rows
+            return Watermarks(*map(int, row)), {}
+        rows = self.db.execute(statement, params).rows
+        marks = Watermarks(*map(int, rows[0][:3]))
+        found: dict[str, dict[int, Slot]] = {}
+        from_doc, size = self._codec.from_doc, self.layout.size
+        for _, _, _, doc_index, index, value, has, count in rows:
+            if index is None:
+                continue
+            doc_index, index = int(doc_index), int(index)
+            doc_id = self.layout.doc_id_for_index(conversation_id, doc_index)
+            slot = from_doc(conversation_id, doc_index * size + index + 1, _loads(value))
+            if count:  # the value came without its deleters: say whether the viewer is one
+                slot = replace(slot, deleted_by=viewed_deleters(viewer, bool(has), True))
+            found.setdefault(doc_id, {})[index] = slot
+        return marks, found
 
     def _select(
         self,
@@ -201,7 +265,9 @@ class SqlBucketRepository:
         """Set the revoke of an unrevoked, unpurged slot."""
         change = ((slot, "revoke"), self._json.value("revoke"))
         unset = [self._json.is_null(slot, "revoke"), self._json.is_false(slot, "purged")]
-        return self._update(doc_id, [change], unset, {"revoke": _dumps(revoke_to_doc(revoke))})
+        return self._update(
+            doc_id, [change], unset, {"revoke": _dumps(self._codec.revoke_doc(revoke))}
+        )
 
     def patch(
         self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
@@ -215,7 +281,7 @@ class SqlBucketRepository:
         changes: list[tuple[Path, str]] = []
         for n, (index, patch) in enumerate(sorted(patches.items())):
             if patch.purge:
-                params[f"p{n}"] = _dumps(slot_to_doc(PURGED_SLOT))
+                params[f"p{n}"] = _dumps(self._codec.to_doc(PURGED_SLOT))
                 changes.append(((index,), self._json.value(f"p{n}")))
                 continue
             purged = f"NOT ({self._json.is_false(index, 'purged')})"
@@ -266,8 +332,8 @@ class SqlBucketRepository:
             query = query.where(docs.doc_id > after)
         found: list[tuple[str, list[Slot]]] = []
         for doc_id, msgs in self.db.execute(query).rows:
-            conversation = conversation_of(doc_id)
-            found.append((doc_id, [slot_from_doc(conversation, value) for value in _loads(msgs)]))
+            slots = [self._slot(doc_id, index, value) for index, value in enumerate(_loads(msgs))]
+            found.append((doc_id, slots))
         return found
 
     def bucket_bytes(self, doc_id: str) -> int | None:
@@ -299,7 +365,7 @@ class SqlBucketRepository:
             params["readers"] = budget.readers_per_slot
         if within.deleting:
             added = len(within.deleting)
-            conditions.append(f"{self._json.deleters_sql} + {added} <= :per_bucket")
+            conditions.append(f"{self._json.deleters} + {added} <= :per_bucket")
             params["per_bucket"] = budget.deleters_per_bucket
         return conditions
 
@@ -336,6 +402,16 @@ class SqlBucketRepository:
         where = _all(["doc_id = :doc_id", *conditions])
         statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
         return statement.bindparams(doc_id=doc_id, **params)
+
+    def _whole(self, slots: Mapping[int, Slot]) -> str:
+        """The JSON text of a whole bucket holding slots (every other slot empty)."""
+        to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
+        return _dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
+
+    def _slot(self, doc_id: str, index: int, value: Any) -> Slot:
+        """The slot stored at index of bucket doc_id, from its decoded JSON value."""
+        seq = self.layout.seq_at(doc_id, index)
+        return self._codec.from_doc(conversation_of(doc_id), seq, value)
 
     def _new_bucket(self, doc_id: str, msgs: str) -> Executable:
         """INSERT of a bucket whose msgs is the JSON text msgs, unless doc_id exists."""
@@ -392,6 +468,20 @@ class SqlBucketRepository:
             return False
 
 
+class _Views:
+    """The pull statements of one bucket table, built once per store (bound per call)."""
+
+    def __init__(self, schema: BucketSchema, layout: BucketLayout, spelling: ViewSql) -> None:
+        watermarks = watermarks_sql(schema, derived=True)
+        table, size = schema.docs.name, layout.size
+        self.marks = text(watermarks_sql(schema))
+        self.latest = text(spelling.statement(table, watermarks, size, latest=True))
+        listed = text(spelling.statement(table, watermarks, size, latest=False))
+        self.listed = listed.bindparams(bindparam("seqs", expanding=True))
+        sparse = spelling.sparse(table, watermarks, size)
+        self.sparse = None if sparse is None else text(sparse)
+
+
 class _Missed(Exception):
     """A statement of an all-or-nothing write changed no row: the transaction is undone."""
 
@@ -412,6 +502,15 @@ class SqlBucketStore(BucketMessageStore):
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
         return self.repository.db.engine
+
+    def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
+        """The pull's reads in one statement; see ViewReads.view.
+
+        One more round trip only when a slot read is flagged ``spilled`` and the viewer is
+        not among its inline deleters (``BucketMessageStore.viewed``).
+        """
+        marks, found = self.repository.view(conversation_id, viewer_id, pick)
+        return marks, self.viewed(conversation_id, pick.of(marks), found, viewer_id)
 
 
 @lru_cache(maxsize=1024)

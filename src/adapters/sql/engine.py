@@ -324,6 +324,12 @@ class Database:
             return func.max(left, right)
         return func.greatest(left, right)
 
+    def least(self, left: Any, right: Any) -> ColumnElement[Any]:
+        """The smaller of two values (SQLite's two-argument min is its LEAST)."""
+        if self.kind == "sqlite":
+            return func.min(left, right)
+        return func.least(left, right)
+
     def close(self) -> None:
         """Close every pooled connection (an in-memory SQLite database is gone afterwards)."""
         if self.watchdog is not None:

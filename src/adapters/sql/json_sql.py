@@ -6,9 +6,11 @@ so they are written into the SQL; every value is a bound parameter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from adapters.codec import SlotCodec
 
 Path = tuple[int] | tuple[int, str]  # a whole slot, or one field of it
 
@@ -24,7 +26,10 @@ class JsonSql:
     """One engine's spelling of the few JSON operations the bucket table needs.
 
     Templates take ``{index}``, ``{name}``, ``{field}`` (the field's JSON) and ``{param}``
-    (a bind parameter name) where they apply.
+    (a bind parameter name) where they apply. Methods take the slot field names of
+    ``adapters.codec`` (``msg``, ``del_list``, …) and write the stored keys of the bucket
+    encoding (``keyed``): a missing key reads as the field's empty value (null, false, []),
+    so a compact slot stores only what differs from an empty one.
     """
 
     slot_sql: str
@@ -34,6 +39,7 @@ class JsonSql:
     value_sql: str  # JSON text in a bind parameter, as JSON
     has_sql: str  # condition: the array field contains the string parameter
     appended_sql: str  # the array field with the string parameter appended
+    empty_array_sql: str
     true_sql: str
     false_value_sql: str
     length_sql: str  # the length of array field ``{name}`` of slot ``{index}``
@@ -49,6 +55,22 @@ class JsonSql:
     # One pass over the array: ``{cases}`` are ``WHEN <index> THEN <new slot>`` over ``s.slot``.
     rebuild_sql: str | None = None
     element_field_sql: str = ""  # ``{slot}`` with field ``{name}`` set to ``{value}``
+    keys: Mapping[str, str] = field(default_factory=dict)  # slot field -> stored key
+    message_marker: str = "msg.seq"  # a path found once per stored message
+    message_type: str = "object"  # the JSON type of a stored message
+
+    def keyed(self, codec: SlotCodec) -> JsonSql:
+        """The engine's JSON SQL for buckets written by codec."""
+        return replace(
+            self,
+            keys=dict(codec.keys),
+            message_marker=codec.message_marker,
+            message_type=codec.message_type,
+        )
+
+    def key(self, name: str) -> str:
+        """The stored key of slot field name."""
+        return self.keys.get(name, name)
 
     def slot(self, index: int) -> str:
         """The JSON of one slot."""
@@ -56,7 +78,7 @@ class JsonSql:
 
     def field(self, index: int, name: str) -> str:
         """The JSON of one field of a slot."""
-        return self.field_sql.format(index=index, name=name)
+        return self.field_sql.format(index=index, name=self.key(name))
 
     def is_null(self, index: int, name: str) -> str:
         """Condition: the field holds JSON null."""
@@ -72,14 +94,16 @@ class JsonSql:
 
     def added(self, index: int, name: str, param: str, unless: str) -> str:
         """The array field with the string param added, kept as it is if present or unless."""
-        field = self.field(index, name)
+        # A missing array field is an empty one (PostgreSQL's jsonb_set drops a NULL value).
+        field = f"COALESCE({self.field(index, name)}, {self.empty_array_sql})"
         has = self.has(index, name, param)
         appended = self.appended_sql.format(field=field, param=param)
         return f"(CASE WHEN {unless} OR {has} THEN {field} ELSE {appended} END)"
 
     def true_unless(self, index: int, name: str, unless: str) -> str:
         """JSON true, or the field's current value when the condition holds."""
-        return f"(CASE WHEN {unless} THEN {self.field(index, name)} ELSE {self.true_sql} END)"
+        current = f"COALESCE({self.field(index, name)}, {self.false_value_sql})"
+        return f"(CASE WHEN {unless} THEN {current} ELSE {self.true_sql} END)"
 
     def flag_unless(self, unless: str) -> str:
         """JSON true, or false when the condition holds (for a field that may be missing)."""
@@ -87,17 +111,17 @@ class JsonSql:
 
     def length(self, index: int, name: str) -> str:
         """The number of entries of an array field of a slot (0 when it is missing)."""
-        return f"COALESCE({self.length_sql.format(index=index, name=name)}, 0)"
+        return f"COALESCE({self.length_sql.format(index=index, name=self.key(name))}, 0)"
 
     def has(self, index: int, name: str, param: str) -> str:
         """Condition: the array field of a slot contains the string bound to param."""
         return self.has_sql.format(
-            field=self.field(index, name), param=param, index=index, name=name
+            field=self.field(index, name), param=param, index=index, name=self.key(name)
         )
 
     def without(self, index: int, name: str) -> str:
         """The JSON of one slot minus one of its fields."""
-        return self.without_sql.format(index=index, name=name)
+        return self.without_sql.format(index=index, name=self.key(name))
 
     def set(self, changes: Sequence[tuple[Path, str]]) -> str:
         """``msgs`` with each path replaced by its value expression."""
@@ -118,7 +142,17 @@ class JsonSql:
 
     def message_count(self, table: str) -> str:
         """A query counting the slots of every bucket that hold a message."""
-        return self.count_sql.format(table=table)
+        return self.count_sql.format(
+            table=table,
+            msg=self.key("msg"),
+            marker=self.message_marker,
+            type=self.message_type,
+        )
+
+    @property
+    def deleters(self) -> str:
+        """How many deleters the bucket's slots hold in all."""
+        return self.deleters_sql.format(del_list=self.key("del_list"))
 
     def _rebuilt(self, changes: Sequence[tuple[Path, str]]) -> str:
         assert self.rebuild_sql is not None
@@ -129,7 +163,7 @@ class JsonSql:
             else:
                 current = slots.get(path[0], "s.slot")
                 slots[path[0]] = self.element_field_sql.format(
-                    slot=current, name=path[1], value=value
+                    slot=current, name=self.key(path[1]), value=value
                 )
         cases = " ".join(f"WHEN {index} THEN {slot}" for index, slot in sorted(slots.items()))
         return self.rebuild_sql.format(cases=cases)
@@ -137,23 +171,24 @@ class JsonSql:
     def _path(self, path: Path) -> str:
         if len(path) == 1:
             return self.slot_path_sql.format(index=path[0])
-        return self.field_path_sql.format(index=path[0], name=path[1])
+        return self.field_path_sql.format(index=path[0], name=self.key(path[1]))
 
 
 POSTGRES = JsonSql(
     slot_sql="(msgs -> {index})",
     field_sql="(msgs -> {index} -> '{name}')",
-    null_sql="jsonb_typeof({field}) = 'null'",
-    false_sql="{field} = CAST('false' AS jsonb)",
+    null_sql="COALESCE(jsonb_typeof({field}), 'null') = 'null'",
+    false_sql="COALESCE({field}, CAST('false' AS jsonb)) = CAST('false' AS jsonb)",
     value_sql="CAST(:{param} AS jsonb)",
     has_sql="{field} @> jsonb_build_array(CAST(:{param} AS text))",
     appended_sql="({field} || jsonb_build_array(CAST(:{param} AS text)))",
+    empty_array_sql="CAST('[]' AS jsonb)",
     true_sql="CAST('true' AS jsonb)",
     false_value_sql="CAST('false' AS jsonb)",
     length_sql="jsonb_array_length(msgs -> {index} -> '{name}')",
     without_sql="((msgs -> {index}) - '{name}')",
     deleters_sql=(
-        "(SELECT COALESCE(SUM(jsonb_array_length(s -> 'del_list')), 0)"
+        "(SELECT COALESCE(SUM(jsonb_array_length(s -> '{del_list}')), 0)"
         " FROM jsonb_array_elements(msgs) AS s)"
     ),
     bytes_sql="octet_length(CAST(msgs AS text))",
@@ -164,7 +199,7 @@ POSTGRES = JsonSql(
     array_function="jsonb_build_array",
     count_sql=(
         "SELECT COUNT(*) FROM {table}, jsonb_array_elements({table}.msgs) AS slot"
-        " WHERE jsonb_typeof(slot -> 'msg') = 'object'"
+        " WHERE jsonb_typeof(slot -> '{msg}') = '{type}'"
     ),
     rebuild_sql=(
         "(SELECT jsonb_agg(CASE s.n - 1 {cases} ELSE s.slot END ORDER BY s.n)"
@@ -183,43 +218,45 @@ _DOLLAR_PATHS: dict[str, Any] = {
 MARIADB = JsonSql(
     slot_sql="JSON_EXTRACT(msgs, '$[{index}]')",
     field_sql="JSON_EXTRACT(msgs, '$[{index}].{name}')",
-    null_sql="JSON_TYPE({field}) = 'NULL'",
-    false_sql="{field} = 'false'",
+    null_sql="COALESCE(JSON_TYPE({field}), 'NULL') = 'NULL'",
+    false_sql="COALESCE({field}, 'false') = 'false'",
     value_sql="JSON_EXTRACT(:{param}, '$')",
     has_sql="JSON_CONTAINS({field}, JSON_QUOTE(:{param}))",
     appended_sql="JSON_ARRAY_APPEND({field}, '$', :{param})",
+    empty_array_sql="JSON_ARRAY()",
     true_sql="JSON_EXTRACT('true', '$')",
     false_value_sql="JSON_EXTRACT('false', '$')",
     length_sql="JSON_LENGTH(msgs, '$[{index}].{name}')",
     without_sql="JSON_REMOVE(JSON_EXTRACT(msgs, '$[{index}]'), '$.{name}')",
     # Every deleter of every slot, gathered into one array by the wildcard path.
-    deleters_sql="COALESCE(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].del_list[*]')), 0)",
+    deleters_sql="COALESCE(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].{del_list}[*]')), 0)",
     bytes_sql="LENGTH(msgs)",
     **_DOLLAR_PATHS,
     set_function="JSON_SET",
     array_function="JSON_ARRAY",
-    # '$[*].msg.seq' matches one seq per stored message (a null msg has none).
+    # The marker path ('$[*].msg.seq') matches once per stored message (a null msg has none).
     count_sql=(
-        "SELECT COALESCE(SUM(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].msg.seq'))), 0) FROM {table}"
+        "SELECT COALESCE(SUM(JSON_LENGTH(JSON_EXTRACT(msgs, '$[*].{marker}'))), 0) FROM {table}"
     ),
 )
 
 SQLITE = JsonSql(
     slot_sql="(msgs -> '$[{index}]')",
     field_sql="(msgs -> '$[{index}].{name}')",
-    null_sql="json_type({field}) = 'null'",
-    false_sql="json_type({field}) = 'false'",
+    null_sql="COALESCE(json_type({field}), 'null') = 'null'",
+    false_sql="COALESCE(json_type({field}), 'false') = 'false'",
     value_sql="json(:{param})",
     has_sql=(
         "EXISTS (SELECT 1 FROM json_each(msgs, '$[{index}].{name}') AS e WHERE e.value = :{param})"
     ),
     appended_sql="json_insert({field}, '$[#]', :{param})",
+    empty_array_sql="json('[]')",
     true_sql="json('true')",
     false_value_sql="json('false')",
     length_sql="json_array_length(msgs, '$[{index}].{name}')",
     without_sql="json_remove(msgs -> '$[{index}]', '$.{name}')",
     deleters_sql=(
-        "(SELECT COUNT(*) FROM json_each(msgs) AS s, json_each(s.value, '$.del_list') AS d)"
+        "(SELECT COUNT(*) FROM json_each(msgs) AS s, json_each(s.value, '$.{del_list}') AS d)"
     ),
     bytes_sql="length(CAST(msgs AS BLOB))",
     **_DOLLAR_PATHS,
@@ -227,6 +264,159 @@ SQLITE = JsonSql(
     array_function="json_array",
     count_sql=(
         "SELECT COUNT(*) FROM {table}, json_each({table}.msgs) AS slot"
-        " WHERE json_type(slot.value, '$.msg') = 'object'"
+        " WHERE json_type(slot.value, '$.{msg}') = '{type}'"
     ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSql:
+    """One engine's spelling of the fused pull read over the bucket table (``view``).
+
+    The statement joins the one-row watermark query ``w`` to the candidate buckets ``c``
+    (``c.j``: a bound JSON array of bucket indexes, or of offsets back from the bucket of
+    max_seq), each candidate's row ``d`` by primary key, and the elements ``e`` of its
+    ``msgs`` array: the engine parses each bucket once per statement, not once per slot.
+    LEFT JOINs all the way, so that the watermarks come back even when nothing else does.
+    """
+
+    candidates_sql: str  # FROM item ``c`` with integer column ``c.j`` from JSON ``:docs``
+    divide_sql: str  # integer division of ``{left}`` by ``{right}``
+    doc_id_sql: str  # ``:conversation_id`` + ':' + bucket index ``{index}``
+    elements_sql: str  # FROM item ``e``: the elements of ``d.msgs``
+    position_sql: str  # an element's position in ``msgs``, from 1
+    element_sql: str  # an element's JSON
+    without_sql: str  # the element without its deleters (``{del_list}``: their stored key)
+    has_sql: str  # condition: the element's deleters hold ``:viewer``
+    length_sql: str  # the number of the element's deleters (NULL when missing)
+    greatest: str
+    # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
+    bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
+    # An engine whose array walk costs far more than extracting one slot (MariaDB) reads
+    # sparse listed seqs slot by slot: ``pairs_sql`` is FROM item ``c`` with ``c.j`` (bucket
+    # index) and ``c.k`` (slot index) from JSON ``:slots``; ``slot_at_sql`` the JSON of slot
+    # ``{slot}`` of ``d.msgs``.
+    pairs_sql: str | None = None
+    slot_at_sql: str = ""
+    deleters_key: str = "del_list"  # the stored key of a slot's deleters (the encoding's)
+
+    def keyed(self, codec: SlotCodec) -> ViewSql:
+        """The engine's pull SQL for buckets written by codec."""
+        return replace(self, deleters_key=codec.key("del_list"))
+
+    def _part(self, template: str, element: str) -> str:
+        return template.format(element=element, del_list=self.deleters_key)
+
+    def sparse(self, table: str, watermarks: str, size: int) -> str | None:
+        """The SELECT of ``statement``'s columns for listed slots, each extracted on its own.
+
+        None when the engine has no such form (``pairs_sql``): its array walk is cheap.
+        """
+        if self.pairs_sql is None:
+            return None
+        element = "x.slot"
+        has = self._part(self.has_sql, element)
+        doc_id = self.doc_id_sql.format(index="c.j")
+        slot = self.slot_at_sql.format(slot="c.k")
+        # LIMIT: the derived table is materialized, so each slot is extracted once.
+        slots = (
+            f"SELECT c.j, c.k, {slot} AS slot FROM {self.pairs_sql}"
+            f" JOIN {table} AS d ON d.doc_id = {doc_id} LIMIT 18446744073709551615"
+        )
+        low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
+        return (
+            f"SELECT w.max_seq, w.min_seq, w.user_min_seq, x.j AS doc_index, x.k AS slot,"
+            f" {self._part(self.without_sql, element)} AS value,"
+            f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
+            f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
+            f" FROM ({watermarks}) AS w LEFT JOIN ({slots}) AS x"
+            f" ON x.j * {size} + x.k + 1 BETWEEN {low} AND w.max_seq"
+        )
+
+    def statement(self, table: str, watermarks: str, size: int, latest: bool) -> str:
+        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, slot, value, has, count).
+
+        latest: the newest ``:count`` visible seqs (the candidates are offsets back from
+        the bucket of max_seq); else the visible seqs among ``:seqs`` (the candidates are
+        their bucket indexes). Rows with a NULL slot carry the watermarks alone.
+        """
+        if latest:
+            last = self.divide_sql.format(left="w.max_seq - 1", right=size)
+            index = f"({last} - c.j)"
+            low = f"{self.greatest}(w.max_seq - :count + 1, w.min_seq, w.user_min_seq, 1)"
+            wanted = ""
+        else:
+            index = "c.j"
+            low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
+            wanted = " AND {seq} IN :seqs"
+        seq = f"({index} * {size} + {self.position_sql})"
+        doc_id = self.doc_id_sql.format(index=index)
+        element = self.element_sql
+        has = self._part(self.has_sql, element)
+        return (
+            f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
+            f" {self.position_sql} - 1 AS slot,"
+            f" {self._part(self.without_sql, element)} AS value,"
+            f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
+            f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
+            f" FROM ({watermarks}) AS w"
+            f" LEFT JOIN {self.candidates_sql} ON 1 = 1"
+            f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
+            f" LEFT JOIN {self.elements_sql}"
+            f" ON {seq} BETWEEN {low} AND w.max_seq{wanted.format(seq=seq)}"
+        )
+
+
+POSTGRES_VIEW = ViewSql(
+    candidates_sql=(
+        "(SELECT CAST(t.j AS bigint) AS j"
+        " FROM jsonb_array_elements_text(CAST(:docs AS jsonb)) AS t(j)) AS c"
+    ),
+    divide_sql="(({left}) / {right})",
+    doc_id_sql="(CAST(:conversation_id AS text) || ':' || CAST({index} AS text))",
+    elements_sql="jsonb_array_elements(d.msgs) WITH ORDINALITY AS e(slot, n)",
+    position_sql="e.n",
+    element_sql="e.slot",
+    without_sql="({element} - '{del_list}')",
+    has_sql="({element} -> '{del_list}') @> jsonb_build_array(CAST(:viewer AS text))",
+    length_sql="jsonb_array_length({element} -> '{del_list}')",
+    greatest="GREATEST",
+    # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
+    # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
+    # hash join of 100 candidates would scan the whole table).
+    bucket_sql="LATERAL (SELECT msgs FROM {table} WHERE doc_id = {doc_id} LIMIT 1) AS d ON 1 = 1",
+)
+
+MARIADB_VIEW = ViewSql(
+    candidates_sql="JSON_TABLE(:docs, '$[*]' COLUMNS (j BIGINT PATH '$')) AS c",
+    divide_sql="(({left}) DIV {right})",
+    doc_id_sql="CONCAT(:conversation_id, ':', {index})",
+    elements_sql="JSON_TABLE(d.msgs, '$[*]' COLUMNS (n FOR ORDINALITY, slot JSON PATH '$')) AS e",
+    position_sql="e.n",
+    element_sql="e.slot",
+    without_sql="JSON_REMOVE({element}, '$.{del_list}')",
+    has_sql="JSON_CONTAINS({element}, JSON_QUOTE(:viewer), '$.{del_list}')",
+    length_sql="JSON_LENGTH({element}, '$.{del_list}')",
+    greatest="GREATEST",
+    # JSON_TABLE costs about two slot extractions per element it walks (it copies every
+    # element out): a few slots of a bucket are cheaper extracted one by one.
+    pairs_sql=(
+        "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
+    ),
+    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', {slot}, ']'))",
+)
+
+SQLITE_VIEW = ViewSql(
+    candidates_sql="(SELECT t.value AS j FROM json_each(:docs) AS t) AS c",
+    divide_sql="(({left}) / {right})",
+    doc_id_sql="(:conversation_id || ':' || {index})",
+    elements_sql="json_each(d.msgs) AS e",
+    position_sql="(e.key + 1)",  # json_each numbers elements from 0
+    element_sql="e.value",
+    without_sql="json_remove({element}, '$.{del_list}')",
+    has_sql=(
+        "EXISTS (SELECT 1 FROM json_each({element}, '$.{del_list}') AS x WHERE x.value = :viewer)"
+    ),
+    length_sql="json_array_length({element}, '$.{del_list}')",
+    greatest="max",
 )

@@ -10,11 +10,12 @@ changes nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     CompoundSelect,
     Select,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     cast,
     delete,
     func,
+    literal,
     literal_column,
     null,
     or_,
@@ -36,11 +38,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.selectable import Subquery
 
 from adapters.codec import message_to_doc
 from adapters.row import RowMessageStore
 from adapters.sql.engine import Database
 from adapters.sql.schema import RowSchema, check_keys, ensure_schema
+from adapters.sql.seq import watermarks_query
 from adapters.sql.sizing import batches, row_bytes
 from adapters.sql.sizing import batches as batches_of
 from adapters.sql.stats import footprint
@@ -50,14 +54,17 @@ from domain.model import (
     OTHER_DELETERS,
     PURGED_SLOT,
     Message,
+    Pick,
     Revoke,
     Role,
     Slot,
     SlotPatch,
     StoreStats,
+    Watermarks,
     stored_message,
 )
 from domain.scan import ScannedSlot, SlotPage
+from ports.view_reads import View
 
 _MESSAGE = 0
 _DELETION = 1
@@ -73,7 +80,7 @@ class SqlRowRepository:
         self.layout = layout
         self.schema = schema
         self._messages = schema.messages
-        self._reads = _Reads(schema)
+        self._reads = _Reads(schema, db)
         db.limits()  # asked at open, so that no insert pays the round trip
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
@@ -127,6 +134,32 @@ class SqlRowRepository:
         else:
             rows = self.db.execute(self._reads.viewed[scattered], {**params, "viewer": viewer}).rows
         return _slots(conversation_id, rows)
+
+    def view(
+        self, conversation_id: str, viewer: str, pick: Pick
+    ) -> tuple[Watermarks, dict[int, Slot]]:
+        """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
+
+        The watermark query is a one-row derived table joined to each part of the viewed
+        read (``_pull_read``): the seqs are clamped in the engine, and the message part's
+        LEFT JOIN returns the watermarks even when no row is found.
+        """
+        check_keys(conversation_id, viewer)
+        params: dict[str, Any] = {"conversation_id": conversation_id, "user_id": viewer}
+        params["viewer"] = viewer
+        if pick.latest:
+            statement = self._reads.latest
+            params["count"] = pick.latest
+        elif pick.seqs:
+            scattered, bound = _bound(conversation_id, pick.seqs)
+            statement = self._reads.pulled[scattered]
+            params.update(bound)
+        else:  # nothing to read but the watermarks
+            (row,) = self.db.execute(self._reads.marks, params).rows
+            return Watermarks(*map(int, row)), {}
+        rows = self.db.execute(statement, params).rows
+        marks = next(Watermarks(*map(int, row[:3])) for row in rows if row[0] is not None)
+        return marks, _slots(conversation_id, [row[3:] for row in rows if row[4] is not None])
 
     def read_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Message, deleter and reader rows of every conversation in one UNION."""
@@ -349,6 +382,10 @@ class SqlRowStore(RowMessageStore):
         """The repository's database (for instrumentation and white-box tests)."""
         return self.repository.db
 
+    def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
+        """The pull's reads in one statement; see ViewReads.view."""
+        return self.repository.view(conversation_id, viewer_id, pick)
+
     def batch(self) -> AbstractContextManager[None]:
         """One transaction for the block's writes; see MessageStore.batch."""
         return self.repository.db.batch()
@@ -393,10 +430,17 @@ class _Reads:
     (``seq BETWEEN :first AND :last``), other seqs an ``IN`` list (an expanding parameter).
     """
 
-    def __init__(self, schema: RowSchema) -> None:
+    def __init__(self, schema: RowSchema, db: Database) -> None:
         self.tagged = tuple(_tagged_read(schema, scattered) for scattered in (False, True))
         self.viewed = tuple(_tagged_read(schema, scattered, True) for scattered in (False, True))
         self.state = tuple(_state_read(schema, scattered) for scattered in (False, True))
+        # The pulls, watermarks included (``SqlRowRepository.view``).
+        self.marks = watermarks_query(schema)
+        self.latest = _pull_read(schema, db, "latest")
+        self.pulled = tuple(
+            _pull_read(schema, db, "scattered" if scattered else "range")
+            for scattered in (False, True)
+        )
 
 
 def _bound_at(table: Table, scattered: bool) -> ColumnElement[bool]:
@@ -458,6 +502,84 @@ def _tagged_read(schema: RowSchema, scattered: bool, viewed: bool = False) -> Co
     return union_all(rows, *tags)
 
 
+def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[Any]:
+    """A pull's viewed read with the watermarks: one statement, built once per store.
+
+    Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *_ROW_COLUMNS). The
+    watermarks (derived table ``w``) come with the message part, whose LEFT JOIN yields
+    one row even when no message is found; the tag parts carry NULL there. Every part
+    reads the seqs of ``_pulled`` (by shape), clamped to the viewer's visible range.
+    """
+    # Not ``derived``: PostgreSQL then computes each bound once per part (an InitPlan) and
+    # uses it in the index condition; a derived table it cannot flatten would turn the
+    # bounds into a join filter over the whole conversation.
+    w = watermarks_query(schema).subquery("w")
+    at = _pulled(w, db, shape)
+    width = len(_ROW_COLUMNS)
+    no_marks = [null() for _ in range(3)]
+    messages, deletions, readers = schema.messages, schema.deletions, schema.readers
+    mine = case(
+        (deletions.c.user_id == bindparam("viewer"), deletions.c.user_id), else_=OTHER_DELETERS
+    )
+    rows = select(
+        w.c.max_seq,
+        w.c.min_seq,
+        w.c.user_min_seq,
+        literal_column(str(_MESSAGE)).label("kind"),
+        messages.c.seq,
+        cast(null(), String).label("user_id"),
+        *(messages.c[name] for name in _ROW_COLUMNS),
+    ).select_from(w.outerjoin(messages, at(messages)))
+    deleted = (
+        select(
+            *no_marks,
+            literal_column(str(_DELETION)),
+            deletions.c.seq,
+            func.max(mine),
+            *(null() for _ in range(width)),
+        )
+        .select_from(w.join(deletions, at(deletions)))
+        .group_by(deletions.c.seq)
+    )
+    read = select(
+        *no_marks,
+        literal_column(str(_READER)),
+        readers.c.seq,
+        readers.c.user_id,
+        *(null() for _ in range(width)),
+    ).select_from(w.join(readers, at(readers)))
+    return union_all(rows, deleted, read)
+
+
+def _pulled(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnElement[bool]]:
+    """The condition on a table's rows that a pull of shape reads, clamped by ``w``.
+
+    - ``latest``: the newest ``:count`` seqs, ``greatest(max_seq - count + 1, floor, 1)``
+      to ``max_seq`` (the range depends on max_seq, so it is computed in the engine);
+    - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list).
+    """
+    floor = db.greatest(w.c.min_seq, w.c.user_min_seq)
+    low: ColumnElement[Any] = floor
+    high: ColumnElement[Any] = w.c.max_seq
+    if shape == "latest":
+        newest = w.c.max_seq - bindparam("count", type_=BigInteger) + 1
+        low = db.greatest(db.greatest(newest, floor), literal(1, BigInteger))
+    elif shape == "range":
+        low = db.greatest(floor, bindparam("first", type_=BigInteger))
+        high = db.least(w.c.max_seq, bindparam("last", type_=BigInteger))
+
+    def at(table: Table) -> ColumnElement[bool]:
+        of = table.c.conversation_id == bindparam("conversation_id")
+        if shape != "scattered":
+            return and_(of, table.c.seq.between(low, high))
+        # The IN list finds the rows; the clamp, hidden in a CASE, only filters them (as a
+        # plain range, SQLite would scan from the floor to max_seq instead).
+        visible = case((table.c.seq.between(low, high), 1), else_=0) == 1
+        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)), visible)
+
+    return at
+
+
 def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
     """The message rows alone of the bound seqs: (seq, *_ROW_COLUMNS)."""
     table = schema.messages
@@ -483,7 +605,7 @@ def _message(conversation_id: str, seq: int, row: Sequence[Any], start: int) -> 
     if values[_SEND_ID] is None:  # no message stored (a tag-only row)
         return None
     options = values[_OPTIONS]
-    values[_OPTIONS] = json.loads(options) if options else {}
+    values[_OPTIONS] = json.loads(options) if options and options != "{}" else {}
     return stored_message(conversation_id, seq, values)
 
 
@@ -523,6 +645,12 @@ def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slo
         else:
             users.setdefault((row[0], row[1]), set()).add(row[2])
     slots: dict[int, Slot] = {}
+    if not users:  # the usual pull: message rows only, no set of users to build per seq
+        for seq, row in found.items():
+            slot = _slot(conversation_id, seq, row, 3)
+            if not slot.is_empty:
+                slots[seq] = slot
+        return slots
     for seq in {*found, *(seq for _, seq in users)}:
         deleted_by = frozenset(users.get((_DELETION, seq), ()))
         read_by = frozenset(users.get((_READER, seq), ()))

@@ -36,7 +36,8 @@ from domain.errors import InvalidArgument, LayoutMismatch
 from domain.layout import BucketLayout
 from domain.model import INT_FIELDS, MESSAGE_FIELDS, SHORT_TEXT_FIELDS
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 1  # rows, and buckets in OpenIM's encoding
+COMPACT_VERSION = 2  # buckets in the compact encoding
 KEY_LENGTH = 255  # conversation and user ids that are part of a primary key
 TEXT_LENGTH = 1000  # other short message fields (the id limit can be configured up to 1000)
 _TABLE_OPTIONS: dict[str, Any] = {
@@ -148,27 +149,40 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
 
 def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
     """Create missing tables and check the recorded layout; LayoutMismatch if it differs."""
-    record = schema.layout
+    record, version = schema.layout, _version(schema, layout)
     try:
         with db.schema_lock() as connection:
             schema.metadata.create_all(connection)
             connection.execute(
-                db.insert_ignore(record).values(
-                    id=1, bucket_size=layout.size, version=LAYOUT_VERSION
-                )
+                db.insert_ignore(record).values(id=1, bucket_size=layout.size, version=version)
             )
             stored = connection.execute(select(record.c.bucket_size, record.c.version)).one()
     except SQLAlchemyError as error:
         raise translate(error) from error
-    if stored.version != LAYOUT_VERSION:
-        raise LayoutMismatch(
-            f"{record.name} holds layout version {stored.version}, this build uses {LAYOUT_VERSION}"
-        )
+    if stored.version != version:
+        raise LayoutMismatch(_version_mismatch(record.name, stored.version, version))
     if stored.bucket_size != layout.size:
         raise LayoutMismatch(
             f"{record.name} was created with bucket size {stored.bucket_size}, "
             f"not {layout.size}: open it with store.bucket_size = {stored.bucket_size}"
         )
+
+
+def _version(schema: Schema, layout: BucketLayout) -> int:
+    """The layout version a store records: which bucket encoding it writes."""
+    if isinstance(schema, BucketSchema) and layout.encoding == "compact":
+        return COMPACT_VERSION
+    return LAYOUT_VERSION
+
+
+def _version_mismatch(table: str, stored: int, wanted: int) -> str:
+    encodings = {LAYOUT_VERSION: "openim", COMPACT_VERSION: "compact"}
+    if stored in encodings and wanted in encodings:
+        return (
+            f"{table} holds buckets in the {encodings[stored]} encoding, not "
+            f'{encodings[wanted]}: open it with store.bucket_encoding = "{encodings[stored]}"'
+        )
+    return f"{table} holds layout version {stored}, this build uses {wanted}"
 
 
 def drop_schema(db: Database, schema: Schema) -> None:

@@ -18,21 +18,22 @@ from dataclasses import astuple
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    Column,
+    BigInteger,
     Connection,
     Engine,
-    Select,
     Table,
     and_,
-    bindparam,
     case,
+    column,
     delete,
     func,
     or_,
     select,
+    text,
     tuple_,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.sql.selectable import TextualSelect
 
 from adapters.sql.engine import Database
 from adapters.sql.schema import Schema, check_key, check_keys
@@ -52,7 +53,7 @@ class SqlSeqStore:
         self._seqs = schema.seqs
         self._users = schema.user_seqs
         self._sends = schema.sends
-        self._watermarks = _watermarks(schema)
+        self._watermarks = watermarks_query(schema)
 
     @property
     def engine(self) -> Engine:
@@ -332,27 +333,30 @@ class SqlSeqStore:
         return int(self.db.execute(statement, idempotent=idempotent).rows[0][0])
 
 
-def _watermarks(schema: Schema) -> Select[Any]:
-    """The SELECT of max_seq, min_seq and the user's min_seq (0 where no row exists).
+def watermarks_sql(schema: Schema, derived: bool = False) -> str:
+    """The SELECT of max_seq, min_seq and user_min_seq (0 where no row exists), as SQL text.
 
-    Bound by ``conversation_id`` and ``user_id``; built once per store, so a pull spends no
-    time building or hashing it.
+    One row, bound by ``conversation_id`` and ``user_id``. The seq store runs it alone; the
+    fused pull reads (``SqlRowRepository.view``, ``SqlBucketRepository.view``) join it as a
+    derived table, so that the watermarks travel in the statement that reads the slots.
+    ``derived`` ends it in ``LIMIT 1``, which keeps PostgreSQL from flattening it and probing
+    the counters again at every reference to one of its columns (the bucket read refers to
+    them many times, and only in filters).
     """
-    seqs, users = schema.seqs, schema.user_seqs
-    conversation = bindparam("conversation_id", type_=seqs.c.conversation_id.type)
-    user = bindparam("user_id", type_=users.c.user_id.type)
-    of_conversation = seqs.c.conversation_id == conversation
-
-    def value(column: Column[int], where: Any) -> Any:
-        return func.coalesce(select(column).where(where).scalar_subquery(), 0)
-
-    return select(
-        value(seqs.c.max_seq, of_conversation),
-        value(seqs.c.min_seq, of_conversation),
-        value(
-            users.c.min_seq, and_(users.c.conversation_id == conversation, users.c.user_id == user)
-        ),
+    seqs, users = schema.seqs.name, schema.user_seqs.name
+    conversation = "conversation_id = :conversation_id"
+    return (
+        f"SELECT COALESCE((SELECT max_seq FROM {seqs} WHERE {conversation}), 0) AS max_seq, "
+        f"COALESCE((SELECT min_seq FROM {seqs} WHERE {conversation}), 0) AS min_seq, "
+        f"COALESCE((SELECT min_seq FROM {users} WHERE {conversation}"
+        " AND user_id = :user_id), 0) AS user_min_seq" + (" LIMIT 1" if derived else "")
     )
+
+
+def watermarks_query(schema: Schema, derived: bool = False) -> TextualSelect:
+    """``watermarks_sql`` as a statement with typed columns (built once per store)."""
+    columns = (column(name, BigInteger) for name in ("max_seq", "min_seq", "user_min_seq"))
+    return text(watermarks_sql(schema, derived)).columns(*columns)
 
 
 def _user(conversation_id: str, user_id: str) -> dict[str, str]:

@@ -45,12 +45,32 @@ def pairs(results: RunResults) -> list[Pair]:
     for bucket in backends:
         if bucket.layout != "bucket" or bucket.family == "memory":
             continue
-        if not nearest_default(bucket, backends):
-            continue  # a sweep: the size nearest OpenIM's 100 stands for the bucket layout
+        if not nearest_default(bucket, backends) or is_variant(bucket, backends):
+            continue  # the size nearest OpenIM's 100, in the default encoding, stands for it
         for row in backends:
             if row.engine_key == bucket.engine_key and row.layout == "row":
                 found.append(Pair(bucket.engine, bucket, row))
                 break
+    return found
+
+
+def is_variant(bucket: BackendResult, backends: list[BackendResult]) -> bool:
+    """Whether bucket runs in an encoding asked for next to the same store in its default."""
+    return bucket.encoding is not None and any(
+        b.store == bucket.store and b.engine_key == bucket.engine_key and b.encoding is None
+        for b in backends
+    )
+
+
+def variants(results: RunResults) -> list[Pair]:
+    """Every (bucket in an encoding asked for, row) pair that ``pairs`` leaves out."""
+    backends = results.ok_backends()
+    found = []
+    for bucket in backends:
+        if bucket.layout != "bucket" or not is_variant(bucket, backends):
+            continue
+        rows = [r for r in backends if r.layout == "row" and r.engine_key == bucket.engine_key]
+        found += [Pair(bucket.engine, bucket, rows[0])] if rows else []
     return found
 
 

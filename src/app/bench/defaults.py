@@ -12,7 +12,8 @@ NOTABLE_CHANGE = 0.10  # a p50 change between two runs beyond ±10 % is worth a 
 FLAT = 0.05  # in a sweep, a change of the weighted cost by less than this is no change
 OPENIM_BUCKET_SIZE = 100  # in a sweep, the size nearest this stands for the bucket layout
 MAKE_BENCH_BUDGET_S = 180  # `make bench` on the embedded default must take less
-DEFAULT_LABELS = ("memory", "sql-row/sqlite", "sql-bucket/sqlite")  # `make bench`'s backends
+# `make bench`'s backends
+DEFAULT_LABELS = ("memory", "sql-row/sqlite", "sql-bucket/sqlite", "sql-bucket/sqlite[openim]")
 
 # The targets (app.bench.targets); issue 13's goals 1–5 first.
 PULL_MAX_TRIPS = 1  # pull_latest, pull_range and pull: watermarks and data in one round trip

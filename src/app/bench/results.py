@@ -169,6 +169,8 @@ class BackendResult:
     status: str  # "ok", or "skipped" with the reason
     version: str
     bucket_size: int | None = None  # set in a sweep only
+    # The bucket encoding asked for (None: the backend's default); absent from the JSON otherwise.
+    encoding: str | None = field(default=None, metadata=_OMIT_EMPTY)
     # An emulator of the engine's protocol ran it (mongoeco); absent from the JSON otherwise.
     emulated: bool = field(default=False, metadata=_OMIT_EMPTY)
     reason: str | None = None

@@ -103,16 +103,20 @@ class RawBucketLatest:
         self._query = bucket_latest_query(schema, layout.size, engine.dialect.name)
 
     def pull_latest(self, conversation_id: str, viewer_id: str, count: int) -> list[Any]:
-        """Per bucket touched, oldest first: ``{doc_id, msgs}`` with only the wanted slots.
+        """Per bucket touched, oldest first: ``{doc_id, low, msgs}``, the wanted slots only.
 
-        The slots are OpenIM's slot objects (``msg``, ``revoke``, ``del_list`` …) of the
-        newest count seqs above the viewer's floors, decoded from JSON.
+        The slots (the store's encoding: OpenIM's ``msg``, ``revoke``, ``del_list`` … or the
+        compact one's ``m``, ``r``, ``d`` …) of the newest count seqs above the viewer's
+        floors, decoded from JSON, the first of them at slot index ``low``.
         """
         with self.engine.connect() as connection:
             result = connection.execute(
                 self._query, {"conv": conversation_id, "viewer": viewer_id, "n": count}
             )
-            return [{"doc_id": d, "msgs": _loads(slots)} for d, slots in result.fetchall()]
+            return [
+                {"doc_id": d, "low": int(low), "msgs": _loads(slots)}
+                for d, slots, low in result.fetchall()
+            ]
 
 
 def bucket_latest_query(schema: BucketSchema, size: int, dialect: str) -> Select[Any]:
@@ -155,7 +159,7 @@ def bucket_latest_query(schema: BucketSchema, size: int, dialect: str) -> Select
     ).subquery("wanted")
     slots = _slice(dialect, docs.c.msgs, wanted.c.low, wanted.c.high)
     return (
-        select(docs.c.doc_id, slots.label("slots"))
+        select(docs.c.doc_id, slots.label("slots"), wanted.c.low)
         .select_from(wanted.join(docs, docs.c.doc_id == wanted.c.doc_id))
         .order_by(wanted.c.position)
     )

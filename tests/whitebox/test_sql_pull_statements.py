@@ -1,0 +1,75 @@
+"""Every pull is one SQL statement: the viewer's watermarks travel with the slots.
+
+Counted at the engine (``EngineStatements``), on every SQL engine and layout: pull_latest,
+pull_range and pull of scattered seqs, across a bucket boundary, in an empty conversation
+and after a clear. One more statement only when a slot read has spilled deleters and the
+viewer is not among its inline ones (the side-table lookup of ``BucketMessageStore``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from adapters.bucket import BucketMessageStore
+from app import MessageService
+from app.instrument.roundtrips import EngineStatements
+from domain.model import Slot
+from domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket_contract.factories import CONV, messages
+from imbucket_contract.rows import BUCKETS, SQL, backends
+
+Pull = Callable[[MessageService, str], list[object]]
+PULLS: dict[str, Pull] = {
+    "pull_latest(20)": lambda service, conv: list(service.pull_latest(conv, "bob", 20)),
+    "pull_latest(150)": lambda service, conv: list(service.pull_latest(conv, "bob", 150)),
+    "pull_range(91..110)": lambda service, conv: list(service.pull_range(conv, "bob", 91, 110)),
+    "pull scattered": lambda service, conv: list(service.pull(conv, "bob", [3, 7, 120, 250])),
+}
+
+
+def statements(service: MessageService) -> EngineStatements:
+    return EngineStatements(service.store.engine)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
+@pytest.mark.parametrize("pull", PULLS.values(), ids=PULLS.keys())
+def test_every_pull_is_one_statement(service: MessageService, pull: Pull) -> None:
+    service.ingest(CONV, messages(1, 250))
+    service.delete_for_me(CONV, [7, 245], "bob")
+    service.delete_for_me(CONV, [3, 246], "carol")
+    service.clear_history("sg_cleared", "bob")  # a floor above max_seq
+    for conversation in (CONV, "sg_empty", "sg_cleared"):
+        with statements(service) as trips:
+            pull(service, conversation)
+        assert (trips.total, trips.writes) == (1, 0), (conversation, trips.statements)
+
+
+@pytest.mark.parametrize("backend_config", backends(SQL, BUCKETS), indirect=True)
+def test_a_spilled_slot_costs_one_more_statement_unless_the_viewer_is_inline(
+    service: MessageService,
+) -> None:
+    store = service.store
+    assert isinstance(store, BucketMessageStore)
+    layout, repository = store.layout, store.repository
+    stored = messages(1, 3)
+    slots = {layout.slot_index(m.seq): Slot(message=m) for m in stored}
+    # Seq 2: "inline" among the inline deleters, "spilled" in the side table.
+    slots[layout.slot_index(2)] = Slot(
+        message=stored[1], deleted_by=frozenset({"inline"}), spilled=True
+    )
+    doc_id = layout.doc_id(CONV, 2)
+    assert repository.create_bucket(doc_id, slots)
+    repository.add_spilled([(doc_id, layout.slot_index(2), "spilled")])
+    service.seqs.raise_max_seq(CONV, 3)
+    expected = {"inline": (1, True), "spilled": (2, True), "stranger": (2, False)}
+    for viewer, (total, deleted) in expected.items():
+        with statements(service) as trips:
+            (entry,) = service.pull(CONV, viewer, [2])
+        assert trips.total == total, (viewer, trips.statements)
+        gone = isinstance(entry, Tombstone) and entry.reason == TombstoneReason.DELETED
+        assert gone == deleted, (viewer, entry)
+        with statements(service) as trips:  # seq 1 is not flagged: one statement for anyone
+            (entry,) = service.pull(CONV, viewer, [1])
+        assert trips.total == 1 and isinstance(entry, MessageView), (viewer, trips.statements)
