@@ -747,3 +747,10 @@ def test_layout_is_recorded_once_and_read_back() -> None:
         upsert=True,
         return_new=True,
     )
+
+
+def test_listed_rows_come_by_union_after_the_marks() -> None:
+    assert c.listed_row_view(CONV, "dave", [5, 3]) == [
+        *c.view_marks(CONV, "dave"),
+        {"$unionWith": {"coll": "msg_row", "pipeline": c.viewed_rows(CONV, [5, 3], "dave")}},
+    ]

@@ -235,3 +235,10 @@ def test_a_bucket_views_slots_come_by_seq_with_the_viewers_spilled_entries() -> 
     slots, spilled = replies.viewed_bucket_seqs(CONV, [over_the_wire(bucket)])
     assert slots == {102: Slot(message=stored, spilled=True), 103: Slot()}
     assert spilled == {f"{CONV}:1": {1: {"dave"}}}
+
+
+def test_a_union_reply_tells_the_marks_from_the_rows_by_their_id() -> None:
+    row = {"_id": {"c": CONV, "s": 3}, "msg": None}
+    marks = {"max_seq": 9, "min_seq": 2, "user_min_seq": 4}
+    assert replies.union_reply([marks, row]) == (Watermarks(9, 2, 4), [row])
+    assert replies.union_reply([row]) == (Watermarks(), [row])  # no watermark document

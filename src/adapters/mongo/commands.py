@@ -589,12 +589,26 @@ def row_view(conversation_id: str, viewer: str, pick: Pick) -> list[Doc]:
     """One aggregate: the viewer's watermarks, then the rows of ``pick.of(marks)``.
 
     Rows are joined by _id (``{c, s}``, built in that field order), ``del_list`` as
-    ``viewed_rows`` scopes it. Reply: ``view_reply``.
+    ``viewed_rows`` scopes it. Reply: ``view_reply``. Listed seqs go another way, see
+    ``listed_row_view``.
     """
     row = {"c": {"$literal": conversation_id}, "s": "$$seq"}
     keys = {"$map": {"input": "$want", "as": "seq", "in": row}}
     scoped = {"$addFields": {"del_list": viewed_deleters("$del_list", viewer)}}
     return _view(conversation_id, viewer, pick, keys, (ROWS, "_id"), [scoped])
+
+
+def listed_row_view(conversation_id: str, viewer: str, seqs: Sequence[int]) -> list[Doc]:
+    """One aggregate: the viewer's watermarks (one document, if any), then the rows of seqs.
+
+    The rows come by ``$unionWith`` of ``viewed_rows`` (a literal ``_id: {$in}``, served by
+    the _id index), each a document of its own after the marks: the caller keeps those
+    ``Pick.of(marks)`` shows. A join would filter them in the server, but an emulator
+    (mongoeco) answers a ``$lookup`` by reading the whole joined collection, which for one
+    document per message exceeds the statement timeout at the bench's sizes.
+    """
+    union = {"$unionWith": {"coll": ROWS, "pipeline": viewed_rows(conversation_id, seqs, viewer)}}
+    return [*view_marks(conversation_id, viewer), union]
 
 
 def _view(

@@ -108,6 +108,18 @@ def view_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
     return marks, joined
 
 
+def union_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
+    """The marks and the rows, from a ``listed_row_view`` reply (rows are those with _id)."""
+    marks = Watermarks()
+    rows: list[Doc] = []
+    for doc in found:
+        if "_id" in doc:
+            rows.append(doc)
+        else:
+            marks = Watermarks(int(doc["max_seq"]), int(doc["min_seq"]), int(doc["user_min_seq"]))
+    return marks, rows
+
+
 def viewed_bucket_seqs(
     conversation_id: str, buckets: Iterable[Doc]
 ) -> tuple[dict[int, Slot], dict[str, dict[int, set[str]]]]:

@@ -10,6 +10,8 @@ home of that rule) merges: a spilled slot costs no second round trip either.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from adapters.bucket import BucketMessageStore
 from adapters.mongo import commands, replies
 from adapters.mongo.commands import Doc
@@ -47,14 +49,22 @@ class MongoRowViews:
 
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
         """One aggregate; see ViewReads.view."""
-        pipeline = commands.row_view(conversation_id, viewer_id, pick)
-        marks, rows = _run(self._connection, pipeline, pick)
+        if pick.latest:
+            pipeline = commands.row_view(conversation_id, viewer_id, pick)
+            marks, rows = _run(self._connection, pipeline, pick)
+        else:
+            pipeline = commands.listed_row_view(conversation_id, viewer_id, pick.seqs)
+            marks, rows = _run(self._connection, pipeline, pick, replies.union_reply)
         found = replies.row_slots(rows)
-        return marks, {seq: slot for seq, slot in found.items() if not slot.is_empty}
+        shown = set(pick.of(marks))
+        return marks, {s: slot for s, slot in found.items() if s in shown and not slot.is_empty}
 
 
 def _run(
-    connection: MongoConnection, pipeline: list[Doc], pick: Pick
+    connection: MongoConnection,
+    pipeline: list[Doc],
+    pick: Pick,
+    reply: Callable[[list[Doc]], tuple[Watermarks, list[Doc]]] = replies.view_reply,
 ) -> tuple[Watermarks, list[Doc]]:
     """Run a view aggregate on ``seq``: the marks and the buckets or rows found.
 
@@ -64,4 +74,4 @@ def _run(
     batch = max(pick.latest, len(pick.seqs)) + 1
     with translated("read a view"):
         found = list(connection.collection(commands.SEQS).aggregate(pipeline, batchSize=batch))
-    return replies.view_reply(found)
+    return reply(found)
