@@ -666,7 +666,10 @@ def _doc_id(conversation_id: str, seq: str, size: int) -> Doc:
     """Expression: ``BucketLayout.doc_id`` of seq, ``"<conversation_id>:<(seq - 1) // size>"``.
 
     The quotient of an exact multiple of size, in decimal: exact for every 64-bit seq (a
-    double is not above 2**53), and a decimal with no fractional digits prints as digits.
+    double is not above 2**53), and a decimal with no fractional digits prints as digits:
+    IEEE 754 decimal division gives an exact quotient the exponent of the dividend minus the
+    divisor's, 0 for two integers, so 300 / 100 is ``3``, never ``3.000`` (checked here on
+    mongoeco only; ``$toLong`` or ``$trunc`` first would lose digits above 2**53 there).
     """
     before = {"$subtract": [seq, 1]}
     multiple = {"$subtract": [before, {"$mod": [before, size]}]}
