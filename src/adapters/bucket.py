@@ -48,6 +48,8 @@ from ports.bucket_repository import BucketRepository, Spilled
 Slots = dict[int, Slot | None]
 # Inline deleters per slot index of one bucket (from a viewer's read).
 Counts = dict[int, int]
+# Side-table deleters by doc_id and slot index (what BucketRepository.read_spilled returns).
+SpilledBy = Mapping[str, Mapping[int, set[str]]]
 # What to write to a bucket given its slots and whether deleters may still go inline:
 # the patches, and the slot indexes whose deleter goes to the side table.
 Plan = Callable[[Slots, bool], tuple[dict[int, SlotPatch], list[int]]]
@@ -151,19 +153,22 @@ class BucketMessageStore(TagWrites):
         seqs: Sequence[int],
         found: Mapping[str, Mapping[int, Slot | None]],
         viewer: str,
+        spilled: SpilledBy | None = None,
     ) -> dict[int, Slot]:
         """The slots of seqs holding anything, as viewer sees them, from viewed buckets.
 
         found holds the slots as ``BucketRepository.read_viewed`` returns them, by doc_id
         (a missing bucket or slot reads as empty): the read of ``get`` or a fused pull read
-        (``SqlBucketStore.view``). A slot flagged ``spilled`` whose inline deleters do not
-        include viewer is settled by the side table: one more round trip, only then.
+        (``SqlBucketStore.view``, ``MongoBucketViews``). A slot flagged ``spilled`` whose
+        inline deleters do not include viewer is settled by the side table: by spilled when
+        the fused read brought the viewer's own entries of every flagged slot (by doc_id and
+        slot index, as ``read_spilled`` returns them), else by one more round trip, only then.
         """
         buckets: dict[str, Slots] = {
             doc_id: {index: found.get(doc_id, {}).get(index) for index in indexes}
             for doc_id, indexes in self._wanted(conversation_id, seqs).items()
         }
-        self._merge_spilled(buckets, viewer)
+        self._merge_spilled(buckets, viewer, spilled)
         return self._found(conversation_id, seqs, buckets)
 
     def _found(
@@ -317,10 +322,13 @@ class BucketMessageStore(TagWrites):
             counts[doc_id] = {i: 0 if bucket is None else bucket[i][1] for i in indexes}
         return buckets, counts
 
-    def _merge_spilled(self, buckets: dict[str, Slots], viewer: str | None = None) -> None:
+    def _merge_spilled(
+        self, buckets: dict[str, Slots], viewer: str | None = None, known: SpilledBy | None = None
+    ) -> None:
         """Complete flagged slots with their side-table deleters (one more round trip).
 
-        For a viewer, the side table is asked for the viewer's own entries only.
+        For a viewer, the side table is asked for the viewer's own entries only, unless
+        known already holds them (for every flagged slot): then nothing is asked.
         """
         for slots in buckets.values():
             for index, slot in slots.items():
@@ -334,7 +342,10 @@ class BucketMessageStore(TagWrites):
                 for doc_id, indexes in flagged.items()
                 if (unknown := [i for i in indexes if viewer not in _deleters(buckets, doc_id, i)])
             }
-        found = self.repository.read_spilled(asked, viewer) if asked else {}
+        if known is not None and viewer is not None:
+            found = known
+        else:
+            found = self.repository.read_spilled(asked, viewer) if asked else {}
         for doc_id, indexes in flagged.items():
             for index in indexes:
                 slot = buckets[doc_id][index]

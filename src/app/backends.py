@@ -76,6 +76,7 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
     from adapters.mongo.bucket import MongoBucketRepository
+    from adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
         raise ConfigError(
@@ -83,28 +84,39 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
             'set store.bucket_encoding = "openim" or leave it unset'
         )
 
-    return _mongo(
-        url, timeouts, lambda db: BucketMessageStore(MongoBucketRepository(db, layout), budget)
-    )
+    def make(connection: MongoConnection) -> tuple[MessageStore, ViewReads]:
+        store = BucketMessageStore(MongoBucketRepository(connection, layout), budget)
+        return store, MongoBucketViews(connection, store)
+
+    return _mongo(url, timeouts, make)
 
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
     from adapters.mongo.row import MongoRowRepository
+    from adapters.mongo.views import MongoRowViews
 
-    return _mongo(url, timeouts, lambda db: RowMessageStore(MongoRowRepository(db, layout)))
+    def make(connection: MongoConnection) -> tuple[MessageStore, ViewReads]:
+        store = RowMessageStore(MongoRowRepository(connection, layout))
+        return store, MongoRowViews(connection)
+
+    return _mongo(url, timeouts, make)
 
 
 def _mongo(
-    url: str, timeouts: Timeouts, make_store: Callable[[MongoConnection], MessageStore]
+    url: str,
+    timeouts: Timeouts,
+    make: Callable[[MongoConnection], tuple[MessageStore, ViewReads]],
 ) -> Backend:
-    """Store and seq store on one client; the client is closed if setting up fails."""
+    """Store, seq store and fused pull reads on one client; closed if setting up fails."""
     from adapters.mongo.connection import MongoConnection
     from adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url, timeouts=timeouts)
     try:
-        return Backend(make_store(connection), MongoSeqStore(connection), connection.server_version)
+        store, views = make(connection)
+        seqs = MongoSeqStore(connection)
+        return Backend(store, seqs, connection.server_version, views)
     except BaseException:
         connection.close()
         raise

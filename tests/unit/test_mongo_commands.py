@@ -12,7 +12,7 @@ from typing import Any
 from adapters.mongo import commands as c
 from adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
 from domain.budget import TagBudget
-from domain.model import Message, Revoke, Role, Slot, SlotPatch
+from domain.model import Message, Pick, Revoke, Role, Slot, SlotPatch
 from imbucket_contract.factories import message
 
 CONV = "sg_g1"
@@ -547,6 +547,134 @@ def test_watermarks_are_one_aggregate_over_both_collections() -> None:
     ]
 
 
+def test_a_view_merges_the_watermarks_into_one_document() -> None:
+    assert c.view_marks(CONV, "dave") == [
+        *c.watermarks(CONV, "dave"),
+        {
+            "$group": {
+                "_id": None,
+                "max_seq": {"$max": "$max_seq"},
+                "min_seq": {"$max": "$min_seq"},
+                "user_min_seq": {"$max": "$user_min_seq"},
+            }
+        },
+        {
+            "$project": {
+                "_id": 0,
+                "max_seq": {"$ifNull": ["$max_seq", 0]},
+                "min_seq": {"$ifNull": ["$min_seq", 0]},
+                "user_min_seq": {"$ifNull": ["$user_min_seq", 0]},
+            }
+        },
+    ]
+
+
+FLOOR = {"$max": ["$min_seq", "$user_min_seq"]}
+
+
+def test_a_row_view_joins_the_rows_of_the_visible_seqs_by_id() -> None:
+    assert c.row_view(CONV, "dave", Pick(seqs=(5, 3))) == [
+        *c.view_marks(CONV, "dave"),
+        {
+            "$addFields": {
+                "want": {
+                    "$filter": {
+                        "input": {"$literal": [5, 3]},
+                        "as": "seq",
+                        "cond": {
+                            "$and": [
+                                {"$gte": ["$$seq", FLOOR]},
+                                {"$lte": ["$$seq", "$max_seq"]},
+                            ]
+                        },
+                    }
+                }
+            }
+        },
+        {
+            "$addFields": {
+                "keys": {
+                    "$map": {
+                        "input": "$want",
+                        "as": "seq",
+                        "in": {"c": {"$literal": CONV}, "s": "$$seq"},
+                    }
+                }
+            }
+        },
+        {
+            "$lookup": {
+                "from": "msg_row",
+                "localField": "keys",
+                "foreignField": "_id",
+                "let": {"want": "$want"},
+                "pipeline": [{"$addFields": {"del_list": c.viewed_deleters("$del_list", "dave")}}],
+                "as": "found",
+            }
+        },
+        {"$unwind": {"path": "$found", "preserveNullAndEmptyArrays": True}},
+        {"$project": {"want": 0, "keys": 0}},
+    ]
+
+
+def test_a_latest_view_counts_the_newest_seqs_above_the_floor() -> None:
+    want = c.row_view(CONV, "dave", Pick(latest=20))[5]["$addFields"]["want"]
+    first = {"$max": [{"$subtract": ["$max_seq", 19]}, FLOOR, 1]}
+    count = {"$max": [0, {"$subtract": [{"$add": ["$max_seq", 1]}, "$$first"]}]}
+    assert want == {
+        "$let": {
+            "vars": {"first": first},
+            "in": {
+                "$map": {
+                    "input": {"$range": [0, count]},
+                    "as": "k",
+                    "in": {"$add": ["$$first", "$$k"]},
+                }
+            },
+        }
+    }
+
+
+def test_a_bucket_view_joins_buckets_by_doc_id_and_the_viewers_spilled_entries() -> None:
+    pipeline = c.bucket_view(CONV, "dave", Pick(seqs=(7,)), 100)
+    before = {"$subtract": ["$$seq", 1]}
+    index = {
+        "$toString": {
+            "$divide": [{"$toDecimal": {"$subtract": [before, {"$mod": [before, 100]}]}}, 100]
+        }
+    }
+    doc_id = {"$concat": [{"$literal": f"{CONV}:"}, index]}
+    assert pipeline[6]["$addFields"] == {
+        "keys": {"$setUnion": [{"$map": {"input": "$want", "as": "seq", "in": doc_id}}]}
+    }
+    lookup = pipeline[7]["$lookup"]
+    assert (lookup["from"], lookup["localField"], lookup["foreignField"]) == (
+        "msg",
+        "keys",
+        "doc_id",
+    )
+    project, flagged, spilled, drop = lookup["pipeline"]
+    mine = {"$filter": {"input": "$$want", "as": "seq", "cond": {"$eq": [doc_id, "$doc_id"]}}}
+    assert project["$project"]["msgs"]["$map"]["input"] == mine
+    slot = project["$project"]["msgs"]["$map"]["in"]["$let"]["in"]["$mergeObjects"][1]
+    assert slot["seq"] == "$$seq" and slot["del_list"] == c.viewed_deleters(
+        "$$slot.del_list", "dave"
+    )
+    key = flagged["$addFields"]["spill_keys"]["$map"]["in"]["$concat"]
+    assert key[0] == "$doc_id" and key[-1] == {"$literal": "dave"}
+    assert key[1] == key[3] == c.SPILL_SEPARATOR
+    assert spilled["$lookup"]["from"] == "msg_spill"
+    assert (spilled["$lookup"]["localField"], spilled["$lookup"]["foreignField"]) == (
+        "spill_keys",
+        "_id",
+    )
+    assert drop == {"$project": {"spill_keys": 0}}
+    assert pipeline[-2:] == [
+        {"$unwind": {"path": "$found", "preserveNullAndEmptyArrays": True}},
+        {"$project": {"want": 0, "keys": 0}},
+    ]
+
+
 def test_claims_are_one_unordered_insert_in_client_msg_id_order() -> None:
     # The unique index on (conversation_id, client_msg_id) refuses a second claim of an id;
     # unordered, so the new claims of a batch land whatever the duplicates next to them.
@@ -619,3 +747,10 @@ def test_layout_is_recorded_once_and_read_back() -> None:
         upsert=True,
         return_new=True,
     )
+
+
+def test_listed_rows_come_by_union_after_the_marks() -> None:
+    assert c.listed_row_view(CONV, "dave", [5, 3]) == [
+        *c.view_marks(CONV, "dave"),
+        {"$unionWith": {"coll": "msg_row", "pipeline": c.viewed_rows(CONV, [5, 3], "dave")}},
+    ]

@@ -211,3 +211,34 @@ def test_the_engine_is_named_from_build_info() -> None:
         False,
         True,
     )
+
+
+def test_a_view_reply_gives_the_marks_of_its_first_document_and_every_joined_one() -> None:
+    marks = {"max_seq": 9, "min_seq": 2, "user_min_seq": 4}
+    found = [{**marks, "found": {"doc_id": f"{CONV}:0"}}, {**marks, "found": {"doc_id": "x"}}]
+    assert replies.view_reply(found) == (
+        Watermarks(9, 2, 4),
+        [{"doc_id": f"{CONV}:0"}, {"doc_id": "x"}],
+    )
+    assert replies.view_reply([marks]) == (Watermarks(9, 2, 4), [])  # nothing joined
+    assert replies.view_reply([]) == (Watermarks(), [])  # neither watermark document
+
+
+def test_a_bucket_views_slots_come_by_seq_with_the_viewers_spilled_entries() -> None:
+    stored = message(102, CONV)
+    slot = {**commands.slot_to_doc(Slot(message=stored)), "seq": 102, "spilled": True}
+    bucket = {
+        "doc_id": f"{CONV}:1",
+        "msgs": [slot, {**commands.slot_to_doc(Slot()), "seq": 103}],
+        "spilled": [{"_id": commands.spill_key(f"{CONV}:1", 1, "dave")}],
+    }
+    slots, spilled = replies.viewed_bucket_seqs(CONV, [over_the_wire(bucket)])
+    assert slots == {102: Slot(message=stored, spilled=True), 103: Slot()}
+    assert spilled == {f"{CONV}:1": {1: {"dave"}}}
+
+
+def test_a_union_reply_tells_the_marks_from_the_rows_by_their_id() -> None:
+    row = {"_id": {"c": CONV, "s": 3}, "msg": None}
+    marks = {"max_seq": 9, "min_seq": 2, "user_min_seq": 4}
+    assert replies.union_reply([marks, row]) == (Watermarks(9, 2, 4), [row])
+    assert replies.union_reply([row]) == (Watermarks(), [row])  # no watermark document

@@ -92,6 +92,50 @@ def watermarks(found: Iterable[Doc]) -> Watermarks:
     )
 
 
+def view_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
+    """The marks and the buckets or rows found, from a ``bucket_view`` / ``row_view`` reply.
+
+    Every document carries the marks; each holds one bucket or row under ``found``, except
+    a lone document when nothing was found. No document: neither watermark document exists.
+    """
+    marks = Watermarks()
+    joined: list[Doc] = []
+    for n, doc in enumerate(found):
+        if n == 0:
+            marks = Watermarks(int(doc["max_seq"]), int(doc["min_seq"]), int(doc["user_min_seq"]))
+        if "found" in doc:
+            joined.append(doc["found"])
+    return marks, joined
+
+
+def union_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
+    """The marks and the rows, from a ``listed_row_view`` reply (rows are those with _id)."""
+    marks = Watermarks()
+    rows: list[Doc] = []
+    for doc in found:
+        if "_id" in doc:
+            rows.append(doc)
+        else:
+            marks = Watermarks(int(doc["max_seq"]), int(doc["min_seq"]), int(doc["user_min_seq"]))
+    return marks, rows
+
+
+def viewed_bucket_seqs(
+    conversation_id: str, buckets: Iterable[Doc]
+) -> tuple[dict[int, Slot], dict[str, dict[int, set[str]]]]:
+    """The viewer-scoped slots by seq and the viewer's side-table entries, from buckets.
+
+    buckets: those of a ``bucket_view`` reply; the entries are the ones found in their
+    flagged slots, shaped as ``spilled_users`` shapes them.
+    """
+    slots: dict[int, Slot] = {}
+    entries: list[Doc] = []
+    for bucket in buckets:
+        slots.update((int(s["seq"]), slot_from_doc(conversation_id, s)) for s in bucket["msgs"])
+        entries += bucket.get("spilled", ())
+    return slots, spilled_users(entries)
+
+
 def sent_seqs(found: Iterable[Doc]) -> dict[str, int]:
     """Recorded seq by client_msg_id, from the claim documents found."""
     return {doc["client_msg_id"]: int(doc["seq"]) for doc in found}
