@@ -171,6 +171,32 @@ class BucketMessageStore(TagWrites):
         self._merge_spilled(buckets, viewer, spilled)
         return self._found(conversation_id, seqs, buckets)
 
+    def viewed_seqs(
+        self,
+        conversation_id: str,
+        seqs: Sequence[int],
+        found: Mapping[int, Slot],
+        viewer: str,
+        spilled: SpilledBy | None = None,
+    ) -> dict[int, Slot]:
+        """``viewed`` for slots found by seq (a fused pull read's answer).
+
+        The usual pull, with no slot flagged ``spilled``, needs nothing settled: its
+        non-empty slots are the answer, with no regrouping by bucket.
+        """
+        if not any(slot.spilled for slot in found.values()):
+            return {
+                seq: slot
+                for seq in seqs
+                if (slot := found.get(seq)) is not None and not slot.is_empty
+            }
+        layout = self.layout
+        by_doc: dict[str, dict[int, Slot | None]] = {}
+        for seq, slot in found.items():
+            doc_id = layout.doc_id(conversation_id, seq)
+            by_doc.setdefault(doc_id, {})[layout.slot_index(seq)] = slot
+        return self.viewed(conversation_id, seqs, by_doc, viewer, spilled)
+
     def _found(
         self, conversation_id: str, seqs: Sequence[int], buckets: dict[str, Slots]
     ) -> dict[int, Slot]:

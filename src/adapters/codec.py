@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.model import MESSAGE_FIELDS, Message, Revoke, Role, Slot, stored_message
+from domain.model import EMPTY_SLOT, MESSAGE_FIELDS, Message, Revoke, Role, Slot, stored_message
 
 INT_FIELDS = frozenset(
     {"seq", "session_type", "content_type", "send_time", "create_time", "status"}
@@ -187,16 +187,17 @@ def compact_slot_to_doc(slot: Slot) -> Doc:
 def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Slot:
     """Rebuild a slot written by compact_slot_to_doc at seq; missing keys read as empty."""
     if not doc:
-        return Slot()
+        return EMPTY_SLOT
     message, revoke = doc.get("m"), doc.get("r")
     if message is not None:
-        values = list(message)
-        values += _COMPACT_DEFAULTS[len(values) :]
+        values = [*message, *_COMPACT_DEFAULTS[len(message) :]]
         for position in _INT_POSITIONS:  # BSON's Int64 (a JSON engine gives plain ints)
             if type(values[position]) is not int:
                 values[position] = plain_int(values[position])
         values[_CREATE_TIME] += values[_SEND_TIME]
         message = stored_message(conversation_id, seq, values)
+        if len(doc) == 1:  # the usual slot: a message and no tag
+            return Slot(message)
     if revoke is not None:
         user_id, role, nickname, time = revoke
         revoke = Revoke(user_id, Role(role), nickname, plain_int(time))

@@ -16,7 +16,7 @@ from adapters.bucket import BucketMessageStore
 from adapters.mongo import commands, replies
 from adapters.mongo.commands import Doc
 from adapters.mongo.connection import MongoConnection, translated
-from domain.model import Pick, Slot, Watermarks
+from domain.model import Pick, Watermarks
 from ports.view_reads import View
 
 
@@ -33,12 +33,8 @@ class MongoBucketViews:
         pipeline = commands.bucket_view(conversation_id, viewer_id, pick, size)
         marks, buckets = _run(self._connection, pipeline, pick)
         viewed, spilled = replies.viewed_bucket_seqs(conversation_id, buckets)
-        layout = self._store.layout
-        found: dict[str, dict[int, Slot | None]] = {}
-        for seq, slot in viewed.items():
-            found.setdefault(layout.doc_id(conversation_id, seq), {})[layout.slot_index(seq)] = slot
         seqs = pick.of(marks)
-        return marks, self._store.viewed(conversation_id, seqs, found, viewer_id, spilled)
+        return marks, self._store.viewed_seqs(conversation_id, seqs, viewed, viewer_id, spilled)
 
 
 class MongoRowViews:

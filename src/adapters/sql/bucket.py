@@ -17,6 +17,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -195,11 +196,11 @@ class SqlBucketRepository:
 
     def view(
         self, conversation_id: str, viewer: str, pick: Pick
-    ) -> tuple[Watermarks, dict[str, dict[int, Slot]]]:
+    ) -> tuple[Watermarks, dict[int, Slot]]:
         """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
 
         Slots as ``read_viewed`` returns them (no deleter list; a ``spilled`` flag is left
-        for ``BucketMessageStore.viewed`` to settle), by doc_id; a missing bucket is absent.
+        for ``BucketMessageStore.viewed_seqs`` to settle), by seq; a missing slot is absent.
         The seqs of a ``latest`` pick are computed in the engine from max_seq, among at most
         ``ceil(count / size) + 1`` candidate buckets.
         """
@@ -227,17 +228,16 @@ class SqlBucketRepository:
             return Watermarks(*map(int, row)), {}
         rows = self.db.execute(statement, params).rows
         marks = Watermarks(*map(int, rows[0][:3]))
-        found: dict[str, dict[int, Slot]] = {}
+        found: dict[int, Slot] = {}
         from_doc, size = self._codec.from_doc, self.layout.size
         for _, _, _, doc_index, index, value, has, count in rows:
             if index is None:
                 continue
-            doc_index, index = int(doc_index), int(index)
-            doc_id = self.layout.doc_id_for_index(conversation_id, doc_index)
-            slot = from_doc(conversation_id, doc_index * size + index + 1, _loads(value))
+            seq = int(doc_index) * size + int(index) + 1
+            slot = from_doc(conversation_id, seq, _loads(value))
             if count:  # the value came without its deleters: say whether the viewer is one
                 slot = replace(slot, deleted_by=viewed_deleters(viewer, bool(has), True))
-            found.setdefault(doc_id, {})[index] = slot
+            found[seq] = slot
         return marks, found
 
     def _select(
@@ -620,7 +620,7 @@ class SqlBucketStore(BucketMessageStore):
         not among its inline deleters (``BucketMessageStore.viewed``).
         """
         marks, found = self.repository.view(conversation_id, viewer_id, pick)
-        return marks, self.viewed(conversation_id, pick.of(marks), found, viewer_id)
+        return marks, self.viewed_seqs(conversation_id, pick.of(marks), found, viewer_id)
 
 
 @lru_cache(maxsize=1024)
@@ -651,4 +651,4 @@ def _dumps(value: object) -> str:
 
 def _loads(value: Any) -> Any:
     """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    return orjson.loads(value) if isinstance(value, str | bytes) else value

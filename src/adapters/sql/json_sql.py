@@ -344,10 +344,13 @@ class ViewSql:
             last = self.divide_sql.format(left="w.max_seq - 1", right=size)
             index = f"({last} - c.j)"
             low = f"{self.greatest}(w.max_seq - :count + 1, w.min_seq, w.user_min_seq, 1)"
+            # Only the candidates holding a wanted seq: the newest seqs often fill one bucket.
+            candidate = f"{index} >= {self.divide_sql.format(left=f'{low} - 1', right=size)}"
             wanted = ""
         else:
             index = "c.j"
             low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
+            candidate = "1 = 1"
             wanted = " AND {seq} IN :seqs"
         seq = f"({index} * {size} + {self.position_sql})"
         doc_id = self.doc_id_sql.format(index=index)
@@ -360,7 +363,7 @@ class ViewSql:
             f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
             f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
             f" FROM ({watermarks}) AS w"
-            f" LEFT JOIN {self.candidates_sql} ON 1 = 1"
+            f" LEFT JOIN {self.candidates_sql} ON {candidate}"
             f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
             f" LEFT JOIN {self.elements_sql}"
             f" ON {seq} BETWEEN {low} AND w.max_seq{wanted.format(seq=seq)}"

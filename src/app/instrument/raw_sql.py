@@ -9,9 +9,9 @@ service layer costs. Not stores: they only read.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     BigInteger,
     BindParameter,
@@ -190,7 +190,7 @@ def _slice(dialect: str, msgs: Any, low: Any, high: Any) -> ColumnElement[Any]:
 
 def _loads(value: Any) -> Any:
     """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
 
 
 def slices_json(engine: Engine) -> bool:
