@@ -299,6 +299,11 @@ class ViewSql:
     pairs_sql: str | None = None
     slot_at_sql: str = ""
     deleters_key: str = "del_list"  # the stored key of a slot's deleters (the encoding's)
+    # An engine keeping JSON as text parses an element again for each of the three deleter
+    # parts: ``maybe_sql`` is a cheap test that is true for every element holding deleters
+    # (the quoted key appears in its text, whatever the spacing; it may be true for others),
+    # so that an element without deleters is returned as stored, with no parse at all.
+    maybe_sql: str | None = None
 
     def keyed(self, codec: SlotCodec) -> ViewSql:
         """The engine's pull SQL for buckets written by codec."""
@@ -307,6 +312,18 @@ class ViewSql:
     def _part(self, template: str, element: str) -> str:
         return template.format(element=element, del_list=self.deleters_key)
 
+    def _deleter_columns(self, element: str) -> str:
+        """The value (without deleters), has and deleters columns of one element."""
+        without = self._part(self.without_sql, element)
+        has = f"CASE WHEN {self._part(self.has_sql, element)} THEN 1 ELSE 0 END"
+        count = f"COALESCE({self._part(self.length_sql, element)}, 0)"
+        if self.maybe_sql is not None:
+            maybe = self._part(self.maybe_sql, element)
+            without = f"CASE WHEN {maybe} THEN {without} ELSE {element} END"
+            has = f"CASE WHEN {maybe} THEN {has} ELSE 0 END"
+            count = f"CASE WHEN {maybe} THEN {count} ELSE 0 END"
+        return f"{without} AS value, {has} AS has, {count} AS deleters"
+
     def sparse(self, table: str, watermarks: str, size: int) -> str | None:
         """The SELECT of ``statement``'s columns for listed slots, each extracted on its own.
 
@@ -314,8 +331,6 @@ class ViewSql:
         """
         if self.pairs_sql is None:
             return None
-        element = "x.slot"
-        has = self._part(self.has_sql, element)
         doc_id = self.doc_id_sql.format(index="c.j")
         slot = self.slot_at_sql.format(slot="c.k")
         # LIMIT: the derived table is materialized, so each slot is extracted once.
@@ -326,9 +341,7 @@ class ViewSql:
         low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, x.j AS doc_index, x.k AS slot,"
-            f" {self._part(self.without_sql, element)} AS value,"
-            f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
-            f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
+            f" {self._deleter_columns('x.slot')}"
             f" FROM ({watermarks}) AS w LEFT JOIN ({slots}) AS x"
             f" ON x.j * {size} + x.k + 1 BETWEEN {low} AND w.max_seq"
         )
@@ -354,14 +367,9 @@ class ViewSql:
             wanted = " AND {seq} IN :seqs"
         seq = f"({index} * {size} + {self.position_sql})"
         doc_id = self.doc_id_sql.format(index=index)
-        element = self.element_sql
-        has = self._part(self.has_sql, element)
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
-            f" {self.position_sql} - 1 AS slot,"
-            f" {self._part(self.without_sql, element)} AS value,"
-            f" CASE WHEN {has} THEN 1 ELSE 0 END AS has,"
-            f" COALESCE({self._part(self.length_sql, element)}, 0) AS deleters"
+            f" {self.position_sql} - 1 AS slot, {self._deleter_columns(self.element_sql)}"
             f" FROM ({watermarks}) AS w"
             f" LEFT JOIN {self.candidates_sql} ON {candidate}"
             f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
@@ -407,6 +415,7 @@ MARIADB_VIEW = ViewSql(
         "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
     ),
     slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', {slot}, ']'))",
+    maybe_sql="""INSTR({element}, '"{del_list}"') > 0""",
 )
 
 SQLITE_VIEW = ViewSql(
@@ -422,4 +431,5 @@ SQLITE_VIEW = ViewSql(
     ),
     length_sql="json_array_length({element}, '$.{del_list}')",
     greatest="max",
+    maybe_sql="""instr({element}, '"{del_list}"') > 0""",
 )
