@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
@@ -535,13 +536,17 @@ def _check_options(options: object, limits: Limits) -> None:
             raise InvalidMessage("options values must be bools")
 
 
+# Control characters (C0 and DEL); free text may hold line breaks and tabs.
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _check_text(
     value: object, what: str, error: type[InvalidArgument], *, allow_newlines: bool
 ) -> None:
     if not isinstance(value, str):
         raise error(f"{what} must be a str, got {type(value).__name__}")
-    allowed = "\n\r\t" if allow_newlines else ""
-    if any((ord(char) < 32 and char not in allowed) or ord(char) == 127 for char in value):
+    if (_CONTROL_IN_TEXT if allow_newlines else _CONTROL).search(value):
         raise error(f"{what} contains control characters")
     try:
         value.encode()

@@ -63,13 +63,15 @@ def project(
     watermarks: Watermarks,
 ) -> list[Entry]:
     """Return exactly one entry per requested seq, in the order requested."""
-    return [_project_one(viewer_id, seq, slots.get(seq), watermarks) for seq in seqs]
+    top, floor, get = watermarks.max_seq, watermarks.floor, slots.get
+    return [_project_one(viewer_id, seq, get(seq), top, floor) for seq in seqs]
 
 
-def _project_one(viewer_id: str, seq: int, slot: Slot | None, marks: Watermarks) -> Entry:
-    if seq > marks.max_seq:
+def _project_one(viewer_id: str, seq: int, slot: Slot | None, top: int, floor: int) -> Entry:
+    """One seq's entry; top and floor are the viewer's watermarks (max_seq and floor)."""
+    if seq > top:
         return Tombstone(seq, TombstoneReason.UNALLOCATED)
-    if seq < marks.floor:
+    if seq < floor:
         return Tombstone(seq, TombstoneReason.CLEARED)
     if slot is not None and slot.purged:
         return Tombstone(seq, TombstoneReason.PURGED)

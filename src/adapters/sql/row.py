@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -162,7 +163,7 @@ class SqlRowRepository:
             return Watermarks(*map(int, row)), {}
         rows = self.db.execute(statement, params).rows
         marks = next(Watermarks(*map(int, row[:3])) for row in rows if row[0] is not None)
-        return marks, _slots(conversation_id, [row[3:] for row in rows if row[4] is not None])
+        return marks, _slots(conversation_id, [row for row in rows if row[4] is not None], 3)
 
     def read_many(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """Message, deleter and reader rows of every conversation in one UNION."""
@@ -647,7 +648,7 @@ def _message(conversation_id: str, seq: int, row: Sequence[Any], start: int) -> 
     if values[_SEND_ID] is None:  # no message stored (a tag-only row)
         return None
     options = values[_OPTIONS]
-    values[_OPTIONS] = json.loads(options) if options and options != "{}" else {}
+    values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
     return stored_message(conversation_id, seq, values)
 
 
@@ -677,19 +678,23 @@ def _slot(
     )
 
 
-def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slot]:
-    """Assemble slots from the UNION of message rows, deleter rows and reader rows."""
+def _slots(conversation_id: str, rows: Sequence[Sequence[Any]], offset: int = 0) -> dict[int, Slot]:
+    """Assemble slots from the UNION of message rows, deleter rows and reader rows.
+
+    Each row's (kind, seq, user_id, *_ROW_COLUMNS) start at offset.
+    """
     found: dict[int, Sequence[Any]] = {}
     users: dict[tuple[int, int], set[str]] = {}
+    kind, at, user, start = offset, offset + 1, offset + 2, offset + 3
     for row in rows:
-        if row[0] == _MESSAGE:
-            found[row[1]] = row
+        if row[kind] == _MESSAGE:
+            found[row[at]] = row
         else:
-            users.setdefault((row[0], row[1]), set()).add(row[2])
+            users.setdefault((row[kind], row[at]), set()).add(row[user])
     slots: dict[int, Slot] = {}
     if not users:  # the usual pull: message rows only, no set of users to build per seq
         for seq, row in found.items():
-            slot = _slot(conversation_id, seq, row, 3)
+            slot = _slot(conversation_id, seq, row, start)
             if not slot.is_empty:
                 slots[seq] = slot
         return slots
@@ -700,7 +705,7 @@ def _slots(conversation_id: str, rows: Sequence[Sequence[Any]]) -> dict[int, Slo
         if stored is None:
             slot = Slot(deleted_by=deleted_by, read_by=read_by)
         else:  # a deleter racing the purge may be left over: _slot ignores it
-            slot = _slot(conversation_id, seq, stored, 3, deleted_by, read_by)
+            slot = _slot(conversation_id, seq, stored, start, deleted_by, read_by)
         if not slot.is_empty:
             slots[seq] = slot
     return slots
