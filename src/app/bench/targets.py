@@ -135,7 +135,8 @@ def _overhead_line(b: BackendResult, arm: str, title: str) -> TargetLine:
         return TargetLine(_OVERHEAD, b.label, measured, None, "emulated: latencies do not count")
     passed = None if value is None else value <= OVERHEAD_MAX
     note = (
-        "the service's own work per pull (statements, retries, decoding) costs more than the query"
+        "the rows' decoding into Message, Slot and MessageView objects in Python costs more"
+        " than half the raw pull; it weighs most where the query is cheapest (in process)"
         if passed is False
         else None
     )
