@@ -756,10 +756,17 @@ def test_listed_rows_come_by_union_after_the_marks() -> None:
     ]
 
 
-def test_a_mark_read_reads_max_seq_and_the_read_seq_in_one_document() -> None:
+def test_a_mark_read_reads_max_seq_and_the_read_seq_by_union() -> None:
     assert c.reader_marks(CONV, "bob") == [
-        {"$match": {"conversation_id": CONV}},
-        {"$project": {"_id": 0, "max_seq": 1}},
+        {
+            "$unionWith": {
+                "coll": "seq",
+                "pipeline": [
+                    {"$match": {"conversation_id": CONV}},
+                    {"$project": {"_id": 0, "max_seq": 1}},
+                ],
+            }
+        },
         {
             "$unionWith": {
                 "coll": "seq_user",
@@ -769,33 +776,19 @@ def test_a_mark_read_reads_max_seq_and_the_read_seq_in_one_document() -> None:
                 ],
             }
         },
-        {
-            "$group": {
-                "_id": None,
-                "max_seq": {"$max": "$max_seq"},
-                "read_seq": {"$max": "$read_seq"},
-            }
-        },
-        {
-            "$project": {
-                "_id": 0,
-                "max_seq": {"$ifNull": ["$max_seq", 0]},
-                "read_seq": {"$ifNull": ["$read_seq", 0]},
-            }
-        },
     ]
 
 
-def test_a_mark_read_reads_the_rows_by_union_after_the_reader_marks() -> None:
+def test_a_mark_read_reads_the_rows_then_the_reader_marks() -> None:
     assert c.marked_rows(CONV, "bob", [5, 3]) == [
+        {"$match": c.rows_in(CONV, [5, 3])},
         *c.reader_marks(CONV, "bob"),
-        {"$unionWith": {"coll": "msg_row", "pipeline": [{"$match": c.rows_in(CONV, [5, 3])}]}},
     ]
 
 
-def test_a_mark_read_reads_the_buckets_by_union_after_the_reader_marks() -> None:
+def test_a_mark_read_reads_the_buckets_then_the_reader_marks() -> None:
     wanted = {f"{CONV}:0": [4], f"{CONV}:1": [0, 2]}
     assert c.marked_buckets(CONV, "bob", wanted) == [
+        *c.read_buckets(wanted),
         *c.reader_marks(CONV, "bob"),
-        {"$unionWith": {"coll": "msg", "pipeline": c.read_buckets(wanted)}},
     ]

@@ -110,12 +110,11 @@ class MongoBucketRepository:
     ) -> tuple[dict[str, dict[int, Slot]], ReaderMarks]:
         """``read`` of one conversation's buckets with max_seq and reader_id's read seq.
 
-        One aggregate on ``seq``; see ``adapters.mongo.read_marks``.
+        One aggregate; see ``adapters.mongo.read_marks``.
         """
         pipeline = commands.marked_buckets(conversation_id, reader_id, wanted)
-        seqs_collection = self._connection.collection(commands.SEQS)
         with translated("read buckets"):
-            found = list(seqs_collection.aggregate(pipeline, batchSize=len(wanted) + 1))
+            found = list(self._buckets.aggregate(pipeline, batchSize=len(wanted) + 2))
         marks, buckets = marked_reply(found, "doc_id")
         return bucket_slots(wanted, buckets), marks
 

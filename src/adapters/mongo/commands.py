@@ -519,22 +519,27 @@ def watermarks(conversation_id: str, user_id: str) -> list[Doc]:
     ]
 
 
-# ---- a mark-read's read: the reader's marks and the slots in one aggregate on `seq` -------
-
-READER_MARKS = ("max_seq", "read_seq")
+# ---- a mark-read's read: the slots, then max_seq and the reader's read seq ----------------
 
 
 def reader_marks(conversation_id: str, reader_id: str) -> list[Doc]:
-    """One document of READER_MARKS: the conversation's max_seq and reader_id's read seq.
+    """Stages adding the conversation's max_seq and reader_id's read seq, one document each.
 
-    ``$unionWith`` of the reader's ``seq_user`` document, merged as ``view_marks`` merges
-    (0 where a document is missing; no document when neither exists).
+    ``$unionWith`` of each counter document by its unique key (either may be missing, or
+    lack the field: 0). They come after the data, so the aggregate runs on the data
+    collection (an emulator, mongoeco, reads a whole collection for a ``$unionWith`` of it).
+    Reply: ``replies.marked_reply``.
     """
-    merged = {name: {"$max": f"${name}"} for name in READER_MARKS}
-    zeroed = {name: {"$ifNull": [f"${name}", 0]} for name in READER_MARKS}
     return [
-        {"$match": conversation_seqs(conversation_id)},
-        {"$project": {"_id": 0, "max_seq": 1}},
+        {
+            "$unionWith": {
+                "coll": SEQS,
+                "pipeline": [
+                    {"$match": conversation_seqs(conversation_id)},
+                    {"$project": {"_id": 0, "max_seq": 1}},
+                ],
+            }
+        },
         {
             "$unionWith": {
                 "coll": USER_SEQS,
@@ -544,31 +549,23 @@ def reader_marks(conversation_id: str, reader_id: str) -> list[Doc]:
                 ],
             }
         },
-        {"$group": {"_id": None, **merged}},
-        {"$project": {"_id": 0, **zeroed}},
     ]
 
 
 def marked_rows(conversation_id: str, reader_id: str, seqs: Iterable[int]) -> list[Doc]:
-    """One aggregate: ``reader_marks``, then the rows of seqs (``$unionWith``, by _id).
+    """One aggregate on ``msg_row``: the rows of seqs (by _id), then ``reader_marks``.
 
     A mark-read's read: the rows decide the tags, max_seq answers the allocation check of
-    the seqs found empty up to it, and the read seq says whether it needs raising. Reply:
-    ``replies.marked_reply`` (rows are the documents with ``_id``).
+    the seqs found empty up to it, and the read seq says whether it needs raising.
     """
-    rows = {"$unionWith": {"coll": ROWS, "pipeline": [{"$match": rows_in(conversation_id, seqs)}]}}
-    return [*reader_marks(conversation_id, reader_id), rows]
+    return [{"$match": rows_in(conversation_id, seqs)}, *reader_marks(conversation_id, reader_id)]
 
 
 def marked_buckets(
     conversation_id: str, reader_id: str, wanted: Mapping[str, Sequence[int]]
 ) -> list[Doc]:
-    """One aggregate: ``reader_marks``, then ``read_buckets(wanted)`` (``$unionWith``).
-
-    ``marked_rows`` for buckets: the buckets are the documents with ``doc_id``.
-    """
-    buckets = {"$unionWith": {"coll": BUCKETS, "pipeline": read_buckets(wanted)}}
-    return [*reader_marks(conversation_id, reader_id), buckets]
+    """One aggregate on ``msg``: ``read_buckets(wanted)``, then ``reader_marks``."""
+    return [*read_buckets(wanted), *reader_marks(conversation_id, reader_id)]
 
 
 # ---- a pull's view: watermarks and slots in one aggregate on `seq` -------------------------

@@ -132,17 +132,17 @@ class ReaderMarks:
 def marked_reply(found: Iterable[Doc], key: str) -> tuple[ReaderMarks, list[Doc]]:
     """The marks and the rows or buckets (the documents holding key) of a marked read.
 
-    See ``commands.marked_rows`` / ``commands.marked_buckets``; no marks document: neither
-    the counter nor the reader's document exists (both 0).
+    See ``commands.marked_rows`` / ``commands.marked_buckets``: the other documents carry
+    max_seq or read_seq (0 where a counter document or its field is missing).
     """
-    marks = ReaderMarks()
+    marks: Doc = {}
     data: list[Doc] = []
     for doc in found:
         if key in doc:
             data.append(doc)
         else:
-            marks = ReaderMarks(int(doc["max_seq"]), int(doc["read_seq"]))
-    return marks, data
+            marks.update(doc)
+    return ReaderMarks(int(marks.get("max_seq", 0)), int(marks.get("read_seq", 0))), data
 
 
 def viewed_bucket_seqs(

@@ -103,14 +103,13 @@ class MongoRowRepository:
     def read_marked(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str
     ) -> tuple[dict[int, Slot], ReaderMarks]:
-        """``read`` (no viewer) with max_seq and reader_id's read seq: one aggregate on ``seq``.
+        """``read`` (no viewer) with max_seq and reader_id's read seq: one aggregate.
 
         See ``adapters.mongo.read_marks``.
         """
         pipeline = commands.marked_rows(conversation_id, reader_id, seqs)
-        seqs_collection = self._connection.collection(commands.SEQS)
         with translated("read messages"):
-            found = list(seqs_collection.aggregate(pipeline, batchSize=len(seqs) + 1))
+            found = list(self._rows.aggregate(pipeline, batchSize=len(seqs) + 2))
         marks, rows = marked_reply(found, "_id")
         return row_slots(rows), marks
 
