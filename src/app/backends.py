@@ -37,7 +37,8 @@ class Backend:
     version: Callable[[], str] | None = None
     # The pull's reads in one round trip, when the store and seq store share an engine.
     views: ViewReads | None = None
-    # Mark-read's read-seq raise inside its tag write, when they share a database.
+    # Mark-read's tags and read seq together: SQL raises the read seq in the tag write's
+    # read; MongoDB reads max_seq and the read seq with the slots (docs/mongo.md).
     read_marks: ReadMarks | None = None
 
 
