@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.row import RowMessageStore
 from adapters.timeouts import Timeouts
 from domain.budget import TagBudget
 from domain.errors import ConfigError
@@ -26,6 +25,7 @@ from ports.view_reads import ViewReads
 
 if TYPE_CHECKING:
     from adapters.mongo.connection import MongoConnection
+    from adapters.mongo.read_marks import MarkingStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,8 @@ class Backend:
     version: Callable[[], str] | None = None
     # The pull's reads in one round trip, when the store and seq store share an engine.
     views: ViewReads | None = None
-    # Mark-read's read-seq raise inside its tag write, when they share a database.
+    # Mark-read's tags and read seq together: SQL raises the read seq in the tag write's
+    # read; MongoDB reads max_seq and the read seq with the slots (docs/mongo.md).
     read_marks: ReadMarks | None = None
 
 
@@ -76,6 +77,7 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
     from adapters.mongo.bucket import MongoBucketRepository
+    from adapters.mongo.read_marks import MongoBucketStore
     from adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
@@ -84,8 +86,8 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
             'set store.bucket_encoding = "openim" or leave it unset'
         )
 
-    def make(connection: MongoConnection) -> tuple[MessageStore, ViewReads]:
-        store = BucketMessageStore(MongoBucketRepository(connection, layout), budget)
+    def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
+        store = MongoBucketStore(MongoBucketRepository(connection, layout), budget)
         return store, MongoBucketViews(connection, store)
 
     return _mongo(url, timeouts, make)
@@ -93,11 +95,12 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
+    from adapters.mongo.read_marks import MongoRowStore
     from adapters.mongo.row import MongoRowRepository
     from adapters.mongo.views import MongoRowViews
 
-    def make(connection: MongoConnection) -> tuple[MessageStore, ViewReads]:
-        store = RowMessageStore(MongoRowRepository(connection, layout))
+    def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
+        store = MongoRowStore(MongoRowRepository(connection, layout))
         return store, MongoRowViews(connection)
 
     return _mongo(url, timeouts, make)
@@ -106,17 +109,19 @@ def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeo
 def _mongo(
     url: str,
     timeouts: Timeouts,
-    make: Callable[[MongoConnection], tuple[MessageStore, ViewReads]],
+    make: Callable[[MongoConnection], tuple[MarkingStore, ViewReads]],
 ) -> Backend:
-    """Store, seq store and fused pull reads on one client; closed if setting up fails."""
+    """Store, seq store, fused pull reads and mark-reads on one client (closed on failure)."""
     from adapters.mongo.connection import MongoConnection
+    from adapters.mongo.read_marks import MongoReadMarks
     from adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url, timeouts=timeouts)
     try:
         store, views = make(connection)
         seqs = MongoSeqStore(connection)
-        return Backend(store, seqs, connection.server_version, views)
+        marks = MongoReadMarks(store, seqs)
+        return Backend(store, seqs, connection.server_version, views, marks)
     except BaseException:
         connection.close()
         raise

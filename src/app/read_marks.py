@@ -12,8 +12,8 @@ from ports.seq_store import SeqStore
 class SeparateReadMarks:
     """``ReadMarks`` from a message store and a seq store: the raise is a write of its own.
 
-    The path of memory, MongoDB (the read seq lives in another collection, and no command
-    writes two), a store behind a cache and a third-party backend.
+    The path of memory, a store behind a cache and a third-party backend (MongoDB's
+    ``adapters.mongo.read_marks.MongoReadMarks`` also writes twice, but reads less).
     """
 
     def __init__(self, store: MessageStore, seqs: SeqStore) -> None:

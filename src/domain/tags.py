@@ -19,6 +19,24 @@ Decision = Callable[[Slot], SlotPatch | None]
 # seq, so only empty ones need it). Raising from it writes nothing.
 Guard = Callable[[list[int]], None]
 
+
+def checked_beyond(guard: Guard | None, max_seq: int) -> Guard | None:
+    """guard, called only when a seq found empty is beyond max_seq (read with the slots).
+
+    Seqs up to a max_seq read in the tag write's own read are allocated (max_seq only moves
+    up): the allocation check would pass without its own round trip.
+    """
+    if guard is None:
+        return None
+    checked = guard
+
+    def beyond(empty: list[int]) -> None:
+        if any(seq > max_seq for seq in empty):
+            checked(empty)
+
+    return beyond
+
+
 # Each retry means another writer changed a slot between two of a store's round trips; a
 # slot can change only a few times, so this bound is never reached honestly.
 MAX_ROUNDS = 1000

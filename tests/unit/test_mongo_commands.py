@@ -754,3 +754,41 @@ def test_listed_rows_come_by_union_after_the_marks() -> None:
         *c.view_marks(CONV, "dave"),
         {"$unionWith": {"coll": "msg_row", "pipeline": c.viewed_rows(CONV, [5, 3], "dave")}},
     ]
+
+
+def test_a_mark_read_reads_max_seq_and_the_read_seq_by_union() -> None:
+    assert c.reader_marks(CONV, "bob") == [
+        {
+            "$unionWith": {
+                "coll": "seq",
+                "pipeline": [
+                    {"$match": {"conversation_id": CONV}},
+                    {"$project": {"_id": 0, "max_seq": 1}},
+                ],
+            }
+        },
+        {
+            "$unionWith": {
+                "coll": "seq_user",
+                "pipeline": [
+                    {"$match": {"conversation_id": CONV, "user_id": "bob"}},
+                    {"$project": {"_id": 0, "read_seq": 1}},
+                ],
+            }
+        },
+    ]
+
+
+def test_a_mark_read_reads_the_rows_then_the_reader_marks() -> None:
+    assert c.marked_rows(CONV, "bob", [5, 3]) == [
+        {"$match": c.rows_in(CONV, [5, 3])},
+        *c.reader_marks(CONV, "bob"),
+    ]
+
+
+def test_a_mark_read_reads_the_buckets_then_the_reader_marks() -> None:
+    wanted = {f"{CONV}:0": [4], f"{CONV}:1": [0, 2]}
+    assert c.marked_buckets(CONV, "bob", wanted) == [
+        *c.read_buckets(wanted),
+        *c.reader_marks(CONV, "bob"),
+    ]

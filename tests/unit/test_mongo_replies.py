@@ -242,3 +242,16 @@ def test_a_union_reply_tells_the_marks_from_the_rows_by_their_id() -> None:
     marks = {"max_seq": 9, "min_seq": 2, "user_min_seq": 4}
     assert replies.union_reply([marks, row]) == (Watermarks(9, 2, 4), [row])
     assert replies.union_reply([row]) == (Watermarks(), [row])  # no watermark document
+
+
+def test_a_marked_reply_tells_the_reader_marks_from_the_data_by_its_key() -> None:
+    row = {"_id": {"c": CONV, "s": 3}, "msg": None}
+    marks = [{"max_seq": 9}, {"read_seq": 4}]
+    assert replies.marked_reply([row, *marks], "_id") == (replies.ReaderMarks(9, 4), [row])
+    bucket = {"doc_id": f"{CONV}:0", "msgs": []}
+    assert replies.marked_reply([bucket, *marks], "doc_id") == (
+        replies.ReaderMarks(9, 4),
+        [bucket],
+    )
+    # a missing counter document, or one without the field: 0
+    assert replies.marked_reply([row, {}], "_id") == (replies.ReaderMarks(0, 0), [row])

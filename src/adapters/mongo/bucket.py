@@ -17,10 +17,12 @@ from adapters.codec import conversation_of, slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
 from adapters.mongo.replies import (
+    ReaderMarks,
     bucket_bytes,
     bucket_slots,
     checked_spill_format,
     duplicate_positions,
+    marked_reply,
     spilled_users,
     store_stats,
     viewed_slots,
@@ -102,6 +104,19 @@ class MongoBucketRepository:
         with translated("read buckets"):
             found = list(self._buckets.aggregate(commands.read_buckets(wanted)))
         return bucket_slots(wanted, found)
+
+    def read_marked(
+        self, wanted: Mapping[str, Sequence[int]], conversation_id: str, reader_id: str
+    ) -> tuple[dict[str, dict[int, Slot]], ReaderMarks]:
+        """``read`` of one conversation's buckets with max_seq and reader_id's read seq.
+
+        One aggregate; see ``adapters.mongo.read_marks``.
+        """
+        pipeline = commands.marked_buckets(conversation_id, reader_id, wanted)
+        with translated("read buckets"):
+            found = list(self._buckets.aggregate(pipeline, batchSize=len(wanted) + 2))
+        marks, buckets = marked_reply(found, "doc_id")
+        return bucket_slots(wanted, buckets), marks
 
     def read_viewed(
         self, wanted: Mapping[str, Sequence[int]], viewer: str

@@ -519,6 +519,55 @@ def watermarks(conversation_id: str, user_id: str) -> list[Doc]:
     ]
 
 
+# ---- a mark-read's read: the slots, then max_seq and the reader's read seq ----------------
+
+
+def reader_marks(conversation_id: str, reader_id: str) -> list[Doc]:
+    """Stages adding the conversation's max_seq and reader_id's read seq, one document each.
+
+    ``$unionWith`` of each counter document by its unique key (either may be missing, or
+    lack the field: 0). They come after the data, so the aggregate runs on the data
+    collection (an emulator, mongoeco, reads a whole collection for a ``$unionWith`` of it).
+    Reply: ``replies.marked_reply``.
+    """
+    return [
+        {
+            "$unionWith": {
+                "coll": SEQS,
+                "pipeline": [
+                    {"$match": conversation_seqs(conversation_id)},
+                    {"$project": {"_id": 0, "max_seq": 1}},
+                ],
+            }
+        },
+        {
+            "$unionWith": {
+                "coll": USER_SEQS,
+                "pipeline": [
+                    {"$match": user_seqs(conversation_id, reader_id)},
+                    {"$project": {"_id": 0, "read_seq": 1}},
+                ],
+            }
+        },
+    ]
+
+
+def marked_rows(conversation_id: str, reader_id: str, seqs: Iterable[int]) -> list[Doc]:
+    """One aggregate on ``msg_row``: the rows of seqs (by _id), then ``reader_marks``.
+
+    A mark-read's read: the rows decide the tags, max_seq answers the allocation check of
+    the seqs found empty up to it, and the read seq says whether it needs raising.
+    """
+    return [{"$match": rows_in(conversation_id, seqs)}, *reader_marks(conversation_id, reader_id)]
+
+
+def marked_buckets(
+    conversation_id: str, reader_id: str, wanted: Mapping[str, Sequence[int]]
+) -> list[Doc]:
+    """One aggregate on ``msg``: ``read_buckets(wanted)``, then ``reader_marks``."""
+    return [*read_buckets(wanted), *reader_marks(conversation_id, reader_id)]
+
+
 # ---- a pull's view: watermarks and slots in one aggregate on `seq` -------------------------
 
 VIEW_MARKS = ("max_seq", "min_seq", "user_min_seq")

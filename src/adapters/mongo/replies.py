@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -118,6 +119,30 @@ def union_reply(found: Iterable[Doc]) -> tuple[Watermarks, list[Doc]]:
         else:
             marks = Watermarks(int(doc["max_seq"]), int(doc["min_seq"]), int(doc["user_min_seq"]))
     return marks, rows
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderMarks:
+    """What a mark-read's read found besides the slots: max_seq and the reader's read seq."""
+
+    max_seq: int = 0
+    read_seq: int = 0
+
+
+def marked_reply(found: Iterable[Doc], key: str) -> tuple[ReaderMarks, list[Doc]]:
+    """The marks and the rows or buckets (the documents holding key) of a marked read.
+
+    See ``commands.marked_rows`` / ``commands.marked_buckets``: the other documents carry
+    max_seq or read_seq (0 where a counter document or its field is missing).
+    """
+    marks: Doc = {}
+    data: list[Doc] = []
+    for doc in found:
+        if key in doc:
+            data.append(doc)
+        else:
+            marks.update(doc)
+    return ReaderMarks(int(marks.get("max_seq", 0)), int(marks.get("read_seq", 0))), data
 
 
 def viewed_bucket_seqs(

@@ -17,7 +17,13 @@ from adapters import contention
 from adapters.codec import slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
-from adapters.mongo.replies import duplicate_positions, row_slots, store_stats
+from adapters.mongo.replies import (
+    ReaderMarks,
+    duplicate_positions,
+    marked_reply,
+    row_slots,
+    store_stats,
+)
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
@@ -93,6 +99,19 @@ class MongoRowRepository:
                 pipeline = commands.viewed_rows(conversation_id, seqs, viewer)
                 return row_slots(self._rows.aggregate(pipeline))
             return row_slots(self._rows.find(commands.rows_in(conversation_id, seqs)))
+
+    def read_marked(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str
+    ) -> tuple[dict[int, Slot], ReaderMarks]:
+        """``read`` (no viewer) with max_seq and reader_id's read seq: one aggregate.
+
+        See ``adapters.mongo.read_marks``.
+        """
+        pipeline = commands.marked_rows(conversation_id, reader_id, seqs)
+        with translated("read messages"):
+            found = list(self._rows.aggregate(pipeline, batchSize=len(seqs) + 2))
+        marks, rows = marked_reply(found, "_id")
+        return row_slots(rows), marks
 
     def read_state(self, conversation_id: str, seqs: Sequence[int]) -> dict[int, Slot]:
         """The same find as ``read``: a document holds its tags."""

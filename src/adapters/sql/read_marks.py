@@ -23,7 +23,7 @@ from sqlalchemy.sql.dml import ReturningInsert
 
 from adapters.sql.engine import Database
 from adapters.sql.schema import Schema, check_keys
-from domain.tags import Guard
+from domain.tags import Guard, checked_beyond
 from ports.seq_store import SeqStore
 
 
@@ -54,20 +54,8 @@ class Raised:
     raised: bool
 
     def guard(self, guard: Guard | None) -> Guard | None:
-        """guard, called only when a seq found empty is beyond the max_seq read here.
-
-        Seqs up to max_seq are allocated (max_seq only moves up): the allocation check would
-        pass without its own round trip.
-        """
-        if guard is None:
-            return None
-        checked = guard
-
-        def beyond(empty: list[int]) -> None:
-            if any(seq > self.max_seq for seq in empty):
-                checked(empty)
-
-        return beyond
+        """guard, called only when a seq found empty is beyond the max_seq read here."""
+        return checked_beyond(guard, self.max_seq)
 
 
 def raising_read_seq(
