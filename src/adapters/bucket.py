@@ -249,9 +249,11 @@ class BucketMessageStore(TagWrites):
     ) -> int:
         """Set-add user_id to deleted_by, inline or spilled; see MessageStore.delete_for.
 
-        One read for all buckets, then one write for all of them (``_write_all``); the side
-        table one more write for all buckets together, only when some slot is full or
-        already spilled.
+        One read for all buckets, then one write for all of them (``_write_all``). A deleter
+        spilling from a slot that this write flags rides on the bucket's patch
+        (``BucketRepository.patch_many``: on SQL the same statement); the side table takes
+        one more write for all buckets together only for slots flagged already (the bucket
+        itself is then left alone) or written again after a refusal.
         """
         buckets, counts = self._view(self._wanted(conversation_id, seqs), user_id)
         self._guard(conversation_id, seqs, buckets, guard)
@@ -263,7 +265,7 @@ class BucketMessageStore(TagWrites):
             return found
 
         changed, spills = self._write_all(
-            buckets, lambda doc_id: self._deleting(user_id, counts[doc_id]), reread
+            buckets, lambda doc_id: self._deleting(user_id, counts[doc_id]), reread, user_id
         )
         spilled: list[Spilled] = [(doc_id, index, user_id) for doc_id, index in spills]
         # After the flags: a reader that sees a flag reads the side table, never the reverse.
@@ -453,26 +455,42 @@ class BucketMessageStore(TagWrites):
         return plan
 
     def _write_all(
-        self, buckets: dict[str, Slots], plan_of: Callable[[str], Plan], reread: Reread
+        self,
+        buckets: dict[str, Slots],
+        plan_of: Callable[[str], Plan],
+        reread: Reread,
+        deleter: str | None = None,
     ) -> tuple[int, list[tuple[str, int]]]:
-        """Write every bucket's plan in one round trip: (slots changed inline, slots to spill).
+        """Write every bucket's plan in one round trip: (slots changed, slots left to spill).
 
         Existing buckets take one ``patch_many``, missing ones one ``create_buckets`` (a tag
         write on seqs whose buckets do not exist yet creates them). Buckets refused (a slot
         or the bucket is full), lost to a concurrent creator, or whose outcome the engine
         could not tell are read again, together, and written one by one by ``_write``.
+
+        With deleter (delete_for), the deleter's side-table entries of the slots a patch
+        flags ``spilled`` ride on that patch and count as changed once it is written (the
+        slot was not flagged at the read, so it had no entries); the other slots to spill
+        are returned for ``add_spilled``.
         """
         patches: dict[str, dict[int, SlotPatch]] = {}
         fresh: dict[str, dict[int, Slot]] = {}
         planned: dict[str, tuple[int, list[int]]] = {}
+        riding: dict[str, list[int]] = {}  # slots whose deleter rides on the bucket's patch
+        entries: list[Spilled] = []
         for doc_id, slots in buckets.items():
             writes, spills = plan_of(doc_id)(slots, True)
-            planned[doc_id] = (sum(not patch.mark_spilled for patch in writes.values()), spills)
+            inline = sum(not patch.mark_spilled for patch in writes.values())
             if writes and _missing(slots):
                 fresh[doc_id] = {index: EMPTY_SLOT.patched(p) for index, p in writes.items()}
             elif writes:
                 patches[doc_id] = writes
-        written = self._patch_all(patches)
+                if deleter is not None:
+                    riding[doc_id] = [i for i in spills if _flags(writes, i)]
+                    spills = [i for i in spills if i not in riding[doc_id]]
+                    entries += [(doc_id, index, deleter) for index in riding[doc_id]]
+            planned[doc_id] = (inline + len(riding.get(doc_id, ())), spills)
+        written = self._patch_all(patches, entries)
         created = self.repository.create_buckets(fresh) if fresh else set()
         unknown = set(patches) if written is None else set()
         refused = set() if written is None else set(patches) - written
@@ -488,20 +506,27 @@ class BucketMessageStore(TagWrites):
         for doc_id in sorted(again):
             plan, slots = plan_of(doc_id), current[doc_id]
             if doc_id in unknown:
-                # Written or not: once nothing is left to write inline, the patch landed
-                # (or a concurrent writer wrote the same), and its changes count here.
+                # Written or not: once nothing is left to write inline and no slot whose
+                # deleter rode on the patch is left unflagged, the patch landed (or a
+                # concurrent writer wrote the same), and its changes count here.
                 left = plan(slots, True)[0]
-                if not any(not patch.mark_spilled for patch in left.values()):
+                flagging = any(_flags(left, index) for index in riding.get(doc_id, ()))
+                if not flagging and not any(not patch.mark_spilled for patch in left.values()):
                     changed += planned[doc_id][0]
             count, spills = self._write(doc_id, slots, plan, reread, doc_id not in refused)
             changed += count
             spilled += [(doc_id, index) for index in spills]
         return changed, spilled
 
-    def _patch_all(self, patches: dict[str, dict[int, SlotPatch]]) -> set[str] | None:
-        """The buckets written by one ``patch`` (one bucket) or ``patch_many`` (several)."""
-        if len(patches) > 1:
-            return self.repository.patch_many(patches, self.budget)
+    def _patch_all(
+        self, patches: dict[str, dict[int, SlotPatch]], spills: list[Spilled]
+    ) -> set[str] | None:
+        """The buckets written by one ``patch`` or ``patch_many`` (several, or with spills).
+
+        spills: side-table entries riding on the patches (``BucketRepository.patch_many``).
+        """
+        if len(patches) > 1 or spills:
+            return self.repository.patch_many(patches, self.budget, spills)
         return {d for d, p in patches.items() if self.repository.patch(d, p, self.budget)}
 
     def _write(
@@ -564,6 +589,12 @@ def _planned(decide: Decision) -> Plan:
         return patches, []
 
     return plan
+
+
+def _flags(patches: Mapping[int, SlotPatch], index: int) -> bool:
+    """Whether patches flag slot index ``spilled``."""
+    patch = patches.get(index)
+    return patch is not None and patch.mark_spilled
 
 
 def _deleters(buckets: dict[str, Slots], doc_id: str, index: int) -> frozenset[str]:

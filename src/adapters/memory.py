@@ -35,14 +35,15 @@ class MemoryBucketRepository:
     """Buckets in a dict, each a list of exactly ``layout.size`` slots.
 
     Each method holds one lock for its whole duration, like a single-document write on a
-    real engine, so two writers racing to create one bucket see the duplicate outcome.
+    real engine, so two writers racing to create one bucket see the duplicate outcome
+    (reentrant: ``patch_many`` holds it across its patches and spills).
     """
 
     def __init__(self, layout: BucketLayout | None = None) -> None:
         self.layout = layout or BucketLayout()
         self._buckets: dict[str, list[Slot]] = {}
         self._spilled: dict[tuple[str, int], set[str]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """Fill empty slots, all or nothing."""
@@ -116,10 +117,19 @@ class MemoryBucketRepository:
             return True
 
     def patch_many(
-        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+        self,
+        patches: Mapping[str, Mapping[int, SlotPatch]],
+        budget: TagBudget | None = None,
+        spills: Sequence[Spilled] = (),
     ) -> set[str] | None:
-        """``patch`` of several buckets at once (one call: one round trip of a real engine)."""
-        return {doc_id for doc_id, slots in patches.items() if self.patch(doc_id, slots, budget)}
+        """``patch`` of several buckets at once (one call: one round trip of a real engine).
+
+        The spills of the buckets written go to the side sets under the same lock.
+        """
+        with self._lock:
+            written = {d for d, slots in patches.items() if self.patch(d, slots, budget)}
+            self.add_spilled([entry for entry in spills if entry[0] in written])
+        return written
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """Add deleters to the side sets; how many were new."""

@@ -21,8 +21,9 @@ class BucketRepository(Protocol):
     """Buckets of ``layout.size`` slots addressed by doc_id (``"{conversation_id}:{index}"``).
 
     Every bucket always holds exactly ``layout.size`` slots. Each method is one round trip
-    to the engine. Methods never create a bucket except ``create_bucket``; they report a
-    missing bucket by returning False and let the state machine decide.
+    to the engine (``patch_many``: where the engine allows, see there). Methods never
+    create a bucket except ``create_bucket``; they report a missing bucket by returning
+    False and let the state machine decide.
     """
 
     layout: BucketLayout
@@ -88,7 +89,10 @@ class BucketRepository(Protocol):
         ...
 
     def patch_many(
-        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+        self,
+        patches: Mapping[str, Mapping[int, SlotPatch]],
+        budget: TagBudget | None = None,
+        spills: Sequence[Spilled] = (),
     ) -> set[str] | None:
         """``patch`` of several buckets (by doc_id) in one round trip where the engine allows.
 
@@ -96,8 +100,20 @@ class BucketRepository(Protocol):
         Returns the doc_ids written; None when some but not all were written and the engine
         cannot tell which (it reports only a count): the caller reads the buckets again.
         The default patches bucket by bucket (one round trip each, every answer known).
+
+        spills are side-table entries (as ``add_spilled`` takes them) riding on the patches:
+        each doc_id among ``patches``. A bucket's entries are added (a set-add) if and only
+        if its patch is written, in the same round trip and atomically with it where the
+        engine allows (SQL: the same statement), else right after it; with a None outcome,
+        those of the buckets written were added and no others. The caller passes the
+        deleters of slots the same patch flags ``spilled`` (none of whose entries can exist
+        yet), so it counts them as new without asking.
         """
-        return {doc_id for doc_id, slots in patches.items() if self.patch(doc_id, slots, budget)}
+        written = {d for d, slots in patches.items() if self.patch(d, slots, budget)}
+        landed = [entry for entry in spills if entry[0] in written]
+        if landed:
+            self.add_spilled(landed)
+        return written
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """Store deleters in the side table (a set-add); returns how many were not there yet."""

@@ -191,7 +191,15 @@ class _DyingRepository(_Dying):
     """A bucket repository that dies at its n-th write: kill points inside ``insert_many``."""
 
     WRITES = frozenset(
-        {"write_messages", "create_bucket", "set_revoke", "patch", "add_spilled", "drop_spilled"}
+        {
+            "write_messages",
+            "create_bucket",
+            "set_revoke",
+            "patch",
+            "patch_many",
+            "add_spilled",
+            "drop_spilled",
+        }
     )
 
     def create_buckets(self, buckets: Any) -> set[str]:

@@ -53,12 +53,16 @@ class RecordingRepository(MemoryBucketRepository):
         return super().patch(doc_id, patches, budget)
 
     def patch_many(
-        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+        self,
+        patches: Mapping[str, Mapping[int, SlotPatch]],
+        budget: TagBudget | None = None,
+        spills: Sequence[Spilled] = (),
     ) -> set[str] | None:
         self.calls.append("patch many")
         written = {
             d for d, p in patches.items() if MemoryBucketRepository.patch(self, d, p, budget)
         }
+        MemoryBucketRepository.add_spilled(self, [e for e in spills if e[0] in written])
         return None if self.unknown_outcome and len(written) < len(patches) else written
 
     def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
@@ -227,13 +231,35 @@ def test_deleters_beyond_the_slot_cap_spill_and_flag_the_slot_once() -> None:
     assert deleters(store, 2, "a", "b") == [1, 1]
     repository.calls.clear()
     assert deleters(store, 2, "c") == [1]
-    assert repository.calls == ["read", "patch", "spill"]  # the flag, then the side table
+    assert repository.calls == ["read", "patch many"]  # the flag and the side table at once
     repository.calls.clear()
     assert deleters(store, 2, "d", "c", "a") == [1, 0, 0]
     assert repository.calls == ["read", "spill"] * 2 + ["read"]
     inline = repository.read({DOC: [1]})[DOC][1]
     assert (inline.deleted_by, inline.spilled) == ({"a", "b"}, True)
     assert repository.read_spilled({DOC: [1]}) == {DOC: {1: {"c", "d"}}}
+
+
+def test_a_spill_riding_on_a_patch_the_engine_cannot_confirm_is_counted_once() -> None:
+    """Bucket 0 refuses bob (its budget is full), bucket 1 flags his slot and takes his
+    entry with that patch. Told which landed, or only "not all" (then both are read again,
+    and bucket 1's entry counts once, its slot being flagged now): bob spills in both."""
+    for unknown in (False, True):
+        store, repository = make(TagBudget(deleters_per_slot=1, deleters_per_bucket=1))
+        repository.unknown_outcome = unknown
+        store.insert(CONV, messages(1, 200))
+        deleters(store, 1, "a")  # bucket 0 holds its one deleter
+        deleters(store, 150, "a")  # slot 49 of bucket 1 is at its cap
+        repository.calls.clear()
+        assert store.delete_for(CONV, [5, 150], "bob") == 2, unknown
+        # bucket 0 alone (tried inline again when its outcome was unknown), then its spill
+        tried = ["patch", "read"] if unknown else []
+        assert repository.calls == ["read", "patch many", "read", *tried, "patch", "spill"]
+        assert repository.read_spilled({DOC: [4], f"{CONV}:1": [49]}) == {
+            DOC: {4: {"bob"}},
+            f"{CONV}:1": {49: {"bob"}},
+        }
+        assert store.delete_for(CONV, [5, 150], "bob") == 0
 
 
 def test_a_read_costs_one_more_round_trip_only_with_a_spilled_slot() -> None:

@@ -190,6 +190,37 @@ def test_the_spilled_flag_is_set_by_a_patch_and_spares_purged_slots(
     assert repository.read({f"{CONV}:1": [4]})[f"{CONV}:1"][4].spilled
 
 
+def test_spills_ride_on_patch_many_only_into_the_buckets_written(
+    repository: BucketRepository,
+) -> None:
+    """The side-table entries of a bucket go with its patch, and only if it lands (one
+    bucket, or several of which one is refused); entries there already stay one each."""
+    budget = TagBudget(deleters_per_slot=1, deleters_per_bucket=10)
+    docs = [f"{CONV}:{n}" for n in range(3)]
+    held = Slot(deleted_by=frozenset({"bob"}))
+    for doc_id in docs:
+        assert repository.create_bucket(doc_id, {0: held})
+    flag = {0: SlotPatch(mark_spilled=True)}
+    assert repository.patch_many({docs[0]: flag}, budget, [(docs[0], 0, "carol")]) == {docs[0]}
+    patches = {
+        docs[1]: flag,
+        docs[2]: {0: SlotPatch(add_deleted_by="dave")},  # slot 0 is full: refused
+        f"{CONV}:9": flag,  # no such bucket: refused
+    }
+    spills = [(docs[1], 0, "carol"), (docs[1], 0, "dave"), (docs[2], 0, "erin")]
+    spills += [(f"{CONV}:9", 0, "carol")]
+    assert repository.patch_many(patches, budget, spills) in ({docs[1]}, None)
+    assert repository.patch_many({docs[0]: flag}, budget, [(docs[0], 0, "carol")]) == {docs[0]}
+    wanted = {doc_id: [0] for doc_id in [*docs, f"{CONV}:9"]}
+    assert repository.read_spilled(wanted) == {
+        docs[0]: {0: {"carol"}},
+        docs[1]: {0: {"carol", "dave"}},
+    }
+    slots = repository.read({doc_id: [0] for doc_id in docs})
+    assert [slots[doc_id][0].spilled for doc_id in docs] == [True, True, False]
+    assert all(slots[doc_id][0].deleted_by == {"bob"} for doc_id in docs)
+
+
 def test_spilled_deleters_are_a_set_per_slot(repository: BucketRepository) -> None:
     other = f"{CONV}:1"
     entries = [(DOC, 3, "bob"), (DOC, 3, "carol"), (DOC, 4, "bob"), (other, 0, "bob")]

@@ -8,16 +8,23 @@ pin says how much and docs/buckets.md says why.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
-from app import MessageService
-from app.instrument.probe import Probe
+from adapters.sql.bucket import SqlBucketStore
+from adapters.sql.schema import SPILLING
+from app import MessageService, open_service
+from app.instrument.probe import Probe, probing
+from domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
 from domain.errors import SeqNotAllocated
-from domain.model import Actor, Role
+from domain.model import Actor, Role, Slot
 from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import Config
+from imbucket_contract.rows import Config, store_config
+from tests.contract.conftest import spilling
 
 CACHE = "redis"
 OWNER = Actor("olivia", Role.OWNER)
@@ -143,3 +150,118 @@ def test_mark_read_below_the_read_seq_leaves_it_alone(
     assert count.total == (2 if reads_marks(backend_config) else MARK_READ_SEPARATE), count
     assert service.seqs.read_seq(CONV, "bob") == 9
     assert all(slot.read for slot in service.store.get(CONV, [4, 5]).values())
+
+
+# A deleter past a slot's inline cap goes to the side table. The first one rides on the patch
+# that flags the slot (BucketRepository.patch_many: on SQL one statement, a data-modifying CTE
+# on PostgreSQL and the bucket table's trigger on SQLite and MariaDB); the next ones find the
+# slot flagged and write the side table alone. MongoDB inserts the entry with a command of its
+# own (another collection: no command writes two), one round trip more.
+MONGO_SPILL = 3
+
+
+@pytest.fixture
+def probed_spilling(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
+    """``probed`` with one deleter kept inline per slot."""
+    with probing() as probe:
+        service = probe.open_service(spilling(backend_config))
+        try:
+            yield probe, service
+        finally:
+            service.close()
+
+
+def test_a_deleter_past_the_inline_cap_costs_its_pinned_round_trips(
+    probed_spilling: tuple[Probe, MessageService], backend_config: Config
+) -> None:
+    probe, service = probed_spilling
+    service.ingest(CONV, messages(1, 10))
+    assert service.delete_for_me(CONV, [6], "alice") == 1  # inline: the cap is 1
+    added: list[int] = []
+    for user in ("bob", "carol"):  # bob flags the slot and spills, carol spills
+        count = probe.count(lambda u=user: added.append(service.delete_for_me(CONV, [6], u)))
+        first = user == "bob" and backend_config["store"]["backend"] == "mongo-bucket"
+        assert count.without(CACHE).total == (MONGO_SPILL if first else 2), (user, count)
+    assert added == [1, 1]
+    assert service.delete_for_me(CONV, [6], "bob") == 0  # a set-add: a repeat changes nothing
+    assert service.store.get(CONV, [6])[6].deleted_by == {"alice", "bob", "carol"}
+
+
+ENGINES = {"sqlite": None, "postgres": "postgres_url", "mariadb": "mariadb_url"}
+HOT_SEQ = 6
+
+
+@pytest.mark.parametrize("encoding", ["compact", "openim"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_hot_delete_past_the_default_cap_is_one_statement_after_its_read(
+    request: pytest.FixtureRequest, engine: str, encoding: str
+) -> None:
+    """sql-bucket at the default cap (1,000 inline): the 1,001st deleter is the read and one
+    statement writing the flag and the side-table entry; the bucket's ``spilling`` column,
+    which carries the entry to the trigger on SQLite and MariaDB, is cleared by it."""
+    fixture = ENGINES[engine]
+    url = "sqlite://" if fixture is None else request.getfixturevalue(fixture)
+    config = store_config("sql-bucket", url)
+    config["store"]["bucket_encoding"] = encoding
+    with probing() as probe:
+        service = probe.open_service(config)
+        try:
+            store = service.store
+            assert isinstance(store, SqlBucketStore)
+            repository, layout = store.repository, store.layout
+            cap = store.budget.deleters_per_slot
+            assert cap == DEFAULT_MAX_DELETERS_PER_SLOT
+            inline = frozenset(f"user-{n:04d}" for n in range(cap))
+            slots = {layout.slot_index(m.seq): Slot(message=m) for m in messages(1, 10)}
+            index, doc_id = layout.slot_index(HOT_SEQ), layout.doc_id(CONV, HOT_SEQ)
+            slots[index] = replace(slots[index], deleted_by=inline)
+            assert repository.create_bucket(doc_id, slots)
+            service.seqs.raise_max_seq(CONV, 10)
+            added: list[int] = []
+            for user in ("late-1", "late-2", "late-1"):
+                count = probe.count(
+                    lambda u=user: added.append(service.delete_for_me(CONV, [HOT_SEQ], u))
+                )
+                assert (count.total, count.writes) == (2, 1), (user, count)
+            assert added == [1, 1, 0]
+            (slot,) = repository.read({doc_id: [index]})[doc_id].values()
+            assert slot.spilled and slot.deleted_by == inline
+            assert repository.read_spilled({doc_id: [index]}) == {
+                doc_id: {index: {"late-1", "late-2"}}
+            }
+            assert store.get(CONV, [HOT_SEQ])[HOT_SEQ].deleted_by == inline | {"late-1", "late-2"}
+            if engine != "postgres":
+                table = repository.schema.docs.name
+                carried = repository.db.execute(text(f"SELECT {SPILLING} FROM {table}")).rows
+                assert carried == [(None,)]
+        finally:
+            service.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "mariadb"])
+def test_a_bucket_table_from_before_the_spilling_column_gets_it_and_its_trigger_at_open(
+    request: pytest.FixtureRequest, tmp_path: Path, engine: str
+) -> None:
+    """A database created before the column (and the trigger) gets both when opened."""
+    url = (
+        f"sqlite:///{tmp_path / 'old.db'}"
+        if engine == "sqlite"
+        else request.getfixturevalue("mariadb_url")
+    )
+    config = spilling(store_config("sql-bucket", url))
+    service = open_service(config)
+    try:
+        service.ingest(CONV, messages(1, 3))
+        store = service.store
+        assert isinstance(store, SqlBucketStore)
+        table = store.repository.schema.docs.name
+        store.repository.db.execute(text(f"DROP TRIGGER {table}_spilling"))
+        store.repository.db.execute(text(f"ALTER TABLE {table} DROP COLUMN {SPILLING}"))
+    finally:
+        service.close()
+    service = open_service(config)
+    try:
+        assert [service.delete_for_me(CONV, [2], user) for user in ("a", "b")] == [1, 1]
+        assert service.store.get(CONV, [2])[2].deleted_by == {"a", "b"}
+    finally:
+        service.close()

@@ -156,14 +156,27 @@ class MongoBucketRepository:
         raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
 
     def patch_many(
-        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+        self,
+        patches: Mapping[str, Mapping[int, SlotPatch]],
+        budget: TagBudget | None = None,
+        spills: Sequence[Spilled] = (),
     ) -> set[str] | None:
         """One unordered bulk_write of every bucket's ``patch`` update (one round trip).
 
         The reply counts the buckets matched, not which: short of all of them, the outcome
         is None and the state machine reads the buckets again (a purged target slot, which
         ``patch`` would drop, or a refused budget).
+
+        With spills, whose entries go to another collection (no command writes two), the
+        buckets are patched one by one, so that each outcome is known, and the entries of
+        those written are inserted right after (``add_spilled``): one round trip more.
         """
+        if spills:
+            written = {d for d, slots in patches.items() if self.patch(d, slots, budget)}
+            landed = [entry for entry in spills if entry[0] in written]
+            if landed:
+                self.add_spilled(landed)
+            return written
         if len(patches) == 1:
             [(doc_id, only)] = patches.items()
             return {doc_id} if self.patch(doc_id, only, budget) else set()

@@ -53,7 +53,7 @@ from adapters.sql.json_sql import (
     ViewSql,
 )
 from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
-from adapters.sql.schema import BucketSchema, check_key, ensure_schema
+from adapters.sql.schema import SPILLING, BucketSchema, check_key, ensure_schema
 from adapters.sql.seq import watermarks_sql
 from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from adapters.sql.stats import footprint
@@ -314,7 +314,10 @@ class SqlBucketRepository:
         return self._update(doc_id, changes, conditions, params)
 
     def patch_many(
-        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None = None
+        self,
+        patches: Mapping[str, Mapping[int, SlotPatch]],
+        budget: TagBudget | None = None,
+        spills: Sequence[Spilled] = (),
     ) -> set[str] | None:
         """Every bucket's patch in one UPDATE (as many as the server's limits require).
 
@@ -323,26 +326,49 @@ class SqlBucketRepository:
 
         PostgreSQL and SQLite return the doc_ids updated; MariaDB (no RETURNING on an UPDATE)
         only how many, so a partial outcome there is None (see BucketRepository.patch_many).
+
+        spills go in the same statement, added only to the side table of the buckets the
+        UPDATE writes: a data-modifying CTE on PostgreSQL (the UPDATE's RETURNING feeds an
+        INSERT … ON CONFLICT DO NOTHING); on SQLite and MariaDB the UPDATE sets each
+        bucket's entries in its ``spilling`` column, which the schema's trigger on the
+        bucket table moves to the side table and clears (``adapters.sql.schema``).
         """
-        if len(patches) == 1:
+        if len(patches) == 1 and not spills:
             [(doc_id, only)] = patches.items()
             return {doc_id} if self.patch(doc_id, only, budget) else set()
+        riding: dict[str, list[Spilled]] = {}
+        for entry in spills:
+            check_key(entry[2], "user_id")
+            riding.setdefault(entry[0], []).append(entry)
         items = sorted(patches.items())
-        sizes = [len(slots) * _SLOT_SQL_BYTES + _ROW_SQL_BYTES for _, slots in items]
-        per_bucket = 4 * max(len(slots) for _, slots in items) + 4  # bind parameters
+        sizes = [
+            len(slots) * _SLOT_SQL_BYTES
+            + sum(value_bytes(user) + _ROW_SQL_BYTES for _, _, user in riding.get(doc_id, ()))
+            + _ROW_SQL_BYTES
+            for doc_id, slots in items
+        ]
+        most = max(len(riding.get(doc_id, ())) for doc_id, _ in items)
+        per_bucket = 4 * max(len(slots) for _, slots in items) + 3 * most + 4  # bind parameters
         parts = list(batches(items, sizes, per_bucket, self.db.limits()))
         if len(parts) > 1:  # more than one statement allows: each part on its own
-            outcomes = [self.patch_many(dict(part), budget) for part in parts]
+            outcomes = [
+                self.patch_many(dict(part), budget, [e for d, _ in part for e in riding.get(d, ())])
+                for part in parts
+            ]
             found = [outcome for outcome in outcomes if outcome is not None]
             return None if len(found) < len(outcomes) else set().union(*found)
-        return self._patch_buckets(patches, budget)
+        return self._patch_buckets(patches, budget, riding)
 
     def _patch_buckets(
-        self, patches: Mapping[str, Mapping[int, SlotPatch]], budget: TagBudget | None
+        self,
+        patches: Mapping[str, Mapping[int, SlotPatch]],
+        budget: TagBudget | None,
+        riding: Mapping[str, Sequence[Spilled]],
     ) -> set[str] | None:
-        """The one UPDATE of patch_many."""
+        """The one statement of patch_many: riding holds the side-table entries by doc_id."""
         params: dict[str, Any] = {}
         cases: list[str] = []
+        spilling: list[str] = []
         matches: list[str] = []
         for n, (doc_id, slots) in enumerate(sorted(patches.items())):
             check_key(conversation_of(doc_id), "conversation_id")
@@ -350,15 +376,53 @@ class SqlBucketRepository:
             params[f"b{n}"] = doc_id
             cases.append(f"WHEN :b{n} THEN {self._json.set(changes) if changes else 'msgs'}")
             matches.append(_all([f"doc_id = :b{n}", *conditions]))
-        statement = (
-            f"UPDATE {self._table} SET msgs = CASE doc_id {' '.join(cases)} ELSE msgs END"
-            f" WHERE {_any(matches)}"
-        )
+            if riding.get(doc_id):
+                params[f"b{n}_spilling"] = _dumps([[i, user] for _, i, user in riding[doc_id]])
+                spilling.append(f"WHEN :b{n} THEN :b{n}_spilling")
+        document = f"CASE doc_id {' '.join(cases)} ELSE msgs END"
+        if not riding:
+            statement = f"UPDATE {self._table} SET msgs = {document} WHERE {_any(matches)}"
+        elif self.db.kind == "postgresql":
+            statement = self._patching_spilling(document, _any(matches), riding, params)
+            return {row[0] for row in self.db.execute(text(statement), params).rows}
+        else:  # the trigger moves the entries of the rows updated (and only those)
+            spilled = f"CASE doc_id {' '.join(spilling)} END"
+            statement = (
+                f"UPDATE {self._table} SET msgs = {document}, {SPILLING} = {spilled}"
+                f" WHERE {_any(matches)}"
+            )
         if self.db.kind == "mariadb":
             count = self.db.execute(text(statement), params).rowcount
             return set(patches) if count == len(patches) else set() if count == 0 else None
         rows = self.db.execute(text(statement + " RETURNING doc_id"), params).rows
         return {row[0] for row in rows}
+
+    def _patching_spilling(
+        self,
+        document: str,
+        where: str,
+        riding: Mapping[str, Sequence[Spilled]],
+        params: dict[str, Any],
+    ) -> str:
+        """PostgreSQL: the UPDATE of patch_many and the INSERT of its spills, one statement.
+
+        A data-modifying CTE: the INSERT takes the entries of the doc_ids the UPDATE
+        returns, and the statement returns those doc_ids.
+        """
+        rows: list[str] = []
+        for m, (doc_id, index, user_id) in enumerate(e for es in riding.values() for e in es):
+            params.update({f"s{m}d": doc_id, f"s{m}i": index, f"s{m}u": user_id})
+            rows.append(f"(CAST(:s{m}d AS TEXT), CAST(:s{m}i AS INTEGER), CAST(:s{m}u AS TEXT))")
+        return (
+            f"WITH patched AS (UPDATE {self._table} SET msgs = {document} WHERE {where}"
+            " RETURNING doc_id),"
+            f" spilled AS (INSERT INTO {self._spill.name} (doc_id, slot, user_id)"
+            f" SELECT s.doc_id, s.slot, s.user_id FROM (VALUES {', '.join(rows)})"
+            " AS s (doc_id, slot, user_id)"
+            " WHERE s.doc_id IN (SELECT p.doc_id FROM patched AS p)"
+            " ON CONFLICT DO NOTHING)"
+            " SELECT doc_id FROM patched"
+        )
 
     def _patching(
         self,

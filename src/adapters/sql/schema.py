@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     event,
     false,
+    inspect,
     select,
     text,
 )
@@ -174,7 +175,65 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
         PrimaryKeyConstraint("doc_id", "slot", "user_id"),
         **_TABLE_OPTIONS,
     )
+    _spill_with_the_patch(metadata, docs, spill)
     return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs, spill)
+
+
+# The bucket table's column carrying side-table entries to the trigger (SQLite, MariaDB).
+SPILLING = "spilling"
+
+
+def _spill_with_the_patch(metadata: MetaData, docs: Table, spill: Table) -> None:
+    """A column and a trigger that add side-table entries with a bucket's patch (SQLite, MariaDB).
+
+    So that a deleter spilling from a slot its patch flags is one statement: the UPDATE of
+    the bucket sets ``spilling`` to the entries as JSON (``[[slot, user_id], …]``), and the
+    trigger, run only for the rows the UPDATE writes, inserts them into the side table
+    (skipping those there already) and clears the column, which holds NULL at rest.
+    MariaDB: a BEFORE UPDATE trigger, which clears it in the row being written; SQLite
+    (whose BEFORE triggers cannot change the row): an AFTER UPDATE OF trigger, which clears
+    it by an UPDATE of its own. PostgreSQL needs neither: a data-modifying CTE
+    (``SqlBucketRepository.patch_many``). The column is added to bucket tables created
+    before, and the trigger created with IF NOT EXISTS, at every open.
+    """
+    name, entries = docs.name, f"NEW.{SPILLING}"
+    insert = f"INSERT {{}} INTO {spill.name} (doc_id, slot, user_id) SELECT NEW.doc_id, {{}}"
+    triggers = {
+        "sqlite": (
+            f"CREATE TRIGGER IF NOT EXISTS {name}_spilling AFTER UPDATE OF {SPILLING} ON {name}"
+            f" FOR EACH ROW WHEN {entries} IS NOT NULL BEGIN "
+            + insert.format(
+                "OR IGNORE",
+                "json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+                f" FROM json_each({entries});",
+            )
+            + f" UPDATE {name} SET {SPILLING} = NULL WHERE doc_id = NEW.doc_id; END"
+        ),
+        "mariadb": (
+            f"CREATE TRIGGER IF NOT EXISTS {name}_spilling BEFORE UPDATE ON {name}"
+            f" FOR EACH ROW BEGIN IF {entries} IS NOT NULL THEN "
+            + insert.format(
+                "IGNORE",
+                f"j.slot, j.user_id FROM JSON_TABLE({entries}, '$[*]' COLUMNS"
+                f" (slot INT PATH '$[0]', user_id VARCHAR({KEY_LENGTH}) PATH '$[1]')) AS j;",
+            )
+            + f" SET {entries} = NULL; END IF; END"
+        ),
+    }
+    triggers["mysql"] = triggers["mariadb"]
+    column_type = {"sqlite": "TEXT", "mariadb": "LONGTEXT", "mysql": "LONGTEXT"}
+
+    def create(target: MetaData, connection: Connection, **_: Any) -> None:
+        dialect = connection.dialect.name
+        if dialect not in triggers:
+            return
+        if SPILLING not in {c["name"] for c in inspect(connection).get_columns(name)}:
+            connection.execute(
+                text(f"ALTER TABLE {name} ADD COLUMN {SPILLING} {column_type[dialect]} NULL")
+            )
+        connection.execute(text(triggers[dialect]))
+
+    event.listen(metadata, "after_create", create)
 
 
 def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
