@@ -178,6 +178,8 @@ class BackendResult:
     # What the log bytes of its workloads count (log_source), or why they are not measured.
     log_source: str | None = None
     log_missing: str | None = None
+    # The engine's routine run after each workload, untimed (PostgreSQL: VACUUM), if any.
+    maintenance: str | None = None
     workloads: dict[str, WorkloadResult] = field(default_factory=dict, metadata=_OMIT_EMPTY)
     footprint: Footprints = field(default_factory=Footprints, metadata=_OMIT_EMPTY)
     contention: list[ContentionRun] = field(default_factory=list, metadata=_OMIT_EMPTY)

@@ -18,7 +18,7 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +48,7 @@ from app.bench.spec import BackendSpec, redact
 from app.bench.traffic import Traffic
 from app.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
 from app.instrument import received
+from app.instrument.maintenance import routine_maintenance
 from app.instrument.probe import Probe, probing
 from app.instrument.scratch import is_emulated, scratch_redis, scratch_store, server_version
 from app.instrument.wal import LogMeter, Unmetered, log_meter
@@ -104,6 +105,7 @@ class _Open:
     seconds: float = 0.0
     config: dict[str, Any] | None = None  # what another process opens the store with
     meter: LogMeter | None = None  # bytes the engine writes to its log; None: not measured
+    maintain: Callable[[], None] | None = None  # the engine's routine between workloads
 
 
 def run(
@@ -185,7 +187,11 @@ def _open_backend(
     runs = {w.name for w in WORKLOADS if not w.raw or subject.raw is not None}
     observer.backend(setup.label, sum(n for name, n in ops.items() if name in runs))
     shareable = setup.spec.store != "memory"  # another process sees the same data
-    return _Open(setup, subject, result, config=config if shareable else None, meter=meter)
+    opened = _Open(setup, subject, result, config=config if shareable else None, meter=meter)
+    routine = routine_maintenance(subject.service.store)
+    if routine is not None:
+        opened.maintain, result.maintenance = routine
+    return opened
 
 
 def _meter(url: str, result: BackendResult, stack: ExitStack) -> LogMeter | None:
@@ -216,6 +222,8 @@ def _measure(
     backend.result.workloads[workload.name] = _run_workload(
         workload, plan, backend, probe, observer
     )
+    if backend.maintain is not None:
+        backend.maintain()
     if workload.name == loaded:
         backend.result.footprint.after_ingest = footprint(backend.subject.service)
     backend.seconds += time.perf_counter() - clock

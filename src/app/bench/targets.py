@@ -206,6 +206,8 @@ def _bucket_bytes_targets(results: RunResults) -> list[TargetLine]:
         if pair.bucket.encoding is not None:  # a variant: shown, not judged
             shown = None
             note = f"{pair.bucket.encoding} encoding (store.bucket_encoding), for comparison"
+        if pair.bucket.maintenance:  # what the engine reclaimed between workloads
+            note = "; ".join(filter(None, (note, f"both layouts: {pair.bucket.maintenance}")))
         found.append(TargetLine(_BUCKET_BYTES, _pair_name(pair), measured, shown, note))
     if not found:
         found.append(TargetLine(_BUCKET_BYTES, "–", "no bucket/row pair", None))

@@ -1,0 +1,60 @@
+"""The benchmark's routine maintenance: VACUUM of a PostgreSQL store's tables, nothing elsewhere.
+
+The servers here run with ``autovacuum = off``; the benchmark vacuums what autovacuum would,
+after each workload (app/instrument/maintenance.py). It must reach every table of the store,
+on a connection the round-trip counters never see, and leave the data as it was.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from app.instrument.maintenance import routine_maintenance
+from app.instrument.probe import probing
+from domain.model import Actor
+from imbucket_contract.factories import CONV, messages
+from imbucket_contract.rows import store_config
+
+
+@pytest.mark.parametrize("backend", ["sql-row", "sql-bucket"])
+def test_postgres_stores_vacuum_every_table_unseen_by_the_counters(
+    postgres_url: str, backend: str
+) -> None:
+    with probing() as probe:
+        service = probe.open_service(store_config(backend, postgres_url))
+        try:
+            service.ingest(CONV, messages(1, 30))
+            service.delete_for_me(CONV, [3, 4], "bob")
+            service.revoke(CONV, 5, Actor(messages(5, 5)[0].send_id))
+            before = service.pull_range(CONV, "bob", 1, 30)
+            routine = routine_maintenance(service.store)
+            assert routine is not None
+            vacuum, description = routine
+            assert description.startswith("VACUUM after each workload")
+            assert "autovacuum = " in description
+            count = probe.count(vacuum)
+            assert count.total == 0, count
+            engine = service.store.engine  # type: ignore[attr-defined]
+            with engine.connect() as connection:
+                vacuumed = connection.execute(
+                    text(
+                        "SELECT relname, vacuum_count FROM pg_stat_user_tables"
+                        " WHERE schemaname = current_schema()"
+                    )
+                ).all()
+            assert vacuumed and all(n >= 1 for _, n in vacuumed), vacuumed
+            assert service.pull_range(CONV, "bob", 1, 30) == before
+        finally:
+            service.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sql-row", "sql-bucket"])
+def test_engines_that_reclaim_by_themselves_get_no_step(backend: str) -> None:
+    url = "" if backend == "memory" else "sqlite://"
+    with probing() as probe:
+        service = probe.open_service(store_config(backend, url))
+        try:
+            assert routine_maintenance(service.store) is None
+        finally:
+            service.close()
