@@ -331,9 +331,15 @@ class BucketMessageStore(TagWrites):
     def _read_many(self, seqs_of: Mapping[str, Sequence[int]]) -> dict[str, Slots]:
         """The inline slots of several conversations' seqs by bucket, in one round trip."""
         wanted = self._wanted_many(seqs_of)
-        buckets = self.repository.read(wanted) if wanted else {}
+        return self._wanted_slots(wanted, self.repository.read(wanted) if wanted else {})
+
+    @staticmethod
+    def _wanted_slots(
+        wanted: Mapping[str, Sequence[int]], found: Mapping[str, Mapping[int, Slot]]
+    ) -> dict[str, Slots]:
+        """Every wanted slot by bucket, from a repository's read (a missing bucket: None)."""
         return {
-            doc_id: {index: _slot(buckets.get(doc_id), index) for index in indexes}
+            doc_id: {index: _slot(found.get(doc_id), index) for index in indexes}
             for doc_id, indexes in wanted.items()
         }
 
@@ -573,7 +579,7 @@ def _missing(slots: Slots) -> bool:
     return all(slot is None for slot in slots.values())
 
 
-def _slot(bucket: dict[int, Slot] | None, index: int) -> Slot | None:
+def _slot(bucket: Mapping[int, Slot] | None, index: int) -> Slot | None:
     return None if bucket is None else bucket[index]
 
 

@@ -9,8 +9,8 @@ collections in one command. So up to 7.0 the read seq cannot ride on the tag wri
 (the tags need the slots read back) nor on its write (another collection): the raise stays
 a ``findAndModify`` of its own, and a mark-read that raises costs 3 round trips.
 
-What the read can carry is the rest: one aggregate on ``seq`` reads the slots together
-with the conversation's max_seq and the reader's read seq (``commands.marked_rows`` /
+What the read can carry is the rest: one aggregate on the data collection reads the slots
+and unions the conversation's max_seq and the reader's read seq (``commands.marked_rows`` /
 ``commands.marked_buckets``). max_seq answers the allocation check of seqs found empty up
 to it, so an empty allocated seq costs no fourth round trip; a read seq already at or beyond
 the highest seq marked needs no raise (it only ever moves up, ``$max``), so marking what the
@@ -79,10 +79,7 @@ class MongoBucketStore(BucketMessageStore):
         """See ``MarkingStore.mark_read_marked``."""
         wanted = self._wanted(conversation_id, seqs)
         found, marks = self.repository.read_marked(wanted, conversation_id, reader_id)
-        buckets = {
-            doc_id: {index: found[doc_id][index] if doc_id in found else None for index in indexes}
-            for doc_id, indexes in wanted.items()
-        }
+        buckets = self._wanted_slots(wanted, found)
         checked = checked_beyond(guard, marks.max_seq)
         changed = self._patch_read(buckets, conversation_id, seqs, marking_read(reader_id), checked)
         return changed, marks

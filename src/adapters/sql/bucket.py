@@ -664,10 +664,7 @@ class SqlBucketStore(BucketMessageStore):
         """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
         wanted = self._wanted(conversation_id, seqs)
         found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, max(seqs))
-        buckets = {
-            doc_id: {index: found[doc_id][index] if doc_id in found else None for index in indexes}
-            for doc_id, indexes in wanted.items()
-        }
+        buckets = self._wanted_slots(wanted, found)
         decide = marking_read(reader_id)
         changed = self._patch_read(buckets, conversation_id, seqs, decide, raised.guard(guard))
         return changed, raised.raised
