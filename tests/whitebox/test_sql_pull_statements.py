@@ -2,8 +2,8 @@
 
 Counted at the engine (``EngineStatements``), on every SQL engine and layout: pull_latest,
 pull_range and pull of scattered seqs, across a bucket boundary, in an empty conversation
-and after a clear. One more statement only when a slot read has spilled deleters and the
-viewer is not among its inline ones (the side-table lookup of ``BucketMessageStore``).
+and after a clear, and when a slot read has spilled deleters: the viewer's own side-table
+entry is probed in the same statement.
 """
 
 from __future__ import annotations
@@ -47,29 +47,38 @@ def test_every_pull_is_one_statement(service: MessageService, pull: Pull) -> Non
 
 
 @pytest.mark.parametrize("backend_config", backends(SQL, BUCKETS), indirect=True)
-def test_a_spilled_slot_costs_one_more_statement_unless_the_viewer_is_inline(
+def test_a_spilled_slot_is_settled_in_the_same_statement_for_every_viewer(
     service: MessageService,
 ) -> None:
     store = service.store
     assert isinstance(store, BucketMessageStore)
     layout, repository = store.layout, store.repository
-    stored = messages(1, 3)
+    stored = messages(1, 4)
     slots = {layout.slot_index(m.seq): Slot(message=m) for m in stored}
-    # Seq 2: "inline" among the inline deleters, "spilled" in the side table.
+    # Seq 2: "inline" among the inline deleters, "spilled" in the side table. Seq 3: flagged
+    # with no inline deleter at all (the bucket's budget was spent elsewhere), "spilled" too.
     slots[layout.slot_index(2)] = Slot(
         message=stored[1], deleted_by=frozenset({"inline"}), spilled=True
     )
+    slots[layout.slot_index(3)] = Slot(message=stored[2], spilled=True)
     doc_id = layout.doc_id(CONV, 2)
     assert repository.create_bucket(doc_id, slots)
-    repository.add_spilled([(doc_id, layout.slot_index(2), "spilled")])
-    service.seqs.raise_max_seq(CONV, 3)
-    expected = {"inline": (1, True), "spilled": (2, True), "stranger": (2, False)}
-    for viewer, (total, deleted) in expected.items():
-        with statements(service) as trips:
-            (entry,) = service.pull(CONV, viewer, [2])
-        assert trips.total == total, (viewer, trips.statements)
-        gone = isinstance(entry, Tombstone) and entry.reason == TombstoneReason.DELETED
-        assert gone == deleted, (viewer, entry)
+    repository.add_spilled([(doc_id, layout.slot_index(s), "spilled") for s in (2, 3)])
+    service.seqs.raise_max_seq(CONV, 4)
+    expected = {"inline": (True, False), "spilled": (True, True), "stranger": (False, False)}
+    for viewer, deleted in expected.items():
+        for pull in (
+            lambda v=viewer: service.pull(CONV, v, [2, 3]),
+            lambda v=viewer: service.pull_range(CONV, v, 1, 4)[1:3],
+            lambda v=viewer: service.pull_latest(CONV, v, 3)[:2],
+        ):
+            with statements(service) as trips:
+                entries = pull()
+            assert trips.total == 1, (viewer, trips.statements)
+            gone = tuple(
+                isinstance(e, Tombstone) and e.reason == TombstoneReason.DELETED for e in entries
+            )
+            assert gone == deleted, (viewer, entries)
         with statements(service) as trips:  # seq 1 is not flagged: one statement for anyone
             (entry,) = service.pull(CONV, viewer, [1])
         assert trips.total == 1 and isinstance(entry, MessageView), (viewer, trips.statements)

@@ -38,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 
-from adapters.bucket import BucketMessageStore
+from adapters.bucket import BucketMessageStore, SpilledBy
 from adapters.codec import CODECS, conversation_of
 from adapters.sql.engine import Database, Kind
 from adapters.sql.json_sql import (
@@ -196,11 +196,13 @@ class SqlBucketRepository:
 
     def view(
         self, conversation_id: str, viewer: str, pick: Pick
-    ) -> tuple[Watermarks, dict[int, Slot]]:
+    ) -> tuple[Watermarks, dict[int, Slot], SpilledBy]:
         """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
 
         Slots as ``read_viewed`` returns them (no deleter list; a ``spilled`` flag is left
         for ``BucketMessageStore.viewed_seqs`` to settle), by seq; a missing slot is absent.
+        The viewer's own side-table entries of every flagged slot come with them (by doc_id
+        and slot index, as ``read_spilled`` returns them), so none is asked for afterwards.
         The seqs of a ``latest`` pick are computed in the engine from max_seq, among at most
         ``ceil(count / size) + 1`` candidate buckets.
         """
@@ -225,20 +227,25 @@ class SqlBucketRepository:
                 params.update(seqs=seqs, docs=_dumps(docs))
         else:  # nothing to read but the watermarks
             (row,) = self.db.execute(self._views.marks, params).rows
-            return Watermarks(*map(int, row)), {}
+            return Watermarks(*map(int, row)), {}, {}
         rows = self.db.execute(statement, params).rows
         marks = Watermarks(*map(int, rows[0][:3]))
         found: dict[int, Slot] = {}
+        spilled: dict[str, dict[int, set[str]]] = {}
         from_doc, size = self._codec.from_doc, self.layout.size
-        for _, _, _, doc_index, index, value, has, count in rows:
+        for _, _, _, doc_index, index, value, has, count, spilled_has in rows:
             if index is None:
                 continue
             seq = int(doc_index) * size + int(index) + 1
             slot = from_doc(conversation_id, seq, _loads(value))
             if count:  # the value came without its deleters: say whether the viewer is one
                 slot = replace(slot, deleted_by=viewed_deleters(viewer, bool(has), True))
+            if slot.spilled:  # the viewer's own side-table entry came with it
+                doc_id = self.layout.doc_id_for_index(conversation_id, int(doc_index))
+                mine = {viewer} if spilled_has else set()
+                spilled.setdefault(doc_id, {})[int(index)] = mine
             found[seq] = slot
-        return marks, found
+        return marks, found, spilled
 
     def _select(
         self,
@@ -633,12 +640,12 @@ class _Views:
 
     def __init__(self, schema: BucketSchema, layout: BucketLayout, spelling: ViewSql) -> None:
         watermarks = watermarks_sql(schema, derived=True)
-        table, size = schema.docs.name, layout.size
+        table, spill, size = schema.docs.name, schema.spill.name, layout.size
         self.marks = text(watermarks_sql(schema))
-        self.latest = text(spelling.statement(table, watermarks, size, latest=True))
-        listed = text(spelling.statement(table, watermarks, size, latest=False))
+        self.latest = text(spelling.statement(table, spill, watermarks, size, latest=True))
+        listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
         self.listed = listed.bindparams(bindparam("seqs", expanding=True))
-        sparse = spelling.sparse(table, watermarks, size)
+        sparse = spelling.sparse(table, spill, watermarks, size)
         self.sparse = None if sparse is None else text(sparse)
 
 
@@ -680,8 +687,9 @@ class SqlBucketStore(BucketMessageStore):
         One more round trip only when a slot read is flagged ``spilled`` and the viewer is
         not among its inline deleters (``BucketMessageStore.viewed``).
         """
-        marks, found = self.repository.view(conversation_id, viewer_id, pick)
-        return marks, self.viewed_seqs(conversation_id, pick.of(marks), found, viewer_id)
+        marks, found, spilled = self.repository.view(conversation_id, viewer_id, pick)
+        seqs = pick.of(marks)
+        return marks, self.viewed_seqs(conversation_id, seqs, found, viewer_id, spilled)
 
 
 @lru_cache(maxsize=1024)

@@ -313,7 +313,11 @@ class ViewSql:
         return template.format(element=element, del_list=self.deleters_key)
 
     def _deleter_columns(self, element: str) -> str:
-        """The value (without deleters), has and deleters columns of one element."""
+        """The value (without deleters), has, deleters and spilled_has columns of one element.
+
+        ``spilled_has``: whether the viewer is in the side table for this slot (``_spilled``'s
+        join), so that a slot flagged ``spilled`` needs no second round trip.
+        """
         without = self._part(self.without_sql, element)
         has = f"CASE WHEN {self._part(self.has_sql, element)} THEN 1 ELSE 0 END"
         count = f"COALESCE({self._part(self.length_sql, element)}, 0)"
@@ -322,9 +326,18 @@ class ViewSql:
             without = f"CASE WHEN {maybe} THEN {without} ELSE {element} END"
             has = f"CASE WHEN {maybe} THEN {has} ELSE 0 END"
             count = f"CASE WHEN {maybe} THEN {count} ELSE 0 END"
-        return f"{without} AS value, {has} AS has, {count} AS deleters"
+        mine = "CASE WHEN s.user_id IS NULL THEN 0 ELSE 1 END"
+        return f"{without} AS value, {has} AS has, {count} AS deleters, {mine} AS spilled_has"
 
-    def sparse(self, table: str, watermarks: str, size: int) -> str | None:
+    @staticmethod
+    def _spilled(spill: str, doc_id: str, slot: str) -> str:
+        """FROM item ``s``: the viewer's side-table entry of the slot, if any (a key probe)."""
+        return (
+            f" LEFT JOIN {spill} AS s ON s.doc_id = {doc_id} AND s.slot = {slot}"
+            " AND s.user_id = :viewer"
+        )
+
+    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str | None:
         """The SELECT of ``statement``'s columns for listed slots, each extracted on its own.
 
         None when the engine has no such form (``pairs_sql``): its array walk is cheap.
@@ -344,10 +357,11 @@ class ViewSql:
             f" {self._deleter_columns('x.slot')}"
             f" FROM ({watermarks}) AS w LEFT JOIN ({slots}) AS x"
             f" ON x.j * {size} + x.k + 1 BETWEEN {low} AND w.max_seq"
+            + self._spilled(spill, self.doc_id_sql.format(index="x.j"), "x.k")
         )
 
-    def statement(self, table: str, watermarks: str, size: int, latest: bool) -> str:
-        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, slot, value, has, count).
+    def statement(self, table: str, spill: str, watermarks: str, size: int, latest: bool) -> str:
+        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, slot, *deleter columns).
 
         latest: the newest ``:count`` visible seqs (the candidates are offsets back from
         the bucket of max_seq); else the visible seqs among ``:seqs`` (the candidates are
@@ -375,6 +389,7 @@ class ViewSql:
             f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
             f" LEFT JOIN {self.elements_sql}"
             f" ON {seq} BETWEEN {low} AND w.max_seq{wanted.format(seq=seq)}"
+            + self._spilled(spill, doc_id, f"{self.position_sql} - 1")
         )
 
 

@@ -638,20 +638,6 @@ _IS_READ = _REVOKED_BY + len(_REVOKE_COLUMNS)
 _PURGED = _IS_READ + 1
 
 
-def _message(conversation_id: str, seq: int, row: Sequence[Any], start: int) -> Message | None:
-    """The message a row holds, or None for a tag-only or purged row.
-
-    The row is one this store wrote (its values were checked on the way in): it is turned
-    into a Message positionally, without checking the values again.
-    """
-    values = list(row[start : start + _REVOKED_BY])
-    if values[_SEND_ID] is None:  # no message stored (a tag-only row)
-        return None
-    options = values[_OPTIONS]
-    values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
-    return stored_message(conversation_id, seq, values)
-
-
 def _slot(
     conversation_id: str,
     seq: int,
@@ -660,22 +646,24 @@ def _slot(
     deleted_by: frozenset[str] = frozenset(),
     read_by: frozenset[str] = frozenset(),
 ) -> Slot:
-    """The slot of seq's message row (its _ROW_COLUMNS from start), with the tags' users."""
-    at = start
-    if row[at + _PURGED]:
+    """The slot of seq's message row (its _ROW_COLUMNS from start), with the tags' users.
+
+    The row is one this store wrote (its values were checked on the way in): its message is
+    built positionally, without checking the values again; a tag-only row has none.
+    """
+    if row[start + _PURGED]:
         return PURGED_SLOT
     revoke = None
-    if row[at + _REVOKED_BY] is not None:
-        user, role, nickname, time = row[at + _REVOKED_BY : at + _IS_READ]
+    if row[start + _REVOKED_BY] is not None:
+        user, role, nickname, time = row[start + _REVOKED_BY : start + _IS_READ]
         revoke = Revoke(user, Role(role), nickname, time)
-    return Slot(
-        _message(conversation_id, seq, row, start),
-        revoke,
-        deleted_by,
-        bool(row[at + _IS_READ]),
-        False,
-        read_by,
-    )
+    message = None
+    if row[start + _SEND_ID] is not None:
+        values = list(row[start : start + _REVOKED_BY])
+        options = values[_OPTIONS]
+        values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
+        message = stored_message(conversation_id, seq, values)
+    return Slot(message, revoke, deleted_by, bool(row[start + _IS_READ]), False, read_by)
 
 
 def _slots(conversation_id: str, rows: Sequence[Sequence[Any]], offset: int = 0) -> dict[int, Slot]:
