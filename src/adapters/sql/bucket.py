@@ -684,8 +684,8 @@ class SqlBucketStore(BucketMessageStore):
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
         """The pull's reads in one statement; see ViewReads.view.
 
-        One more round trip only when a slot read is flagged ``spilled`` and the viewer is
-        not among its inline deleters (``BucketMessageStore.viewed``).
+        A slot flagged ``spilled`` is settled from the viewer's side-table entry that the
+        statement joins in (``BucketMessageStore.viewed_seqs``): no second round trip.
         """
         marks, found, spilled = self.repository.view(conversation_id, viewer_id, pick)
         seqs = pick.of(marks)
