@@ -76,8 +76,7 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
-    from adapters.mongo.bucket import MongoBucketRepository
-    from adapters.mongo.read_marks import MongoBucketStore
+    from adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
     from adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
@@ -95,8 +94,7 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
-    from adapters.mongo.read_marks import MongoRowStore
-    from adapters.mongo.row import MongoRowRepository
+    from adapters.mongo.row import MongoRowRepository, MongoRowStore
     from adapters.mongo.views import MongoRowViews
 
     def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from adapters.bucket import BucketMessageStore
 from adapters.codec import conversation_of, slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
@@ -31,7 +32,7 @@ from domain.budget import TagBudget
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
-from domain.tags import MAX_ROUNDS
+from domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
 from ports.bucket_repository import Spilled, Viewed
 
 # Filled slots one create_buckets command carries at most.
@@ -253,3 +254,23 @@ class MongoBucketRepository:
     def _exists(self, doc_id: str) -> bool:
         with translated("look up a bucket"):
             return self._buckets.count_documents(commands.bucket_exists(doc_id), limit=1) > 0
+
+
+class MongoBucketStore(BucketMessageStore):
+    """The bucket state machine's MessageStore over a MongoBucketRepository."""
+
+    repository: MongoBucketRepository
+
+    def __init__(self, repository: MongoBucketRepository, budget: TagBudget | None = None) -> None:
+        super().__init__(repository, budget)
+
+    def mark_read_marked(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> tuple[int, ReaderMarks]:
+        """See ``MarkingStore.mark_read_marked``."""
+        wanted = self._wanted(conversation_id, seqs)
+        found, marks = self.repository.read_marked(wanted, conversation_id, reader_id)
+        buckets = self._wanted_slots(wanted, found)
+        checked = checked_beyond(guard, marks.max_seq)
+        changed = self._patch_read(buckets, conversation_id, seqs, marking_read(reader_id), checked)
+        return changed, marks

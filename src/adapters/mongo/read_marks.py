@@ -22,19 +22,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from adapters.bucket import BucketMessageStore
-from adapters.mongo.bucket import MongoBucketRepository
 from adapters.mongo.replies import ReaderMarks
-from adapters.mongo.row import MongoRowRepository
-from adapters.row import RowMessageStore
-from domain.budget import TagBudget
-from domain.tags import Guard, checked_beyond, marking_read
+from domain.tags import Guard
 from ports.message_store import MessageStore
 from ports.seq_store import SeqStore
 
 
 class MarkingStore(MessageStore, Protocol):
-    """A store whose mark-read reads the reader's marks with the slots (mongo-row, -bucket)."""
+    """A store whose mark-read reads the reader's marks with the slots.
+
+    ``MongoRowStore`` (``adapters/mongo/row.py``) and ``MongoBucketStore``
+    (``adapters/mongo/bucket.py``).
+    """
 
     def mark_read_marked(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
@@ -45,44 +44,6 @@ class MarkingStore(MessageStore, Protocol):
         found empty is beyond that max_seq.
         """
         ...
-
-
-class MongoRowStore(RowMessageStore):
-    """The row state machine's MessageStore over a MongoRowRepository."""
-
-    repository: MongoRowRepository
-
-    def __init__(self, repository: MongoRowRepository) -> None:
-        super().__init__(repository)
-
-    def mark_read_marked(
-        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, ReaderMarks]:
-        """See ``MarkingStore.mark_read_marked``."""
-        found, marks = self.repository.read_marked(conversation_id, seqs, reader_id)
-        checked = checked_beyond(guard, marks.max_seq)
-        changed = self._apply_read(found, conversation_id, seqs, marking_read(reader_id), checked)
-        return changed, marks
-
-
-class MongoBucketStore(BucketMessageStore):
-    """The bucket state machine's MessageStore over a MongoBucketRepository."""
-
-    repository: MongoBucketRepository
-
-    def __init__(self, repository: MongoBucketRepository, budget: TagBudget | None = None) -> None:
-        super().__init__(repository, budget)
-
-    def mark_read_marked(
-        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, ReaderMarks]:
-        """See ``MarkingStore.mark_read_marked``."""
-        wanted = self._wanted(conversation_id, seqs)
-        found, marks = self.repository.read_marked(wanted, conversation_id, reader_id)
-        buckets = self._wanted_slots(wanted, found)
-        checked = checked_beyond(guard, marks.max_seq)
-        changed = self._patch_read(buckets, conversation_id, seqs, marking_read(reader_id), checked)
-        return changed, marks
 
 
 class MongoReadMarks:

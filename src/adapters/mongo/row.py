@@ -24,11 +24,12 @@ from adapters.mongo.replies import (
     row_slots,
     store_stats,
 )
+from adapters.row import RowMessageStore
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
 from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
 from domain.scan import ScannedSlot, SlotPage
-from domain.tags import MAX_ROUNDS
+from domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
 
 _BULK = 200  # upserts one insert_new_many command carries at most
 
@@ -183,3 +184,21 @@ class MongoRowRepository:
             except BulkWriteError as error:
                 return duplicate_positions(error.details)
         return []
+
+
+class MongoRowStore(RowMessageStore):
+    """The row state machine's MessageStore over a MongoRowRepository."""
+
+    repository: MongoRowRepository
+
+    def __init__(self, repository: MongoRowRepository) -> None:
+        super().__init__(repository)
+
+    def mark_read_marked(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> tuple[int, ReaderMarks]:
+        """See ``MarkingStore.mark_read_marked``."""
+        found, marks = self.repository.read_marked(conversation_id, seqs, reader_id)
+        checked = checked_beyond(guard, marks.max_seq)
+        changed = self._apply_read(found, conversation_id, seqs, marking_read(reader_id), checked)
+        return changed, marks
