@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
-from domain.model import EMPTY_SLOT, MESSAGE_FIELDS, Message, Revoke, Role, Slot, stored_message
+from domain.model import (
+    EMPTY_SLOT,
+    MESSAGE_FIELDS,
+    Message,
+    Revoke,
+    Role,
+    Slot,
+    stored_message,
+    stored_slot,
+)
 
 INT_FIELDS = frozenset(
     {"seq", "session_type", "content_type", "send_time", "create_time", "status"}
@@ -24,6 +34,7 @@ Doc = dict[str, Any]
 # The stored fields after seq (stored_message's order), and which of them are ints.
 _AFTER_SEQ = MESSAGE_FIELDS[1:]
 _INT_POSITIONS = tuple(n for n, name in enumerate(_AFTER_SEQ) if name in INT_FIELDS)
+_VALUES_AFTER_SEQ = itemgetter(*_AFTER_SEQ)
 
 
 def plain_int(value: Any) -> Any:
@@ -53,11 +64,11 @@ def message_from_doc(conversation_id: str, doc: Doc) -> Message:
     The store wrote doc from a checked Message, so it is not checked again
     (``domain.model.stored_message``); only driver int subclasses are converted.
     """
-    values = [doc[name] for name in _AFTER_SEQ]
+    values = _VALUES_AFTER_SEQ(doc)
     for position in _INT_POSITIONS:
-        value = values[position]
-        if type(value) is not int:
-            values[position] = plain_int(value)
+        if type(values[position]) is not int:  # BSON's Int64; a JSON engine gives plain ints
+            values = [plain_int(value) for value in values]
+            break
     return stored_message(conversation_id, plain_int(doc["seq"]), values)
 
 
@@ -101,7 +112,7 @@ def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
         return Slot()
     msg, revoke = doc.get("msg"), doc.get("revoke")
     deleted_by, read_by = doc.get("del_list"), doc.get("read_by")
-    return Slot(
+    return stored_slot(
         None if msg is None else message_from_doc(conversation_id, msg),
         None if revoke is None else revoke_from_doc(revoke),
         frozenset(deleted_by) if deleted_by else frozenset(),
@@ -197,12 +208,12 @@ def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Sl
         values[_CREATE_TIME] += values[_SEND_TIME]
         message = stored_message(conversation_id, seq, values)
         if len(doc) == 1:  # the usual slot: a message and no tag
-            return Slot(message)
+            return stored_slot(message)
     if revoke is not None:
         user_id, role, nickname, time = revoke
         revoke = Revoke(user_id, Role(role), nickname, plain_int(time))
     deleted_by, read_by = doc.get("d"), doc.get("b")
-    return Slot(
+    return stored_slot(
         message,
         revoke,
         frozenset(deleted_by) if deleted_by else frozenset(),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 from typing import get_type_hints
 
+from domain.construct import quick_constructor
 from domain.errors import ContentTooLarge, ConversationMismatch, InvalidArgument, InvalidMessage
 from domain.layout import check_seq
 from domain.sizes import (
@@ -117,15 +118,19 @@ class Draft:
     ex: str = ""
 
 
+_quick_message: Callable[..., Message] = quick_constructor(Message)
+
+
 def stored_message(conversation_id: str, seq: int, values: Sequence[object]) -> Message:
     """The Message a store holds, from its own stored values, without checking them again.
 
     values are the stored fields after seq, in MESSAGE_FIELDS order. Only for decoding what
     a store itself wrote: everything entering a store is checked on the way in
     (``check_message``, ``check_draft``), so a read does not pay for the checks again. The
-    values are passed positionally, with no per-field conversion.
+    values are passed positionally, with no per-field conversion, through Message's quick
+    constructor (``domain.construct``).
     """
-    return Message(conversation_id, seq, *values)  # type: ignore[arg-type]
+    return _quick_message(conversation_id, seq, *values)
 
 
 # The fields a store keeps for a message, in declaration order. conversation_id is left
@@ -205,8 +210,10 @@ class Slot:
         """Whether the message counts as read by someone other than its sender."""
         if self.is_read:
             return True
-        sender = self.message.send_id if self.message is not None else None
-        return sender is not None and any(reader != sender for reader in self.read_by)
+        if not self.read_by or self.message is None:
+            return False
+        sender = self.message.send_id
+        return any(reader != sender for reader in self.read_by)
 
     def patched(self, patch: SlotPatch) -> Slot:
         """Return the slot with the tag changes of patch applied (set-adds are idempotent)."""
@@ -247,6 +254,8 @@ class SlotPatch:
 
 EMPTY_SLOT = Slot()
 PURGED_SLOT = Slot(purged=True)
+# Slot(...) for the read paths that build one per pulled seq (see domain.construct).
+stored_slot: Callable[..., Slot] = quick_constructor(Slot)
 
 # In a viewer's read (``MessageStore.get`` with a viewer) ``deleted_by`` is ``{viewer}`` when
 # the viewer deleted the seq, ``{OTHER_DELETERS}`` when only other users did (an id no user can

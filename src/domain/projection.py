@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from domain.construct import quick_constructor
 from domain.model import ContentType, Message, Revoke, SessionType, Slot, Watermarks
 
 
@@ -70,25 +71,33 @@ def project(
 def _project_one(viewer_id: str, seq: int, slot: Slot | None, top: int, floor: int) -> Entry:
     """One seq's entry; top and floor are the viewer's watermarks (max_seq and floor)."""
     if seq > top:
-        return Tombstone(seq, TombstoneReason.UNALLOCATED)
+        return _tombstone(seq, TombstoneReason.UNALLOCATED)
     if seq < floor:
-        return Tombstone(seq, TombstoneReason.CLEARED)
-    if slot is not None and slot.purged:
-        return Tombstone(seq, TombstoneReason.PURGED)
-    if slot is None or slot.message is None:
-        return Tombstone(seq, TombstoneReason.MISSING)
-    if viewer_id in slot.deleted_by:
-        return Tombstone(seq, TombstoneReason.DELETED)
+        return _tombstone(seq, TombstoneReason.CLEARED)
+    if slot is None:
+        return _tombstone(seq, TombstoneReason.MISSING)
+    if slot.purged:
+        return _tombstone(seq, TombstoneReason.PURGED)
     message = slot.message
-    is_read = slot.read if message.session_type == SessionType.SINGLE else None
+    if message is None:
+        return _tombstone(seq, TombstoneReason.MISSING)
+    if viewer_id in slot.deleted_by:
+        return _tombstone(seq, TombstoneReason.DELETED)
+    is_read = slot.read if message.session_type == _SINGLE else None
     if slot.revoke is not None:
         notice = replace(
             message,
             content_type=ContentType.REVOKE_NOTIFICATION,
             content=revoke_notice(message, slot.revoke),
         )
-        return MessageView(seq, notice, revoked=slot.revoke, is_read=is_read)
-    return MessageView(seq, message, is_read=is_read)
+        return _view(seq, notice, slot.revoke, is_read)
+    return _view(seq, message, None, is_read)
+
+
+# Built once per pulled seq: the quick constructors (domain.construct) of the two entries.
+_view: Callable[..., MessageView] = quick_constructor(MessageView)
+_tombstone: Callable[..., Tombstone] = quick_constructor(Tombstone)
+_SINGLE = int(SessionType.SINGLE)
 
 
 def revoke_notice(message: Message, revoke: Revoke) -> str:

@@ -37,6 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.selectable import TextualSelect
 
 from adapters.bucket import BucketMessageStore, SpilledBy
 from adapters.codec import CODECS, conversation_of
@@ -641,12 +642,27 @@ class _Views:
     def __init__(self, schema: BucketSchema, layout: BucketLayout, spelling: ViewSql) -> None:
         watermarks = watermarks_sql(schema, derived=True)
         table, spill, size = schema.docs.name, schema.spill.name, layout.size
-        self.marks = text(watermarks_sql(schema))
-        self.latest = text(spelling.statement(table, spill, watermarks, size, latest=True))
+        self.marks = _columns(text(watermarks_sql(schema)), _MARK_COLUMNS)
+        latest = text(spelling.statement(table, spill, watermarks, size, latest=True))
+        self.latest = _columns(latest, _VIEW_COLUMNS)
         listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
-        self.listed = listed.bindparams(bindparam("seqs", expanding=True))
+        self.listed = _columns(listed.bindparams(bindparam("seqs", expanding=True)), _VIEW_COLUMNS)
         sparse = spelling.sparse(table, spill, watermarks, size)
-        self.sparse = None if sparse is None else text(sparse)
+        self.sparse = None if sparse is None else _columns(text(sparse), _VIEW_COLUMNS)
+
+
+# What the pull statements select, in order (ViewSql.statement).
+_MARK_COLUMNS = ("max_seq", "min_seq", "user_min_seq")
+_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "slot", "value", "has", "deleters", "spilled_has")
+
+
+def _columns(statement: TextClause, names: Sequence[str]) -> TextualSelect:
+    """The statement with its result columns declared, matched by position.
+
+    SQLAlchemy then keeps the result's description with the cached compilation instead of
+    rebuilding it from the cursor on every call.
+    """
+    return statement.columns(*(column(name) for name in names))
 
 
 class _Missed(Exception):

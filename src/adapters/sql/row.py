@@ -65,6 +65,7 @@ from domain.model import (
     StoreStats,
     Watermarks,
     stored_message,
+    stored_slot,
 )
 from domain.scan import ScannedSlot, SlotPage
 from domain.tags import Guard, marking_read
@@ -663,7 +664,7 @@ def _slot(
         options = values[_OPTIONS]
         values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
         message = stored_message(conversation_id, seq, values)
-    return Slot(message, revoke, deleted_by, bool(row[start + _IS_READ]), False, read_by)
+    return stored_slot(message, revoke, deleted_by, bool(row[start + _IS_READ]), False, read_by)
 
 
 def _slots(conversation_id: str, rows: Sequence[Sequence[Any]], offset: int = 0) -> dict[int, Slot]:
