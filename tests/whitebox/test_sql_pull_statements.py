@@ -15,7 +15,7 @@ import pytest
 from adapters.bucket import BucketMessageStore
 from app import MessageService
 from app.instrument.roundtrips import EngineStatements
-from domain.model import Slot
+from domain.model import Actor, Role, Slot
 from domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket_contract.factories import CONV, messages
 from imbucket_contract.rows import BUCKETS, SQL, backends
@@ -44,6 +44,34 @@ def test_every_pull_is_one_statement(service: MessageService, pull: Pull) -> Non
         with statements(service) as trips:
             pull(service, conversation)
         assert (trips.total, trips.writes) == (1, 0), (conversation, trips.statements)
+
+
+@pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
+def test_each_viewer_sees_its_own_deletions_after_the_engine_rewrote_the_bucket(
+    service: MessageService,
+) -> None:
+    """Slots rewritten by the engine's own JSON functions (tag writes, in its spacing) show
+    each viewer its own deletions and nobody else's, in every pull (SQL rows only: MariaDB's
+    openim encoding has no contract row)."""
+    service.ingest(CONV, messages(1, 30))
+    service.delete_for_me(CONV, [4, 5], "bob")
+    service.delete_for_me(CONV, [5, 6], "carol")
+    service.revoke(CONV, 9, Actor("admin", Role.APP_ADMIN))  # rewrites the bucket again
+    deleted = {"bob": {4, 5}, "carol": {5, 6}, "dave": set()}
+    for viewer, seqs in deleted.items():
+        for entries in (
+            service.pull_latest(CONV, viewer, 30),
+            service.pull_range(CONV, viewer, 1, 30),
+            service.pull(CONV, viewer, list(range(1, 31))),
+        ):
+            gone = {
+                e.seq
+                for e in entries
+                if isinstance(e, Tombstone) and e.reason == TombstoneReason.DELETED
+            }
+            shown = {e.seq for e in entries if isinstance(e, MessageView)}
+            assert gone == seqs, (viewer, entries)
+            assert shown == set(range(1, 31)) - seqs, viewer
 
 
 @pytest.mark.parametrize("backend_config", backends(SQL, BUCKETS), indirect=True)

@@ -300,9 +300,12 @@ class ViewSql:
     slot_at_sql: str = ""
     deleters_key: str = "del_list"  # the stored key of a slot's deleters (the encoding's)
     # An engine keeping JSON as text parses an element again for each of the three deleter
-    # parts: ``maybe_sql`` is a cheap test that is true for every element holding deleters
-    # (the quoted key appears in its text, whatever the spacing; it may be true for others),
-    # so that an element without deleters is returned as stored, with no parse at all.
+    # parts: ``maybe_sql`` is a cheap test that is true for every element holding deleters,
+    # so that an element without deleters is returned as stored, with no parse at all. It
+    # asks whether the quoted key appears in the text other than with an empty array, as
+    # OpenIM's encoding writes every slot and as the engines re-render it (SQLite without a
+    # space, MariaDB with one). It may be true for other elements, never false for one with
+    # deleters: a quote inside a string is escaped, so the key can match only as a key.
     maybe_sql: str | None = None
 
     def keyed(self, codec: SlotCodec) -> ViewSql:
@@ -430,7 +433,10 @@ MARIADB_VIEW = ViewSql(
         "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
     ),
     slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', {slot}, ']'))",
-    maybe_sql="""INSTR({element}, '"{del_list}"') > 0""",
+    maybe_sql=(
+        """INSTR({element}, '"{del_list}"') > 0 AND INSTR({element}, '"{del_list}":[]') = 0"""
+        """ AND INSTR({element}, '"{del_list}": []') = 0"""
+    ),
 )
 
 SQLITE_VIEW = ViewSql(
@@ -446,5 +452,8 @@ SQLITE_VIEW = ViewSql(
     ),
     length_sql="json_array_length({element}, '$.{del_list}')",
     greatest="max",
-    maybe_sql="""instr({element}, '"{del_list}"') > 0""",
+    maybe_sql=(
+        """instr({element}, '"{del_list}"') > 0 AND instr({element}, '"{del_list}":[]') = 0"""
+        """ AND instr({element}, '"{del_list}": []') = 0"""
+    ),
 )
