@@ -135,8 +135,9 @@ def _overhead_line(b: BackendResult, arm: str, title: str) -> TargetLine:
         return TargetLine(_OVERHEAD, b.label, measured, None, "emulated: latencies do not count")
     passed = None if value is None else value <= OVERHEAD_MAX
     note = (
-        "the rows' decoding into Message, Slot and MessageView objects in Python costs more"
-        " than half the raw pull; it weighs most where the query is cheapest (in process)"
+        "building the answer's Message, Slot and MessageView objects in Python (for OpenIM's"
+        " encoding, from slots of named fields) does not fit in half the raw pull; it weighs"
+        " most where the query is cheapest (in process)"
         if passed is False
         else None
     )
