@@ -151,13 +151,15 @@ class Database:
     def execute(
         self,
         statement: Executable,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         *,
         idempotent: bool = True,
     ) -> Outcome:
         """Run one statement on its own (autocommitted); rows are fetched before returning.
 
-        params binds a statement built once with ``bindparam`` (see run for idempotent).
+        params binds a statement built once with ``bindparam``; a list of them runs it as
+        an executemany (one multi-row INSERT for an INSERT with RETURNING). See run for
+        idempotent.
         """
         return self.run(lambda c: _outcome(c.execute(statement, params)), idempotent=idempotent)
 
@@ -466,6 +468,9 @@ def translate(error: SQLAlchemyError) -> Exception:
     return StoreUnavailable(f"database error: {_reason(error)}")
 
 
+_MANY_VALUES_PAGE = 100_000
+
+
 def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
     try:
         parsed = make_url(url)
@@ -488,6 +493,9 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
         "execution_options": {"preserve_rowcount": True},
         # psycopg decodes jsonb itself: with orjson, a pulled slot parses 4-6x faster.
         "json_deserializer": orjson.loads,
+        # An executemany INSERT goes as one multi-row statement per chunk the stores cut to
+        # the server's limits (adapters/sql/sizing.py), not per 1,000 rows.
+        "insertmanyvalues_page_size": _MANY_VALUES_PAGE,
     }
     options.update(_driver_options(kind, timeouts))
     given = set(parsed.query)  # what the URL sets itself wins
