@@ -139,9 +139,14 @@ def run(
             opened = _open_backend(setup, result, stack, probe, observer, ops)
             backends += [] if opened is None else [opened]
         for workload in chosen:
+            twin = _raw_twin(workload, chosen)
             for backend in backends:
-                if not workload.raw or backend.subject.raw is not None:
-                    _measure(workload, plans[workload.name], backend, probe, observer, loaded)
+                if workload.raw:
+                    continue  # measured interleaved with the service workload it mirrors
+                paired = twin if backend.subject.raw is not None else None
+                twin_plan = plans[paired.name] if paired is not None else None
+                runs = (workload, plans[workload.name], paired, twin_plan)
+                _measure(runs, backend, probe, observer, loaded)
         for backend in backends:
             backend.result.footprint.end = footprint(backend.subject.service)
         for backend in backends if plan is not None else ():
@@ -209,19 +214,23 @@ def _meter(url: str, result: BackendResult, stack: ExitStack) -> LogMeter | None
     return meter
 
 
-def _measure(
-    workload: Workload,
-    plan: list[Op],
-    backend: _Open,
-    probe: Probe,
-    observer: Observer,
-    loaded: str,
-) -> None:
-    """Run one workload on one backend; after the loading workload, size the store."""
+def _raw_twin(workload: Workload, chosen: list[Workload]) -> Workload | None:
+    """The raw-driver workload mirroring workload (``raw_<name>``), if one was chosen."""
+    return next((w for w in chosen if w.raw and w.name == f"raw_{workload.name}"), None)
+
+
+_Runs = tuple[Workload, list[Op], Workload | None, list[Op] | None]
+
+
+def _measure(runs: _Runs, backend: _Open, probe: Probe, observer: Observer, loaded: str) -> None:
+    """Run one workload (and its raw twin, interleaved) on one backend.
+
+    After the loading workload, size the store.
+    """
+    workload = runs[0]
     clock = time.perf_counter()
-    backend.result.workloads[workload.name] = _run_workload(
-        workload, plan, backend, probe, observer
-    )
+    for name, result in _run_workload(runs, backend, probe, observer).items():
+        backend.result.workloads[name] = result
     if backend.maintain is not None:
         backend.maintain()
     if workload.name == loaded:
@@ -338,11 +347,18 @@ def _version(spec: BackendSpec, url: str) -> str:
 
 
 def _run_workload(
-    workload: Workload, plan: list[Op], backend: _Open, probe: Probe, observer: Observer
-) -> WorkloadResult:
+    runs: _Runs, backend: _Open, probe: Probe, observer: Observer
+) -> dict[str, WorkloadResult]:
+    """The results of a workload and, when given, of its raw twin, by workload name.
+
+    A twin's operations alternate with the workload's, the first of each pair taking turns,
+    so that both arms meet the same machine noise and warm the same caches for each other:
+    their ratio (goal 2) compares two halves of one loop, not two loops minutes apart.
+    """
+    workload, plan, twin, twin_plan = runs
     label = backend.setup.label
-    observer.workload(label, workload.title, len(plan))
-    recorder = Recorder(probe.round_trips)
+    observer.workload(label, workload.title, len(plan) + len(twin_plan or ()))
+    recorder, twin_recorder = Recorder(probe.round_trips), Recorder(probe.round_trips)
     meter = backend.meter
     if meter is not None:
         meter.begin()
@@ -350,21 +366,34 @@ def _run_workload(
         received.counting() if workload.received else nullcontext(Counter())
     )
     with counting as replies:
-        for op in plan:
-            recorder.time(op.prepare(backend.subject), op.items)
+        unpaired: list[Op | None] = [None] * len(plan)
+        pairs = zip(plan, twin_plan or unpaired, strict=True)
+        for n, (op, twin_op) in enumerate(pairs):
+            timed = [(recorder, op)]
+            if twin_op is not None:
+                timed.insert(n % 2, (twin_recorder, twin_op))
+            for timing, each in timed:
+                timing.time(each.prepare(backend.subject), each.items)
+                observer.advance(label)
             if meter is not None:
                 meter.after_op()  # untimed: the clock stopped inside recorder.time
-            observer.advance(label)
-    found = recorder.result()
+    found = {workload.name: recorder.result()}
+    if twin is not None:
+        found[twin.name] = twin_recorder.result()
     if workload.received:
-        ops = max(found.ops, 1)
+        result = found[workload.name]
+        ops = max(result.ops, 1)
         by_driver = {k: round(v / ops, 1) for k, v in sorted(replies.items())}
-        found = replace(found, received=Received(round(sum(replies.values()) / ops, 1), by_driver))
-    if meter is None or workload.raw:
+        count = Received(round(sum(replies.values()) / ops, 1), by_driver)
+        found[workload.name] = replace(result, received=count)
+    if meter is None:
         return found
-    written = meter.written()
-    per_op, per_item = written / max(found.ops, 1), written / max(found.items, 1)
-    return replace(found, log=LogWrites(written, round(per_op, 1), round(per_item, 1)))
+    written = meter.written()  # the service workload's: a raw twin only reads
+    result = found[workload.name]
+    per_op, per_item = written / max(result.ops, 1), written / max(result.items, 1)
+    log = LogWrites(written, round(per_op, 1), round(per_item, 1))
+    found[workload.name] = replace(result, log=log)
+    return found
 
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
