@@ -124,7 +124,8 @@ def _how_to_read() -> list[Block]:
                 (
                     "Every backend ran the same operations on the same seeded data, "
                     "single-threaded, in one process: each workload on every backend in turn, "
-                    "never two at once.",
+                    "never two at once. The raw-driver arm's pulls alternate with the "
+                    "service's on the same backend, so their ratio meets one machine state.",
                 ),
                 (
                     "bucket/row is the bucket store's median latency divided by the row "
