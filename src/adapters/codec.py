@@ -109,18 +109,26 @@ def slot_to_doc(slot: Slot) -> Doc:
 def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
     """Rebuild a slot; missing keys read as empty (OpenIM's purged slot is just ``{msg: null}``)."""
     if not doc:
-        return Slot()
+        return EMPTY_SLOT
     msg, revoke = doc.get("msg"), doc.get("revoke")
     deleted_by, read_by = doc.get("del_list"), doc.get("read_by")
     return stored_slot(
         None if msg is None else message_from_doc(conversation_id, msg),
         None if revoke is None else revoke_from_doc(revoke),
-        frozenset(deleted_by) if deleted_by else frozenset(),
+        frozenset(deleted_by) if deleted_by else _NOBODY,
         bool(doc.get("is_read")),
         bool(doc.get("purged")),
-        frozenset(read_by) if read_by else frozenset(),
+        frozenset(read_by) if read_by else _NOBODY,
         bool(doc.get("spilled")),
     )
+
+
+def _openim_slot_from_doc(conversation_id: str, _seq: int, doc: Doc | None) -> Slot:
+    """``slot_from_doc`` as a ``SlotCodec.from_doc`` (an OpenIM slot carries its own seq)."""
+    return slot_from_doc(conversation_id, doc)
+
+
+_NOBODY: frozenset[str] = frozenset()
 
 
 def conversation_of(doc_id: str) -> str:
@@ -156,6 +164,7 @@ class SlotCodec:
     message_type: str
     to_doc: Callable[[Slot], Doc]
     from_doc: Callable[[str, int, Doc | None], Slot]
+    writes_empty_keys: bool = False  # every slot holds every key, empty ones too (OpenIM's)
 
     def key(self, name: str) -> str:
         """The stored key of slot field name."""
@@ -232,7 +241,8 @@ OPENIM = SlotCodec(
     message_marker="msg.seq",
     message_type="object",
     to_doc=slot_to_doc,
-    from_doc=lambda conversation_id, _seq, doc: slot_from_doc(conversation_id, doc),
+    from_doc=_openim_slot_from_doc,
+    writes_empty_keys=True,
 )
 COMPACT = SlotCodec(
     name="compact",

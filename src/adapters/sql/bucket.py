@@ -736,4 +736,4 @@ def _dumps(value: object) -> str:
 
 def _loads(value: Any) -> Any:
     """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
-    return orjson.loads(value) if isinstance(value, str | bytes) else value
+    return orjson.loads(value) if isinstance(value, (str, bytes)) else value

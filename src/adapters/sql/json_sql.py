@@ -300,17 +300,23 @@ class ViewSql:
     slot_at_sql: str = ""
     deleters_key: str = "del_list"  # the stored key of a slot's deleters (the encoding's)
     # An engine keeping JSON as text parses an element again for each of the three deleter
-    # parts: ``maybe_sql`` is a cheap test that is true for every element holding deleters,
-    # so that an element without deleters is returned as stored, with no parse at all. It
-    # asks whether the quoted key appears in the text other than with an empty array, as
-    # OpenIM's encoding writes every slot and as the engines re-render it (SQLite without a
-    # space, MariaDB with one). It may be true for other elements, never false for one with
-    # deleters: a quote inside a string is escaped, so the key can match only as a key.
+    # parts: ``maybe_sql`` and ``empty_sql`` make a cheap test that is true for every element
+    # holding deleters, so that an element without deleters is returned as stored, with no
+    # parse at all: the quoted key appears in its text (``maybe_sql``), and not with an empty
+    # array (``empty_sql``), as OpenIM's encoding writes every slot and as the engines
+    # re-render it (SQLite without a space, MariaDB with one). It may be true for other
+    # elements, never false for one with deleters: a quote inside a string is escaped, so the
+    # key can match only as a key. The test that usually settles it goes first (SQL's AND
+    # stops there): the key for an encoding that leaves empty keys out, the empty array for
+    # one that writes them (``empty_first``).
     maybe_sql: str | None = None
+    empty_sql: str = ""
+    empty_first: bool = False
 
     def keyed(self, codec: SlotCodec) -> ViewSql:
         """The engine's pull SQL for buckets written by codec."""
-        return replace(self, deleters_key=codec.key("del_list"))
+        key = codec.key("del_list")
+        return replace(self, deleters_key=key, empty_first=codec.writes_empty_keys)
 
     def _part(self, template: str, element: str) -> str:
         return template.format(element=element, del_list=self.deleters_key)
@@ -325,7 +331,10 @@ class ViewSql:
         has = f"CASE WHEN {self._part(self.has_sql, element)} THEN 1 ELSE 0 END"
         count = f"COALESCE({self._part(self.length_sql, element)}, 0)"
         if self.maybe_sql is not None:
-            maybe = self._part(self.maybe_sql, element)
+            tests = [self.maybe_sql, self.empty_sql]
+            maybe = " AND ".join(
+                self._part(test, element) for test in (tests[::-1] if self.empty_first else tests)
+            )
             without = f"CASE WHEN {maybe} THEN {without} ELSE {element} END"
             has = f"CASE WHEN {maybe} THEN {has} ELSE 0 END"
             count = f"CASE WHEN {maybe} THEN {count} ELSE 0 END"
@@ -433,9 +442,10 @@ MARIADB_VIEW = ViewSql(
         "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
     ),
     slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', {slot}, ']'))",
-    maybe_sql=(
-        """INSTR({element}, '"{del_list}"') > 0 AND INSTR({element}, '"{del_list}":[]') = 0"""
-        """ AND INSTR({element}, '"{del_list}": []') = 0"""
+    maybe_sql="""INSTR({element}, '"{del_list}"') > 0""",
+    empty_sql=(
+        """(INSTR({element}, '"{del_list}":[]') = 0"""
+        """ AND INSTR({element}, '"{del_list}": []') = 0)"""
     ),
 )
 
@@ -452,8 +462,9 @@ SQLITE_VIEW = ViewSql(
     ),
     length_sql="json_array_length({element}, '$.{del_list}')",
     greatest="max",
-    maybe_sql=(
-        """instr({element}, '"{del_list}"') > 0 AND instr({element}, '"{del_list}":[]') = 0"""
-        """ AND instr({element}, '"{del_list}": []') = 0"""
+    maybe_sql="""instr({element}, '"{del_list}"') > 0""",
+    empty_sql=(
+        """(instr({element}, '"{del_list}":[]') = 0"""
+        """ AND instr({element}, '"{del_list}": []') = 0)"""
     ),
 )
