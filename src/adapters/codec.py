@@ -35,6 +35,7 @@ Doc = dict[str, Any]
 _AFTER_SEQ = MESSAGE_FIELDS[1:]
 _INT_POSITIONS = tuple(n for n, name in enumerate(_AFTER_SEQ) if name in INT_FIELDS)
 _VALUES_AFTER_SEQ = itemgetter(*_AFTER_SEQ)
+_NOBODY: frozenset[str] = frozenset()  # a slot's deleters or readers when it has none
 
 
 def plain_int(value: Any) -> Any:
@@ -126,9 +127,6 @@ def slot_from_doc(conversation_id: str, doc: Doc | None) -> Slot:
 def _openim_slot_from_doc(conversation_id: str, _seq: int, doc: Doc | None) -> Slot:
     """``slot_from_doc`` as a ``SlotCodec.from_doc`` (an OpenIM slot carries its own seq)."""
     return slot_from_doc(conversation_id, doc)
-
-
-_NOBODY: frozenset[str] = frozenset()
 
 
 def conversation_of(doc_id: str) -> str:
@@ -225,10 +223,10 @@ def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Sl
     return stored_slot(
         message,
         revoke,
-        frozenset(deleted_by) if deleted_by else frozenset(),
+        frozenset(deleted_by) if deleted_by else _NOBODY,
         bool(doc.get("i")),
         bool(doc.get("p")),
-        frozenset(read_by) if read_by else frozenset(),
+        frozenset(read_by) if read_by else _NOBODY,
         bool(doc.get("s")),
     )
 
