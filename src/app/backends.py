@@ -77,6 +77,7 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
     from adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
+    from adapters.mongo.commands import BUCKETS
     from adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
@@ -89,11 +90,12 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
         store = MongoBucketStore(MongoBucketRepository(connection, layout), budget)
         return store, MongoBucketViews(connection, store)
 
-    return _mongo(url, timeouts, make)
+    return _mongo(url, timeouts, make, BUCKETS)
 
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
+    from adapters.mongo.commands import ROWS
     from adapters.mongo.row import MongoRowRepository, MongoRowStore
     from adapters.mongo.views import MongoRowViews
 
@@ -101,15 +103,20 @@ def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeo
         store = MongoRowStore(MongoRowRepository(connection, layout))
         return store, MongoRowViews(connection)
 
-    return _mongo(url, timeouts, make)
+    return _mongo(url, timeouts, make, ROWS)
 
 
 def _mongo(
     url: str,
     timeouts: Timeouts,
     make: Callable[[MongoConnection], tuple[MarkingStore, ViewReads]],
+    collection: str,
 ) -> Backend:
-    """Store, seq store, fused pull reads and mark-reads on one client (closed on failure)."""
+    """Store, seq store, fused pull reads and mark-reads on one client (closed on failure).
+
+    collection: the data collection, which also keeps the user documents (``UserDocs``).
+    """
+    from adapters.mongo.commands import UserDocs
     from adapters.mongo.connection import MongoConnection
     from adapters.mongo.read_marks import MongoReadMarks
     from adapters.mongo.seq import MongoSeqStore
@@ -117,8 +124,8 @@ def _mongo(
     connection = MongoConnection(url, timeouts=timeouts)
     try:
         store, views = make(connection)
-        seqs = MongoSeqStore(connection)
-        marks = MongoReadMarks(store, seqs)
+        seqs = MongoSeqStore(connection, UserDocs(collection))
+        marks = MongoReadMarks(store)
         return Backend(store, seqs, connection.server_version, views, marks)
     except BaseException:
         connection.close()

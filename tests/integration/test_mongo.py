@@ -152,14 +152,60 @@ def test_rows_are_clustered_and_read_in_one_find(
     assert stats.messages == 5 and stats.index_bytes > 0
 
 
-def test_watermarks_are_one_round_trip(connection: MongoConnection, sent: Commands) -> None:
-    seqs = MongoSeqStore(connection)
+@pytest.mark.parametrize("collection", [commands.BUCKETS, commands.ROWS])
+def test_watermarks_are_one_round_trip(
+    connection: MongoConnection, sent: Commands, collection: str
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(collection))
     seqs.allocate(CONV, 10)
     seqs.raise_user_min_seq(CONV, "dave", 4)
     sent.names.clear()
     marks = seqs.watermarks(CONV, "dave")
     assert (marks.max_seq, marks.min_seq, marks.user_min_seq) == (10, 0, 4)
     assert sent.names == ["aggregate"]
+
+
+USER_KEYS = {
+    "mongo-bucket": (commands.BUCKETS, {"doc_id": f"{CONV}\x1fdave"}),
+    "mongo-row": (commands.ROWS, {"_id": {"c": CONV, "u": "dave"}}),
+}
+
+
+@pytest.mark.parametrize("backend", USER_KEYS)
+def test_user_watermarks_live_in_the_data_collection_apart_from_its_data(
+    mongo_url: str, raw: Any, backend: str
+) -> None:
+    """A user's document is keyed by the data collection's own key; scans, stats and the
+    store's reads see only the data; mark_read writes tags and read seq in one command."""
+    collection, key = USER_KEYS[backend]
+    service = open_service({"store": {"backend": backend, "url": mongo_url}})
+    try:
+        service.ingest(CONV, messages(1, 3, CONV))
+        assert service.mark_read(CONV, [2], "dave") == 1
+        service.clear_history(CONV, "dave")
+        found = raw[collection].find_one(key, {"_id": 0, "min_seq": 1, "read_seq": 1})
+        assert found == {"min_seq": 4, "read_seq": 2}
+        assert raw[commands.LEGACY_USER_SEQS].count_documents({}) == 0
+        assert service.store.stats().messages == 3
+        assert service.store.stats().documents == (1 if backend == "mongo-bucket" else 3)
+        page = service.store.scan(None, 1000)
+        assert [(s.conversation_id, s.seq) for s in page.slots] == [(CONV, 1), (CONV, 2), (CONV, 3)]
+        users = service.seqs.scan_user_seqs(None, 10)
+        assert [(u.conversation_id, u.user_id, u.min_seq, u.read_seq) for u in users.rows] == [
+            (CONV, "dave", 4, 2)
+        ]
+        assert service.seqs.user_seqs_of([(CONV, "dave")])[CONV, "dave"].read_seq == 2
+    finally:
+        service.close()
+
+
+def test_watermarks_left_in_seq_user_are_refused_and_kept(mongo_url: str, raw: Any) -> None:
+    old = {"conversation_id": CONV, "user_id": "dave", "min_seq": 0, "read_seq": 7}
+    raw[commands.LEGACY_USER_SEQS].insert_one(dict(old))
+    for backend in USER_KEYS:
+        with pytest.raises(LayoutMismatch, match="seq_user"):
+            open_service({"store": {"backend": backend, "url": mongo_url}})
+    assert raw[commands.LEGACY_USER_SEQS].find_one({}, {"_id": 0}) == old
 
 
 def test_the_server_is_named_from_the_build_info_command(

@@ -54,7 +54,7 @@ def msg_doc(m: Message) -> dict[str, Any]:
 
 
 def test_collection_names() -> None:
-    assert (c.BUCKETS, c.SPILL, c.ROWS, c.SEQS, c.USER_SEQS, c.SENDS, c.META) == (
+    assert (c.BUCKETS, c.SPILL, c.ROWS, c.SEQS, c.LEGACY_USER_SEQS, c.SENDS, c.META) == (
         "msg",
         "msg_spill",
         "msg_row",
@@ -71,7 +71,6 @@ def test_index_specs_are_unique_keys_and_one_ttl_index_and_nothing_inside_msgs()
         "msg_spill": (),
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
-        "seq_user": (c.IndexSpec((("conversation_id", 1), ("user_id", 1)), unique=True),),
         "seq_send": (
             c.IndexSpec((("conversation_id", 1), ("client_msg_id", 1)), unique=True),
             # Each claim carries its own expiry: the TTL monitor deletes it once expire_at passed.
@@ -384,7 +383,8 @@ def test_read_spanning_two_buckets_is_one_aggregate() -> None:
 
 def test_bucket_lookup_and_message_count() -> None:
     assert c.bucket_exists("x:3") == {"doc_id": "x:3"}
-    assert c.COUNT_BUCKET_MESSAGES == [
+    user = {"$eq": [{"$type": "$msgs"}, "missing"]}  # a user document (UserDocs)
+    assert [
         {
             "$group": {
                 "_id": None,
@@ -392,16 +392,18 @@ def test_bucket_lookup_and_message_count() -> None:
                     "$sum": {
                         "$size": {
                             "$filter": {
-                                "input": "$msgs",
+                                "input": {"$ifNull": ["$msgs", []]},
                                 "as": "slot",
                                 "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
                             }
                         }
                     }
                 },
+                "user_docs": {"$sum": {"$cond": [user, 1, 0]}},
+                "user_bytes": {"$sum": {"$cond": [user, {"$bsonSize": "$$ROOT"}, 0]}},
             }
         }
-    ]
+    ] == c.COUNT_BUCKET_MESSAGES
 
 
 def test_storage_stats_come_from_collstats() -> None:
@@ -482,15 +484,18 @@ def test_purge_row_sets_the_purged_shape() -> None:
 
 
 def test_row_message_count_also_sums_key_bytes() -> None:
-    assert c.COUNT_ROW_MESSAGES == [
+    user = {"$ne": [{"$type": "$_id.u"}, "missing"]}  # a user document (UserDocs)
+    assert [
         {
             "$group": {
                 "_id": None,
                 "messages": {"$sum": {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]}},
-                "key_bytes": {"$sum": {"$bsonSize": "$_id"}},
+                "user_docs": {"$sum": {"$cond": [user, 1, 0]}},
+                "user_bytes": {"$sum": {"$cond": [user, {"$bsonSize": "$$ROOT"}, 0]}},
+                "key_bytes": {"$sum": {"$cond": [user, 0, {"$bsonSize": "$_id"}]}},
             }
         }
-    ]
+    ] == c.COUNT_ROW_MESSAGES
 
 
 # ---- seqs and layout -----------------------------------------------------------------------
@@ -507,40 +512,69 @@ def test_allocate_is_an_inc_upsert_returning_the_new_counter() -> None:
 
 
 def test_raises_only_move_up() -> None:
-    assert c.raise_to(c.SEQS, c.conversation_seqs(CONV), "min_seq", 8) == c.FindAndUpdate(
+    counters = c.CONVERSATION_COUNTERS
+    assert c.raise_to(c.conversation_seqs(CONV), "min_seq", 8, counters) == c.FindAndUpdate(
         {"conversation_id": CONV},
         {"$max": {"min_seq": 8}, "$setOnInsert": {"max_seq": 0}},
         {"_id": 0, "min_seq": 1},
         upsert=True,
         return_new=True,
     )
-    assert c.raise_to(c.SEQS, c.conversation_seqs(CONV), "max_seq", 4).update == {
+    assert c.raise_to(c.conversation_seqs(CONV), "max_seq", 4, counters).update == {
         "$max": {"max_seq": 4},
         "$setOnInsert": {"min_seq": 0},
     }
-    key = c.user_seqs(CONV, "dave")
-    assert key == {"conversation_id": CONV, "user_id": "dave"}
-    assert c.raise_to(c.USER_SEQS, key, "min_seq", 11) == c.FindAndUpdate(
-        {"conversation_id": CONV, "user_id": "dave"},
+    key = {"doc_id": f"{CONV}\x1fdave"}
+    assert c.raise_to(key, "min_seq", 11, c.USER_COUNTERS) == c.FindAndUpdate(
+        key,
         {"$max": {"min_seq": 11}, "$setOnInsert": {"read_seq": 0}},
         {"_id": 0, "min_seq": 1},
     )
-    assert c.raise_to(c.USER_SEQS, key, "read_seq", 9).update == {
-        "$max": {"read_seq": 9},
-        "$setOnInsert": {"min_seq": 0},
+    assert c.raise_read_seq(c.UserDocs(c.BUCKETS), CONV, "dave", 9) == c.Update(
+        key, {"$max": {"read_seq": 9}, "$setOnInsert": {"min_seq": 0}}, upsert=True
+    )
+
+
+def test_a_user_document_is_keyed_by_the_data_collections_own_key() -> None:
+    """Sorted, and sharded, with its conversation's data: (conversation_id, user_id) order."""
+    buckets, rows = c.UserDocs(c.BUCKETS), c.UserDocs(c.ROWS)
+    assert buckets.key(CONV, "dave") == {"doc_id": f"{CONV}\x1fdave"}
+    assert list(rows.key(CONV, "dave")["_id"].items()) == [("c", CONV), ("u", "dave")]
+    assert (buckets.key_field, rows.key_field) == ("doc_id", "_id")
+    assert buckets.keys_in([(CONV, "a"), ("x", "b")]) == {
+        "doc_id": {"$in": [f"{CONV}\x1fa", "x\x1fb"]}
     }
+    assert rows.owner({"_id": {"c": CONV, "u": "dave"}}) == (CONV, "dave")
+    assert buckets.owner({"doc_id": f"{CONV}\x1fdave"}) == (CONV, "dave")
+    keys = [buckets.key(conv, user)["doc_id"] for conv, user in [("a", "z"), ("ab", "a")]]
+    assert keys == sorted(keys)  # "a" before "ab", whatever the user ids
 
 
-def test_watermarks_are_one_aggregate_over_both_collections() -> None:
-    assert c.watermarks(CONV, "dave") == [
-        {"$match": {"conversation_id": CONV}},
-        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
+def test_scans_keep_data_and_user_documents_apart() -> None:
+    assert c.scan(c.BUCKETS, None, 5).filter == {"msgs": {"$exists": True}}
+    assert c.scan(c.ROWS, ["x", 3], 5).filter == {
+        "$and": [
+            {"_id.s": {"$exists": True}},
+            {"$or": [{"_id.c": {"$gt": "x"}}, {"_id.c": "x", "_id.s": {"$gt": 3}}]},
+        ]
+    }
+    users = c.scan(c.USERS_IN + c.ROWS, None, 5)
+    assert (users.filter, users.sort) == ({"read_seq": {"$exists": True}}, [("_id", 1)])
+    users = c.scan(c.USERS_IN + c.BUCKETS, ["k"], 5)
+    assert users.filter == {"$and": [{"read_seq": {"$exists": True}}, {"doc_id": {"$gt": "k"}}]}
+    assert c.key_of({"_id": {"c": "x", "u": "y"}}, c.USERS_IN + c.ROWS) == ["x", "y"]
+
+
+def test_watermarks_are_one_aggregate_from_the_users_document_and_the_counter() -> None:
+    assert c.watermarks(CONV, "dave", c.UserDocs(c.BUCKETS)) == [
+        {"$match": {"doc_id": f"{CONV}\x1fdave"}},
+        {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
         {
             "$unionWith": {
-                "coll": "seq_user",
+                "coll": "seq",
                 "pipeline": [
-                    {"$match": {"conversation_id": CONV, "user_id": "dave"}},
-                    {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
+                    {"$match": {"conversation_id": CONV}},
+                    {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
                 ],
             }
         },
@@ -548,8 +582,8 @@ def test_watermarks_are_one_aggregate_over_both_collections() -> None:
 
 
 def test_a_view_merges_the_watermarks_into_one_document() -> None:
-    assert c.view_marks(CONV, "dave") == [
-        *c.watermarks(CONV, "dave"),
+    assert c.view_marks(CONV, "dave", c.UserDocs(c.ROWS)) == [
+        *c.watermarks(CONV, "dave", c.UserDocs(c.ROWS)),
         {
             "$group": {
                 "_id": None,
@@ -574,7 +608,7 @@ FLOOR = {"$max": ["$min_seq", "$user_min_seq"]}
 
 def test_a_row_view_joins_the_rows_of_the_visible_seqs_by_id() -> None:
     assert c.row_view(CONV, "dave", Pick(seqs=(5, 3))) == [
-        *c.view_marks(CONV, "dave"),
+        *c.view_marks(CONV, "dave", c.UserDocs(c.ROWS)),
         {
             "$addFields": {
                 "want": {
@@ -751,44 +785,39 @@ def test_layout_is_recorded_once_and_read_back() -> None:
 
 def test_listed_rows_come_by_union_after_the_marks() -> None:
     assert c.listed_row_view(CONV, "dave", [5, 3]) == [
-        *c.view_marks(CONV, "dave"),
+        *c.view_marks(CONV, "dave", c.UserDocs(c.ROWS)),
         {"$unionWith": {"coll": "msg_row", "pipeline": c.viewed_rows(CONV, [5, 3], "dave")}},
     ]
 
 
-def test_a_mark_read_reads_max_seq_and_the_read_seq_by_union() -> None:
-    assert c.reader_marks(CONV, "bob") == [
-        {
-            "$unionWith": {
-                "coll": "seq",
-                "pipeline": [
-                    {"$match": {"conversation_id": CONV}},
-                    {"$project": {"_id": 0, "max_seq": 1}},
-                ],
-            }
-        },
-        {
-            "$unionWith": {
-                "coll": "seq_user",
-                "pipeline": [
-                    {"$match": {"conversation_id": CONV, "user_id": "bob"}},
-                    {"$project": {"_id": 0, "read_seq": 1}},
-                ],
-            }
-        },
-    ]
+def test_a_mark_read_reads_max_seq_by_union() -> None:
+    assert c.conversation_max_seq(CONV) == {
+        "$unionWith": {
+            "coll": "seq",
+            "pipeline": [
+                {"$match": {"conversation_id": CONV}},
+                {"$project": {"_id": 0, "max_seq": 1}},
+            ],
+        }
+    }
 
 
-def test_a_mark_read_reads_the_rows_then_the_reader_marks() -> None:
+def test_a_mark_read_reads_the_rows_and_the_readers_document_then_max_seq() -> None:
+    ids = [c.row_id(CONV, 5), c.row_id(CONV, 3), {"c": CONV, "u": "bob"}]
     assert c.marked_rows(CONV, "bob", [5, 3]) == [
-        {"$match": c.rows_in(CONV, [5, 3])},
-        *c.reader_marks(CONV, "bob"),
+        {"$match": {"_id": {"$in": ids}}},
+        c.conversation_max_seq(CONV),
     ]
 
 
-def test_a_mark_read_reads_the_buckets_then_the_reader_marks() -> None:
+def test_a_mark_read_reads_the_buckets_and_the_readers_document_then_max_seq() -> None:
     wanted = {f"{CONV}:0": [4], f"{CONV}:1": [0, 2]}
-    assert c.marked_buckets(CONV, "bob", wanted) == [
-        *c.read_buckets(wanted),
-        *c.reader_marks(CONV, "bob"),
-    ]
+    reader = f"{CONV}\x1fbob"
+    read = c.read_buckets(wanted, also=[reader])
+    assert read[0] == {"$match": {"doc_id": {"$in": [*wanted, reader]}}}
+    assert read[1]["$project"]["read_seq"] == 1
+    assert read[1]["$project"]["msgs"]["$switch"]["default"] == []  # the reader's: no slots
+    assert c.marked_buckets(CONV, "bob", wanted) == [*read, c.conversation_max_seq(CONV)]
+    # One bucket alone still goes through the $switch, which leaves the reader's out.
+    one = c.read_buckets({f"{CONV}:0": [4]}, also=[reader])
+    assert "$switch" in one[1]["$project"]["msgs"]

@@ -246,9 +246,10 @@ def test_a_union_reply_tells_the_marks_from_the_rows_by_their_id() -> None:
 
 def test_a_marked_reply_tells_the_reader_marks_from_the_data_by_its_key() -> None:
     row = {"_id": {"c": CONV, "s": 3}, "msg": None}
-    marks = [{"max_seq": 9}, {"read_seq": 4}]
+    marks = [{"max_seq": 9}, {"_id": {"c": CONV, "u": "bob"}, "min_seq": 0, "read_seq": 4}]
     assert replies.marked_reply([row, *marks], "_id") == (replies.ReaderMarks(9, 4), [row])
     bucket = {"doc_id": f"{CONV}:0", "msgs": []}
+    marks[1] = {"doc_id": f"{CONV}\x1fbob", "msgs": [], "read_seq": 4}
     assert replies.marked_reply([bucket, *marks], "doc_id") == (
         replies.ReaderMarks(9, 4),
         [bucket],

@@ -39,9 +39,9 @@ TAG_WRITES: dict[str, Callable[[MessageService], object]] = {
 
 # Beyond 2 (docs/buckets.md, "Round trips of a tag write"): mark_read also raises the
 # reader's read seq. On SQL (sql-row, sql-bucket) that raise rides on the tag write's read,
-# one statement; memory, MongoDB (another collection: no command both reads the slots back
-# and writes it, none writes two before 8.0) and a store behind a cache (whose tag writes go
-# through the cache) raise it in a write of its own.
+# one statement; on MongoDB on the tag write's own update command (the user's document is in
+# the data collection, adapters/mongo/riding.py). Memory and a store behind a cache (whose
+# tag writes go through the cache) raise it in a write of its own.
 MARK_READ_SEPARATE = 3
 
 
@@ -53,7 +53,7 @@ def uncached(backend_config: Config, prefix: str) -> bool:
 
 def expected(backend_config: Config, operation: str) -> int:
     """The pinned round trips of operation on this row."""
-    if operation == "mark_read" and not uncached(backend_config, "sql-"):
+    if operation == "mark_read" and not reads_marks(backend_config):
         return MARK_READ_SEPARATE
     return 2
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from adapters.bucket import BucketMessageStore
 from adapters.codec import conversation_of, slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
+from adapters.mongo.read_marks import raise_needed
 from adapters.mongo.replies import (
     ReaderMarks,
     bucket_bytes,
@@ -28,6 +28,7 @@ from adapters.mongo.replies import (
     store_stats,
     viewed_slots,
 )
+from adapters.mongo.riding import RidingWrites
 from domain.budget import TagBudget
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
@@ -51,6 +52,8 @@ class MongoBucketRepository:
         self._connection = connection
         self._buckets = connection.collection(commands.BUCKETS)
         self._spill = connection.collection(commands.SPILL)
+        self.riding = RidingWrites(self._buckets)
+        self.users = commands.UserDocs(commands.BUCKETS)
         connection.ensure_indexes(commands.BUCKETS)
         checked_spill_format(connection.index_names(commands.SPILL))
         connection.ensure_layout(commands.BUCKETS, layout)
@@ -182,11 +185,8 @@ class MongoBucketRepository:
             [(doc_id, only)] = patches.items()
             return {doc_id} if self.patch(doc_id, only, budget) else set()
         updates = [commands.patch_bucket(d, p, budget) for d, p in patches.items()]
-        with translated("write tags"):
-            result = self._buckets.bulk_write(
-                [UpdateOne(u.filter, u.update) for u in updates], ordered=False
-            )
-        return set(patches) if result.matched_count == len(patches) else None
+        outcome = self.riding.bulk_write(updates, "write tags")
+        return set(patches) if outcome.matched == len(patches) else None
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """insert_many(ordered=False); the duplicate _ids reported were there already."""
@@ -246,7 +246,12 @@ class MongoBucketRepository:
         self._connection.close()
 
     def _update(self, command: commands.Update, action: str) -> bool:
-        """update_one; True iff the filter matched (the bucket exists, the condition held)."""
+        """update_one; True iff the filter matched (the bucket exists, the condition held).
+
+        A waiting rider (``riding``) makes it a bulk write of the two.
+        """
+        if self.riding.waiting:
+            return self.riding.bulk_write([command], action).matched == 1
         with translated(action):
             result = self._buckets.update_one(command.filter, command.update)
         return result.matched_count == 1
@@ -264,13 +269,16 @@ class MongoBucketStore(BucketMessageStore):
     def __init__(self, repository: MongoBucketRepository, budget: TagBudget | None = None) -> None:
         super().__init__(repository, budget)
 
-    def mark_read_marked(
+    def mark_read_raising(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, ReaderMarks]:
-        """See ``MarkingStore.mark_read_marked``."""
+    ) -> int:
+        """See ``MarkingStore.mark_read_raising``."""
         wanted = self._wanted(conversation_id, seqs)
         found, marks = self.repository.read_marked(wanted, conversation_id, reader_id)
         buckets = self._wanted_slots(wanted, found)
         checked = checked_beyond(guard, marks.max_seq)
-        changed = self._patch_read(buckets, conversation_id, seqs, marking_read(reader_id), checked)
-        return changed, marks
+        rider = raise_needed(self.repository.users, conversation_id, reader_id, seqs, marks)
+        with self.repository.riding.carrying(rider):
+            return self._patch_read(
+                buckets, conversation_id, seqs, marking_read(reader_id), checked
+            )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
 from adapters.timeouts import Timeouts, millis
@@ -42,7 +42,9 @@ BUCKETS = "msg"
 SPILL = "msg_spill"  # deleters beyond a bucket's inline budget, one document each
 ROWS = "msg_row"
 SEQS = "seq"
-USER_SEQS = "seq_user"
+# Per-user watermarks lived here before they moved into the data collection (``UserDocs``);
+# opening a database that still holds some refuses it (``replies.checked_no_user_seqs``).
+LEGACY_USER_SEQS = "seq_user"
 SENDS = "seq_send"
 META = "meta"
 
@@ -95,7 +97,6 @@ INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     SPILL: (),
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
-    USER_SEQS: (IndexSpec((("conversation_id", 1), ("user_id", 1))),),
     # Claims expire by themselves: the TTL monitor deletes each once its expire_at is past.
     SENDS: (
         IndexSpec((("conversation_id", 1), ("client_msg_id", 1))),
@@ -103,11 +104,10 @@ INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     ),
 }
 
-# The counters of each seq collection; a new document gets 0 in those not being raised.
-COUNTERS: Mapping[str, tuple[str, ...]] = {
-    SEQS: ("max_seq", "min_seq"),
-    USER_SEQS: ("min_seq", "read_seq"),
-}
+# The counters of a conversation's and of a user's document; a new document gets 0 in those
+# not being raised, so every user document holds both (``UserDocs.ONLY`` relies on it).
+CONVERSATION_COUNTERS = ("max_seq", "min_seq")
+USER_COUNTERS = ("min_seq", "read_seq")
 
 STORAGE_STATS: list[Doc] = [{"$collStats": {"storageStats": {}}}]
 
@@ -286,7 +286,9 @@ def bucket_size(doc_id: str) -> list[Doc]:
     ]
 
 
-def read_buckets(wanted: Mapping[str, Sequence[int]], viewer: str | None = None) -> list[Doc]:
+def read_buckets(
+    wanted: Mapping[str, Sequence[int]], viewer: str | None = None, also: Sequence[str] = ()
+) -> list[Doc]:
     """One aggregate reading only the requested slots of one or several buckets.
 
     ``$map`` over the wanted indexes with ``$arrayElemAt`` keeps the slot order of the
@@ -294,9 +296,11 @@ def read_buckets(wanted: Mapping[str, Sequence[int]], viewer: str | None = None)
     (doc_ids inside an expression are ``$literal``: a conversation id may start with ``$``).
     With a viewer each slot's ``del_list`` is replaced inside the ``$map`` by what
     ``viewed_deleters`` computes, plus ``del_count``: the list never leaves the server.
+    also: doc_ids of user documents (``UserDocs``) read in the same ``$match``, each
+    returned with its read_seq and no slots.
     """
     branches = [(doc_id, _pick(indexes, viewer)) for doc_id, indexes in wanted.items()]
-    if len(branches) == 1:
+    if len(branches) == 1 and not also:
         selected: Doc = branches[0][1]
     else:
         selected = {
@@ -308,10 +312,10 @@ def read_buckets(wanted: Mapping[str, Sequence[int]], viewer: str | None = None)
                 "default": [],
             }
         }
-    return [
-        {"$match": {"doc_id": {"$in": list(wanted)}}},
-        {"$project": {"_id": 0, "doc_id": 1, "msgs": selected}},
-    ]
+    fields: Doc = {"_id": 0, "doc_id": 1, "msgs": selected}
+    if also:
+        fields["read_seq"] = 1
+    return [{"$match": {"doc_id": {"$in": [*wanted, *also]}}}, {"$project": fields}]
 
 
 def _pick(indexes: Iterable[int], viewer: str | None = None) -> Doc:
@@ -357,24 +361,34 @@ def bucket_exists(doc_id: str) -> Doc:
     return {"doc_id": doc_id}
 
 
-COUNT_BUCKET_MESSAGES: list[Doc] = [
-    {
-        "$group": {
-            "_id": None,
-            "messages": {
-                "$sum": {
-                    "$size": {
-                        "$filter": {
-                            "input": "$msgs",
-                            "as": "slot",
-                            "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
-                        }
-                    }
-                }
-            },
+def _count(is_user: Doc, messages: Doc, **extra: Doc) -> list[Doc]:
+    """One ``$group`` counting messages and the user documents (and their bytes) apart.
+
+    The user documents (``UserDocs``) share the data collection's storage statistics; the
+    footprint reported is the data's, so ``replies.store_stats`` takes them out again.
+    """
+    user_bytes = {"$cond": [is_user, {"$bsonSize": "$$ROOT"}, 0]}
+    return [
+        {
+            "$group": {
+                "_id": None,
+                "messages": {"$sum": messages},
+                "user_docs": {"$sum": {"$cond": [is_user, 1, 0]}},
+                "user_bytes": {"$sum": user_bytes},
+                **extra,
+            }
         }
+    ]
+
+
+_FILLED_SLOTS = {
+    "$filter": {
+        "input": {"$ifNull": ["$msgs", []]},
+        "as": "slot",
+        "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
     }
-]
+}
+COUNT_BUCKET_MESSAGES = _count({"$eq": [{"$type": "$msgs"}, "missing"]}, {"$size": _FILLED_SLOTS})
 
 
 # ---- rows (collection `msg_row`) -----------------------------------------------------------
@@ -432,15 +446,12 @@ def row_collection_options(server_version: Sequence[int]) -> Doc:
     return {}
 
 
-COUNT_ROW_MESSAGES: list[Doc] = [
-    {
-        "$group": {
-            "_id": None,
-            "messages": {"$sum": {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]}},
-            "key_bytes": {"$sum": {"$bsonSize": "$_id"}},
-        }
-    }
-]
+_IS_USER_ROW = {"$ne": [{"$type": "$_id.u"}, "missing"]}
+COUNT_ROW_MESSAGES = _count(
+    _IS_USER_ROW,
+    {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]},
+    key_bytes={"$sum": {"$cond": [_IS_USER_ROW, 0, {"$bsonSize": "$_id"}]}},
+)
 
 
 def _tag_ops(patch: SlotPatch, prefix: str) -> tuple[Doc, Doc]:
@@ -469,7 +480,7 @@ def _operators(sets: Doc, adds: Doc, on_insert: Doc | None = None) -> Doc:
     return {name: value for name, value in operators.items() if value}
 
 
-# ---- seqs (collections `seq`, `seq_user`) and layout (`meta`) ------------------------------
+# ---- seqs (collection `seq`, user documents in the data collection) and layout (`meta`) -----
 
 
 def allocate(conversation_id: str, n: int) -> FindAndUpdate:
@@ -486,94 +497,146 @@ def conversation_seqs(conversation_id: str) -> Doc:
     return {"conversation_id": conversation_id}
 
 
-def user_seqs(conversation_id: str, user_id: str) -> Doc:
-    """Filter of a user's watermark document."""
-    return {"conversation_id": conversation_id, "user_id": user_id}
+# Between a conversation id and a user id in a user document's key; ids never hold control
+# characters (domain.model.check_id), so the key sorts as (conversation_id, user_id) does.
+USER_SEPARATOR = "\x1f"
 
 
-def raise_to(collection: str, key: Doc, name: str, value: int) -> FindAndUpdate:
-    """Raise counter name to at least value (``$max``: never down), creating the document."""
-    others = {other: 0 for other in COUNTERS[collection] if other != name}
+@dataclass(frozen=True, slots=True)
+class UserDocs:
+    r"""Where a backend keeps its per-user watermarks (min_seq, read_seq): its data collection.
+
+    ``collection`` is ``msg`` or ``msg_row``. A user's document is keyed by that collection's
+    own unique key, built from (conversation_id, user_id) so that it sorts, and shards, with
+    the conversation's data: in ``msg`` ``doc_id: "<conv>\x1f<user>"`` (no bucket's doc_id
+    holds a control character), in ``msg_row`` ``_id: {c: <conv>, u: <user>}`` (a row's is
+    ``{c, s}``). In the collection of the tags, a mark-read's read-seq raise is one more
+    update of the tag write's own ``update`` command (issue 13 goal 5): no command before
+    MongoDB 8.0 writes two collections. OpenIM keeps them in ``seq_user``.
+    """
+
+    collection: str
+
+    # Filter of the user documents alone: each holds both USER_COUNTERS, no data document any.
+    ONLY: ClassVar[Doc] = {"read_seq": {"$exists": True}}
+
+    @property
+    def key_field(self) -> str:
+        """The collection's unique key: ``_id`` of rows, ``doc_id`` of buckets."""
+        return "_id" if self.collection == ROWS else "doc_id"
+
+    def key(self, conversation_id: str, user_id: str) -> Doc:
+        """Filter of one user's document."""
+        if self.collection == ROWS:
+            return {"_id": {"c": conversation_id, "u": user_id}}
+        return {"doc_id": f"{conversation_id}{USER_SEPARATOR}{user_id}"}
+
+    def keys_in(self, keys: Iterable[tuple[str, str]]) -> Doc:
+        """Filter of the documents of several (conversation_id, user_id)."""
+        values = [self.key(c, u)[self.key_field] for c, u in keys]
+        return {self.key_field: {"$in": values}}
+
+    def owner(self, document: Doc) -> tuple[str, str]:
+        """(conversation_id, user_id) of a user document, from its key."""
+        key = document[self.key_field]
+        if self.collection == ROWS:
+            return key["c"], key["u"]
+        conversation_id, user_id = key.split(USER_SEPARATOR)
+        return conversation_id, user_id
+
+
+def raise_to(key: Doc, name: str, value: int, counters: Sequence[str]) -> FindAndUpdate:
+    """Raise counter name to at least value (``$max``: never down), creating the document.
+
+    counters: all of the document's (CONVERSATION_COUNTERS or USER_COUNTERS).
+    """
+    others = {other: 0 for other in counters if other != name}
     update = {"$max": {name: value}, "$setOnInsert": others}
     return FindAndUpdate(dict(key), update, {"_id": 0, name: 1})
 
 
-def watermarks(conversation_id: str, user_id: str) -> list[Doc]:
-    """One aggregate returning the conversation counters and the user's floor together.
+def raise_read_seq(users: UserDocs, conversation_id: str, user_id: str, seq: int) -> Update:
+    """``raise_to`` of a read seq as an upsert, to ride on a tag write's bulk write."""
+    command = raise_to(users.key(conversation_id, user_id), "read_seq", seq, USER_COUNTERS)
+    return Update(command.filter, command.update, upsert=True)
 
-    ``$unionWith`` (MongoDB >= 4.4) reads both collections by their unique keys in a single
-    round trip, whichever of the two documents exists.
+
+def watermarks(conversation_id: str, user_id: str, users: UserDocs) -> list[Doc]:
+    """One aggregate on the data collection: the user's floor, then the conversation counters.
+
+    The user's document by its unique key, then ``$unionWith`` (MongoDB >= 4.4) of the
+    counter by its own: one round trip, whichever of the two exists. It starts on the data
+    collection because an emulator (mongoeco) reads a whole collection for a ``$unionWith``
+    or ``$lookup`` of it, and ``seq`` is the small one.
     """
     return [
-        {"$match": conversation_seqs(conversation_id)},
-        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
-        {
-            "$unionWith": {
-                "coll": USER_SEQS,
-                "pipeline": [
-                    {"$match": user_seqs(conversation_id, user_id)},
-                    {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
-                ],
-            }
-        },
-    ]
-
-
-# ---- a mark-read's read: the slots, then max_seq and the reader's read seq ----------------
-
-
-def reader_marks(conversation_id: str, reader_id: str) -> list[Doc]:
-    """Stages adding the conversation's max_seq and reader_id's read seq, one document each.
-
-    ``$unionWith`` of each counter document by its unique key (either may be missing, or
-    lack the field: 0). They come after the data, so the aggregate runs on the data
-    collection (an emulator, mongoeco, reads a whole collection for a ``$unionWith`` of it).
-    Reply: ``replies.marked_reply``.
-    """
-    return [
+        {"$match": users.key(conversation_id, user_id)},
+        {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
         {
             "$unionWith": {
                 "coll": SEQS,
                 "pipeline": [
                     {"$match": conversation_seqs(conversation_id)},
-                    {"$project": {"_id": 0, "max_seq": 1}},
-                ],
-            }
-        },
-        {
-            "$unionWith": {
-                "coll": USER_SEQS,
-                "pipeline": [
-                    {"$match": user_seqs(conversation_id, reader_id)},
-                    {"$project": {"_id": 0, "read_seq": 1}},
+                    {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
                 ],
             }
         },
     ]
 
 
+# ---- a mark-read's read: the slots and the reader's read seq, then max_seq ----------------
+
+
+def conversation_max_seq(conversation_id: str) -> Doc:
+    """Stage adding the conversation's max_seq as a document of its own (none when missing).
+
+    ``$unionWith`` of the counter by its unique key. It comes after the data, so the
+    aggregate runs on the data collection (an emulator, mongoeco, reads a whole collection
+    for a ``$unionWith`` of it). Reply: ``replies.marked_reply``.
+    """
+    return {
+        "$unionWith": {
+            "coll": SEQS,
+            "pipeline": [
+                {"$match": conversation_seqs(conversation_id)},
+                {"$project": {"_id": 0, "max_seq": 1}},
+            ],
+        }
+    }
+
+
 def marked_rows(conversation_id: str, reader_id: str, seqs: Iterable[int]) -> list[Doc]:
-    """One aggregate on ``msg_row``: the rows of seqs (by _id), then ``reader_marks``.
+    """One aggregate on ``msg_row``: the rows of seqs and the reader's document, then max_seq.
 
     A mark-read's read: the rows decide the tags, max_seq answers the allocation check of
-    the seqs found empty up to it, and the read seq says whether it needs raising.
+    the seqs found empty up to it, and the read seq says whether it needs raising. The
+    reader's document is one more ``_id`` of the same ``$in``.
     """
-    return [{"$match": rows_in(conversation_id, seqs)}, *reader_marks(conversation_id, reader_id)]
+    ids = [row_id(conversation_id, seq) for seq in seqs]
+    ids.append(UserDocs(ROWS).key(conversation_id, reader_id)["_id"])
+    return [{"$match": {"_id": {"$in": ids}}}, conversation_max_seq(conversation_id)]
 
 
 def marked_buckets(
     conversation_id: str, reader_id: str, wanted: Mapping[str, Sequence[int]]
 ) -> list[Doc]:
-    """One aggregate on ``msg``: ``read_buckets(wanted)``, then ``reader_marks``."""
-    return [*read_buckets(wanted), *reader_marks(conversation_id, reader_id)]
+    """One aggregate on ``msg``: ``read_buckets(wanted)`` and the reader's document, then max_seq.
+
+    The reader's doc_id is one more of the ``$match``; its projection keeps its read_seq.
+    """
+    reader = UserDocs(BUCKETS).key(conversation_id, reader_id)["doc_id"]
+    return [
+        *read_buckets(wanted, also=(reader,)),
+        conversation_max_seq(conversation_id),
+    ]
 
 
-# ---- a pull's view: watermarks and slots in one aggregate on `seq` -------------------------
+# ---- a pull's view: watermarks and slots in one aggregate on the data collection ----------
 
 VIEW_MARKS = ("max_seq", "min_seq", "user_min_seq")
 
 
-def view_marks(conversation_id: str, user_id: str) -> list[Doc]:
+def view_marks(conversation_id: str, user_id: str, users: UserDocs) -> list[Doc]:
     """``watermarks`` merged into one document of VIEW_MARKS (0 where a document is missing).
 
     No document at all when neither the counter nor the user's document exists: nothing is
@@ -582,7 +645,7 @@ def view_marks(conversation_id: str, user_id: str) -> list[Doc]:
     merged = {name: {"$max": f"${name}"} for name in VIEW_MARKS}
     zeroed = {name: {"$ifNull": [f"${name}", 0]} for name in VIEW_MARKS}
     return [
-        *watermarks(conversation_id, user_id),
+        *watermarks(conversation_id, user_id, users),
         {"$group": {"_id": None, **merged}},
         {"$project": {"_id": 0, **zeroed}},
     ]
@@ -605,7 +668,7 @@ def bucket_view(conversation_id: str, viewer: str, pick: Pick, size: int) -> lis
     project = {"_id": 0, "doc_id": 1, "msgs": {"$map": {"input": mine, "as": "seq", "in": slot}}}
     keys = {"$setUnion": [{"$map": {"input": "$want", "as": "seq", "in": doc_id}}]}
     pipeline = [{"$project": project}, *_viewer_spilled(viewer, size)]
-    return _view(conversation_id, viewer, pick, keys, (BUCKETS, "doc_id"), pipeline)
+    return _view(conversation_id, viewer, pick, keys, UserDocs(BUCKETS), pipeline)
 
 
 def _viewer_spilled(viewer: str, size: int) -> list[Doc]:
@@ -644,7 +707,7 @@ def row_view(conversation_id: str, viewer: str, pick: Pick) -> list[Doc]:
     row = {"c": {"$literal": conversation_id}, "s": "$$seq"}
     keys = {"$map": {"input": "$want", "as": "seq", "in": row}}
     scoped = {"$addFields": {"del_list": viewed_deleters("$del_list", viewer)}}
-    return _view(conversation_id, viewer, pick, keys, (ROWS, "_id"), [scoped])
+    return _view(conversation_id, viewer, pick, keys, UserDocs(ROWS), [scoped])
 
 
 def listed_row_view(conversation_id: str, viewer: str, seqs: Sequence[int]) -> list[Doc]:
@@ -657,7 +720,7 @@ def listed_row_view(conversation_id: str, viewer: str, seqs: Sequence[int]) -> l
     document per message exceeds the statement timeout at the bench's sizes.
     """
     union = {"$unionWith": {"coll": ROWS, "pipeline": viewed_rows(conversation_id, seqs, viewer)}}
-    return [*view_marks(conversation_id, viewer), union]
+    return [*view_marks(conversation_id, viewer, UserDocs(ROWS)), union]
 
 
 def _view(
@@ -665,7 +728,7 @@ def _view(
     viewer: str,
     pick: Pick,
     keys: Doc,
-    joined: tuple[str, str],
+    joined: UserDocs,
     pipeline: list[Doc],
 ) -> list[Doc]:
     """The marks, the wanted seqs and their keys, then the data collection joined on them.
@@ -675,9 +738,9 @@ def _view(
     with the pull; one document without ``found`` when nothing is found. The join compares
     keys with the data's unique key (an index lookup, also on a sharded collection).
     """
-    collection, key = joined
+    collection, key = joined.collection, joined.key_field
     return [
-        *view_marks(conversation_id, viewer),
+        *view_marks(conversation_id, viewer, joined),
         {"$addFields": {"want": _wanted(pick)}},
         {"$addFields": {"keys": keys}},
         {
@@ -818,14 +881,28 @@ class Find:
 
 # The key each scanned collection is read in order of: its unique index, or for rows the
 # fields of _id (sorted by _id itself, whose order is (c, s): the filter names the fields
-# because not every server compares embedded documents with $gt).
+# because not every server compares embedded documents with $gt). USERS_IN: the user
+# documents kept in a data collection (``UserDocs``), by their keys.
 SCAN_KEYS: Mapping[str, tuple[str, ...]] = {
     BUCKETS: ("doc_id",),
     ROWS: ("_id.c", "_id.s"),
     SEQS: ("conversation_id",),
-    USER_SEQS: ("conversation_id", "user_id"),
     SENDS: ("conversation_id", "client_msg_id"),
 }
+USERS_IN = "users in "  # + the data collection: a scan of its user documents
+SCAN_KEYS_OF_USERS: Mapping[str, tuple[str, ...]] = {BUCKETS: ("doc_id",), ROWS: ("_id.c", "_id.u")}
+
+# Filters keeping a data collection's own documents, not the user documents it also holds.
+DATA_ONLY: Mapping[str, Doc] = {
+    BUCKETS: {"msgs": {"$exists": True}},
+    ROWS: {"_id.s": {"$exists": True}},
+}
+
+
+def _scan_keys(scanned: str) -> tuple[str, ...]:
+    if scanned.startswith(USERS_IN):
+        return SCAN_KEYS_OF_USERS[scanned.removeprefix(USERS_IN)]
+    return SCAN_KEYS[scanned]
 
 
 def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
@@ -840,18 +917,27 @@ def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
-def scan(collection: str, after: Sequence[Any] | None, limit: int) -> Find:
-    """The next ``limit`` documents of collection in key order after key ``after``."""
-    names = SCAN_KEYS[collection]
+def scan(scanned: str, after: Sequence[Any] | None, limit: int) -> Find:
+    """The next ``limit`` documents in key order after key ``after``.
+
+    scanned: a collection, or ``USERS_IN`` + a data collection for its user documents.
+    """
+    names = _scan_keys(scanned)
+    collection = scanned.removeprefix(USERS_IN)
+    where = after_key(names, after)
+    if scanned.startswith(USERS_IN):
+        where = {"$and": [UserDocs.ONLY, where]} if where else dict(UserDocs.ONLY)
+    elif collection in DATA_ONLY:
+        where = {"$and": [DATA_ONLY[collection], where]} if where else dict(DATA_ONLY[collection])
     if collection == ROWS:
-        return Find(after_key(names, after), None, [("_id", 1)], limit)
-    return Find(after_key(names, after), {"_id": 0}, [(name, 1) for name in names], limit)
+        return Find(where, None, [("_id", 1)], limit)
+    return Find(where, {"_id": 0}, [(name, 1) for name in names], limit)
 
 
-def key_of(document: Doc, collection: str) -> list[Any]:
-    """The scan key of a document of collection (dotted names reach into _id)."""
+def key_of(document: Doc, scanned: str) -> list[Any]:
+    """The scan key of a document of scanned (dotted names reach into _id)."""
     values = []
-    for name in SCAN_KEYS[collection]:
+    for name in _scan_keys(scanned):
         value: Any = document
         for part in name.split("."):
             value = value[part]

@@ -73,14 +73,15 @@ class MongoConnection:
         return self.db[name]
 
     def scan(self, name: str, after: str | None, limit: int) -> tuple[list[Doc], str | None]:
-        """The next page of collection name in key order (commands.scan), and its cursor.
+        """The next page of name in key order (commands.scan), and its cursor.
 
-        The cursor is the JSON of the last document's key; None when the page is short.
+        name: a collection, or ``commands.USERS_IN`` + a data collection. The cursor is the
+        JSON of the last document's key; None when the page is short.
         """
         command = commands.scan(name, None if after is None else json.loads(after), limit)
         with translated(f"scan {name}"):
             found = list(
-                self.db[name]
+                self.db[name.removeprefix(commands.USERS_IN)]
                 .find(command.filter, command.projection)
                 .sort(command.sort)
                 .limit(command.limit)

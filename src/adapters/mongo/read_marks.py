@@ -1,20 +1,19 @@
-"""mark_read on MongoDB: the tag write's read also reads max_seq and the reader's read seq.
+"""mark_read on MongoDB: one read of the slots and marks, one write of the tags and the raise.
 
-A mark-read writes two collections: its tags (``msg`` or ``msg_row``) and the reader's read
-seq (``seq_user``). No MongoDB command both returns documents and writes, except
-``findAndModify`` on the one document it returns; an ``aggregate`` writes only through a
-final ``$merge``/``$out``, which returns nothing (and ``$merge`` raises with ``$max`` only as
-a ``whenMatched`` pipeline). Only the database-level ``bulkWrite`` of MongoDB 8.0 writes two
-collections in one command. So up to 7.0 the read seq cannot ride on the tag write's read
-(the tags need the slots read back) nor on its write (another collection): the raise stays
-a ``findAndModify`` of its own, and a mark-read that raises costs 3 round trips.
+A mark-read writes its tags and raises the reader's read seq. Both live in the data
+collection (``msg`` or ``msg_row``; the user's document is a ``commands.UserDocs`` key of
+it), so the raise is one more upsert of the tag write's own ``update`` command
+(``adapters.mongo.riding``): no command before MongoDB 8.0 writes two collections, which is
+why the user documents are not in OpenIM's ``seq_user``.
 
-What the read can carry is the rest: one aggregate on the data collection reads the slots
-and unions the conversation's max_seq and the reader's read seq (``commands.marked_rows`` /
-``commands.marked_buckets``). max_seq answers the allocation check of seqs found empty up
-to it, so an empty allocated seq costs no fourth round trip; a read seq already at or beyond
-the highest seq marked needs no raise (it only ever moves up, ``$max``), so marking what the
-reader has already covered costs 2.
+The read is one aggregate on the data collection: the slots, the reader's document by its
+key in the same ``$match``, and the conversation's max_seq by ``$unionWith``
+(``commands.marked_rows`` / ``commands.marked_buckets``). max_seq answers the allocation
+check of seqs found empty up to it, so an empty allocated seq costs no third round trip; a
+read seq already at or beyond the highest seq marked needs no raise (it only ever moves up,
+``$max``). So a mark-read costs 2 round trips: the read, then one write (the tags with the
+raise, or the raise alone when no tag changes). When the allocation check refuses, nothing
+is written.
 """
 
 from __future__ import annotations
@@ -22,40 +21,52 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from adapters.mongo import commands
 from adapters.mongo.replies import ReaderMarks
 from domain.tags import Guard
 from ports.message_store import MessageStore
-from ports.seq_store import SeqStore
 
 
 class MarkingStore(MessageStore, Protocol):
-    """A store whose mark-read reads the reader's marks with the slots.
+    """A store whose mark-read reads the reader's marks with the slots and raises with the tags.
 
     ``MongoRowStore`` (``adapters/mongo/row.py``) and ``MongoBucketStore``
     (``adapters/mongo/bucket.py``).
     """
 
-    def mark_read_marked(
+    def mark_read_raising(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, ReaderMarks]:
-        """mark_read whose read also reads max_seq and reader_id's read seq.
+    ) -> int:
+        """mark_read that also raises reader_id's read seq to ``max(seqs)`` (seqs not empty).
 
-        Returns how many seqs changed and the marks read. guard is called only when a seq
-        found empty is beyond that max_seq.
+        Returns how many seqs changed. guard is called only when a seq found empty is beyond
+        the max_seq read with the slots; when it raises, nothing is written.
         """
         ...
 
 
-class MongoReadMarks:
-    """``ReadMarks`` of mongo-row and mongo-bucket: the marked read, the tags, the raise.
+def raise_needed(
+    users: commands.UserDocs,
+    conversation_id: str,
+    reader_id: str,
+    seqs: Sequence[int],
+    marks: ReaderMarks,
+) -> commands.Update | None:
+    """The raise of reader_id's read seq to ``max(seqs)``, None when it is there already."""
+    top = max(seqs)
+    if marks.read_seq >= top:
+        return None
+    return commands.raise_read_seq(users, conversation_id, reader_id, top)
 
-    3 round trips when the read seq moves (2 when it already covers the seqs); the raise
-    comes after the tag write, so when the allocation check refuses, nothing is raised.
+
+class MongoReadMarks:
+    """``ReadMarks`` of mongo-row and mongo-bucket: the marked read, then one write.
+
+    2 round trips (see the module docstring).
     """
 
-    def __init__(self, store: MarkingStore, seqs: SeqStore) -> None:
+    def __init__(self, store: MarkingStore) -> None:
         self.store = store
-        self.seqs = seqs
 
     def mark_read(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
@@ -63,7 +74,4 @@ class MongoReadMarks:
         """See ``ports.read_marks.ReadMarks.mark_read``."""
         if not seqs:
             return self.store.mark_read(conversation_id, seqs, reader_id, guard)
-        changed, marks = self.store.mark_read_marked(conversation_id, seqs, reader_id, guard)
-        if marks.read_seq < max(seqs):
-            self.seqs.raise_read_seq(conversation_id, reader_id, max(seqs))
-        return changed
+        return self.store.mark_read_raising(conversation_id, seqs, reader_id, guard)

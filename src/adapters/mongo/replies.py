@@ -130,15 +130,16 @@ class ReaderMarks:
 
 
 def marked_reply(found: Iterable[Doc], key: str) -> tuple[ReaderMarks, list[Doc]]:
-    """The marks and the rows or buckets (the documents holding key) of a marked read.
+    """The marks and the rows or buckets (documents holding key, not read_seq) of a marked read.
 
-    See ``commands.marked_rows`` / ``commands.marked_buckets``: the other documents carry
-    max_seq or read_seq (0 where a counter document or its field is missing).
+    See ``commands.marked_rows`` / ``commands.marked_buckets``: the reader's document (keyed
+    as the data are) carries read_seq, the counter's max_seq (0 where a document or its
+    field is missing).
     """
     marks: Doc = {}
     data: list[Doc] = []
     for doc in found:
-        if key in doc:
+        if key in doc and "read_seq" not in doc:
             data.append(doc)
         else:
             marks.update(doc)
@@ -190,6 +191,19 @@ def checked_spill_format(index_names: set[str]) -> None:
         )
 
 
+def checked_no_user_seqs(legacy: Doc | None, collection: str) -> None:
+    """Refuse a database whose per-user watermarks are still in ``seq_user``.
+
+    legacy: any one document of ``seq_user``. This version keeps them in the data
+    collection (``commands.UserDocs``), so reads would miss those.
+    """
+    if legacy is not None:
+        raise LayoutMismatch(
+            f"collection 'seq_user' holds per-user watermarks, which this version keeps in "
+            f"{collection!r}; move them first (docs/mongo.md, 'Watermarks in seq_user')"
+        )
+
+
 def store_stats(
     storage: Iterable[Doc],
     counted: Iterable[Doc],
@@ -200,9 +214,10 @@ def store_stats(
     """StoreStats from ``$collStats`` (one document per shard) and a message count.
 
     A clustered collection has no separate _id index: its key bytes live in the records,
-    so they are reported as the index part (``key_bytes`` of the count). ``side`` is the
-    ``$collStats`` of a side collection (spilled deleters): its bytes count, its documents
-    do not.
+    so they are reported as the index part (``key_bytes`` of the count). The user documents
+    the count found (``user_docs``, ``user_bytes``) are taken out of documents and data.
+    ``side`` is the ``$collStats`` of a side collection (spilled deleters): its bytes count,
+    its documents do not.
     """
     documents = data = index = 0
     for doc in storage:
@@ -216,6 +231,9 @@ def store_stats(
     totals = next(iter(counted), {})
     if clustered:
         index += totals.get("key_bytes", 0)
+    # The user documents kept in the data collection (commands.UserDocs) are not its data.
+    documents -= totals.get("user_docs", 0)
+    data = max(0, data - totals.get("user_bytes", 0))
     return StoreStats(totals.get("messages", 0), documents, data, index)
 
 

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pymongo import UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import DuplicateKeyError
 
 from adapters import contention
 from adapters.codec import slot_from_doc
 from adapters.mongo import commands
 from adapters.mongo.connection import MongoConnection, translated
-from adapters.mongo.replies import (
-    ReaderMarks,
-    duplicate_positions,
-    marked_reply,
-    row_slots,
-    store_stats,
-)
+from adapters.mongo.read_marks import raise_needed
+from adapters.mongo.replies import ReaderMarks, marked_reply, row_slots, store_stats
+from adapters.mongo.riding import RidingWrites
 from adapters.row import RowMessageStore
 from domain.errors import StoreUnavailable
 from domain.layout import BucketLayout
@@ -47,6 +42,8 @@ class MongoRowRepository:
         # The bucket size shapes what callers see (doc ids, inspect): refuse another one.
         connection.ensure_layout(commands.ROWS, layout)
         self._rows = connection.collection(commands.ROWS)
+        self.riding = RidingWrites(self._rows)
+        self.users = commands.UserDocs(commands.ROWS)
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
         """One unordered bulk write of conditional upserts, one per message.
@@ -176,14 +173,8 @@ class MongoRowRepository:
         return True
 
     def _bulk_upsert(self, updates: Sequence[commands.Update], action: str) -> list[int]:
-        """One unordered bulk_write; the positions of the updates that collided on _id."""
-        operations = [UpdateOne(c.filter, c.update, upsert=c.upsert) for c in updates]
-        with translated(action):
-            try:
-                self._rows.bulk_write(operations, ordered=False)
-            except BulkWriteError as error:
-                return duplicate_positions(error.details)
-        return []
+        """One unordered bulk_write (a waiting rider with it); the updates that collided on _id."""
+        return self.riding.bulk_write(updates, action).collided
 
 
 class MongoRowStore(RowMessageStore):
@@ -194,11 +185,12 @@ class MongoRowStore(RowMessageStore):
     def __init__(self, repository: MongoRowRepository) -> None:
         super().__init__(repository)
 
-    def mark_read_marked(
+    def mark_read_raising(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, ReaderMarks]:
-        """See ``MarkingStore.mark_read_marked``."""
+    ) -> int:
+        """See ``MarkingStore.mark_read_raising``."""
         found, marks = self.repository.read_marked(conversation_id, seqs, reader_id)
         checked = checked_beyond(guard, marks.max_seq)
-        changed = self._apply_read(found, conversation_id, seqs, marking_read(reader_id), checked)
-        return changed, marks
+        rider = raise_needed(self.repository.users, conversation_id, reader_id, seqs, marks)
+        with self.repository.riding.carrying(rider):
+            return self._apply_read(found, conversation_id, seqs, marking_read(reader_id), checked)

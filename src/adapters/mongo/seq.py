@@ -1,10 +1,11 @@
-"""SeqStore on collections ``seq``, ``seq_user`` and ``seq_send``.
+"""SeqStore on collections ``seq`` and ``seq_send``, and user documents in the data collection.
 
-``seq`` holds max_seq and min_seq per conversation, ``seq_user`` min_seq and read_seq per
-user, ``seq_send`` the seq send recorded per client_msg_id. Unlike OpenIM, all have unique
-indexes, so concurrent first upserts cannot create two counters, two claims of one
-client_msg_id cannot both land, and every ``raise_*`` uses ``$max`` so a watermark never
-moves down.
+``seq`` holds max_seq and min_seq per conversation, ``seq_send`` the seq send recorded per
+client_msg_id, and the store's data collection (``msg`` or ``msg_row``) one document of
+min_seq and read_seq per (conversation, user) (``commands.UserDocs``: OpenIM keeps those in
+``seq_user``). Unlike OpenIM, all are unique by key, so concurrent first upserts cannot
+create two counters, two claims of one client_msg_id cannot both land, and every
+``raise_*`` uses ``$max`` so a watermark never moves down.
 """
 
 from __future__ import annotations
@@ -16,22 +17,37 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from adapters.mongo import commands, replies
-from adapters.mongo.commands import Doc, FindAndUpdate
+from adapters.mongo.commands import (
+    CONVERSATION_COUNTERS,
+    USER_COUNTERS,
+    Doc,
+    FindAndUpdate,
+    UserDocs,
+)
 from adapters.mongo.connection import MongoConnection, translated
+from adapters.mongo.replies import checked_no_user_seqs
 from domain.model import TableStats, Watermarks
 from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 
 class MongoSeqStore:
-    """Seq counters by conversation_id and watermarks by (conversation_id, user_id)."""
+    """Seq counters by conversation_id and watermarks by (conversation_id, user_id).
 
-    def __init__(self, connection: MongoConnection) -> None:
+    users: where the data collection keeps the user documents. Opening refuses a database
+    whose watermarks are still in ``seq_user`` (LayoutMismatch).
+    """
+
+    def __init__(self, connection: MongoConnection, users: UserDocs) -> None:
         self._connection = connection
+        self._users_at = users
         self._seqs = connection.collection(commands.SEQS)
-        self._users = connection.collection(commands.USER_SEQS)
+        self._users = connection.collection(users.collection)
         self._sends = connection.collection(commands.SENDS)
-        for name in (commands.SEQS, commands.USER_SEQS, commands.SENDS):
+        for name in (commands.SEQS, commands.SENDS):
             connection.ensure_indexes(name)
+        with translated("look for watermarks in seq_user"):
+            legacy = connection.collection(commands.LEGACY_USER_SEQS).find_one({}, {"_id": 1})
+        checked_no_user_seqs(legacy, users.collection)
 
     def allocate(self, conversation_id: str, n: int) -> int:
         """``find_one_and_update`` with ``$inc`` and upsert: one atomic round trip."""
@@ -45,7 +61,7 @@ class MongoSeqStore:
     def raise_max_seq(self, conversation_id: str, seq: int) -> int:
         """Raise max_seq (``$max``)."""
         key = commands.conversation_seqs(conversation_id)
-        return self._raise(commands.SEQS, key, "max_seq", seq)
+        return self._raise(commands.SEQS, key, "max_seq", seq, CONVERSATION_COUNTERS)
 
     def min_seq(self, conversation_id: str) -> int:
         """Conversation floor."""
@@ -54,27 +70,26 @@ class MongoSeqStore:
     def raise_min_seq(self, conversation_id: str, seq: int) -> int:
         """Raise the conversation floor (``$max``)."""
         key = commands.conversation_seqs(conversation_id)
-        return self._raise(commands.SEQS, key, "min_seq", seq)
+        return self._raise(commands.SEQS, key, "min_seq", seq, CONVERSATION_COUNTERS)
 
     def user_min_seq(self, conversation_id: str, user_id: str) -> int:
         """User floor."""
-        key = commands.user_seqs(conversation_id, user_id)
-        return self._get(commands.USER_SEQS, key, "min_seq")
+        return self._get(self._users_at.collection, self._user(conversation_id, user_id), "min_seq")
 
     def raise_user_min_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
         """Raise the user floor in one write (``$max``)."""
-        key = commands.user_seqs(conversation_id, user_id)
-        return self._raise(commands.USER_SEQS, key, "min_seq", seq)
+        key = self._user(conversation_id, user_id)
+        return self._raise(self._users_at.collection, key, "min_seq", seq, USER_COUNTERS)
 
     def read_seq(self, conversation_id: str, user_id: str) -> int:
         """User read seq."""
-        key = commands.user_seqs(conversation_id, user_id)
-        return self._get(commands.USER_SEQS, key, "read_seq")
+        key = self._user(conversation_id, user_id)
+        return self._get(self._users_at.collection, key, "read_seq")
 
     def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
         """Raise the user read seq (``$max``)."""
-        key = commands.user_seqs(conversation_id, user_id)
-        return self._raise(commands.USER_SEQS, key, "read_seq", seq)
+        key = self._user(conversation_id, user_id)
+        return self._raise(self._users_at.collection, key, "read_seq", seq, USER_COUNTERS)
 
     def sent_seqs(
         self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
@@ -143,17 +158,10 @@ class MongoSeqStore:
         return SeqPage(tuple(rows), cursor)
 
     def scan_user_seqs(self, after: str | None, limit: int) -> SeqPage[UserSeqs]:
-        """One find over ``seq_user`` in (conversation_id, user_id) order."""
-        found, cursor = self._connection.scan(commands.USER_SEQS, after, limit)
-        rows = [
-            UserSeqs(
-                d["conversation_id"],
-                d["user_id"],
-                int(d.get("min_seq", 0)),
-                int(d.get("read_seq", 0)),
-            )
-            for d in found
-        ]
+        """One find over the user documents in (conversation_id, user_id) order (their keys)."""
+        scanned = commands.USERS_IN + self._users_at.collection
+        found, cursor = self._connection.scan(scanned, after, limit)
+        rows = [self._user_seqs(d) for d in found]
         return SeqPage(tuple(rows), cursor)
 
     def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
@@ -182,16 +190,14 @@ class MongoSeqStore:
         return found
 
     def user_seqs_of(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], UserSeqs]:
-        """One find with ``$or`` of the keys; see SeqStore.user_seqs_of."""
+        """One find with ``$in`` of the keys; see SeqStore.user_seqs_of."""
         found = {(c, u): UserSeqs(c, u, 0, 0) for c, u in keys}
         if keys:
-            query = {"$or": [commands.user_seqs(c, u) for c, u in sorted(set(keys))]}
+            query = self._users_at.keys_in(sorted(set(keys)))
             with translated("read user watermarks"):
-                for d in self._connection.collection(commands.USER_SEQS).find(query, {"_id": 0}):
-                    c, u = d["conversation_id"], d["user_id"]
-                    if (c, u) in found:
-                        min_seq, read = int(d.get("min_seq", 0)), int(d.get("read_seq", 0))
-                        found[c, u] = UserSeqs(c, u, min_seq, read)
+                for d in self._users.find(query):
+                    seqs = self._user_seqs(d)
+                    found[seqs.conversation_id, seqs.user_id] = seqs
         return found
 
     def batch(self) -> AbstractContextManager[None]:
@@ -199,9 +205,10 @@ class MongoSeqStore:
         return nullcontext()
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
-        """One aggregate on ``seq`` with ``$unionWith`` of ``seq_user``: one round trip."""
+        """One aggregate: the user's document, then ``$unionWith`` of ``seq``: one round trip."""
+        pipeline = commands.watermarks(conversation_id, user_id, self._users_at)
         with translated("read watermarks"):
-            found = list(self._seqs.aggregate(commands.watermarks(conversation_id, user_id)))
+            found = list(self._users.aggregate(pipeline))
         return replies.watermarks(found)
 
     def close(self) -> None:
@@ -213,9 +220,17 @@ class MongoSeqStore:
             found = self._connection.collection(name).find_one(key, {"_id": 0, field: 1})
         return 0 if found is None else int(found.get(field, 0))
 
-    def _raise(self, name: str, key: Doc, field: str, seq: int) -> int:
-        found = self._run(name, commands.raise_to(name, key, field, seq), f"raise {field}")
-        return int(found[field])
+    def _user(self, conversation_id: str, user_id: str) -> Doc:
+        return self._users_at.key(conversation_id, user_id)
+
+    def _user_seqs(self, document: Doc) -> UserSeqs:
+        conversation_id, user_id = self._users_at.owner(document)
+        min_seq, read_seq = int(document.get("min_seq", 0)), int(document.get("read_seq", 0))
+        return UserSeqs(conversation_id, user_id, min_seq, read_seq)
+
+    def _raise(self, name: str, key: Doc, field: str, seq: int, counters: Sequence[str]) -> int:
+        command = commands.raise_to(key, field, seq, counters)
+        return int(self._run(name, command, f"raise {field}")[field])
 
     def _run(self, name: str, command: FindAndUpdate, action: str) -> Doc:
         found = self._connection.find_and_update(name, command, action)

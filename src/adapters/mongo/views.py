@@ -1,8 +1,9 @@
 """ViewReads for the MongoDB backends: a pull's watermarks and slots in one aggregate.
 
-The aggregate starts on ``seq`` (the conversation's counter), joins the viewer's
-``seq_user`` document, computes the seqs the pull may show, and joins the buckets or rows
-holding them (``commands.bucket_view`` / ``commands.row_view``): one round trip. For
+The aggregate starts on the data collection (the viewer's user document, ``UserDocs``),
+unions the conversation's counter from ``seq``, computes the seqs the pull may show, and
+joins the buckets or rows holding them (``commands.bucket_view`` / ``commands.row_view``):
+one round trip. For
 buckets the same aggregate looks up the viewer's own side-table entry in every slot
 flagged as having spilled deleters, which ``BucketMessageStore.viewed`` (the one
 home of that rule) merges: a spilled slot costs no second round trip either.
@@ -21,7 +22,7 @@ from ports.view_reads import View
 
 
 class MongoBucketViews:
-    """ViewReads over collections ``seq``, ``seq_user`` and ``msg`` (and ``msg_spill``)."""
+    """ViewReads over collections ``seq`` and ``msg`` (and ``msg_spill``)."""
 
     def __init__(self, connection: MongoConnection, store: BucketMessageStore) -> None:
         self._connection = connection
@@ -31,14 +32,14 @@ class MongoBucketViews:
         """One aggregate; see ViewReads.view."""
         size = self._store.layout.size
         pipeline = commands.bucket_view(conversation_id, viewer_id, pick, size)
-        marks, buckets = _run(self._connection, pipeline, pick)
+        marks, buckets = _run(self._connection, commands.BUCKETS, pipeline, pick)
         viewed, spilled = replies.viewed_bucket_seqs(conversation_id, buckets)
         seqs = pick.of(marks)
         return marks, self._store.viewed_seqs(conversation_id, seqs, viewed, viewer_id, spilled)
 
 
 class MongoRowViews:
-    """ViewReads over collections ``seq``, ``seq_user`` and ``msg_row``."""
+    """ViewReads over collections ``seq`` and ``msg_row``."""
 
     def __init__(self, connection: MongoConnection) -> None:
         self._connection = connection
@@ -47,10 +48,10 @@ class MongoRowViews:
         """One aggregate; see ViewReads.view."""
         if pick.latest:
             pipeline = commands.row_view(conversation_id, viewer_id, pick)
-            marks, rows = _run(self._connection, pipeline, pick)
+            marks, rows = _run(self._connection, commands.ROWS, pipeline, pick)
         else:
             pipeline = commands.listed_row_view(conversation_id, viewer_id, pick.seqs)
-            marks, rows = _run(self._connection, pipeline, pick, replies.union_reply)
+            marks, rows = _run(self._connection, commands.ROWS, pipeline, pick, replies.union_reply)
         found = replies.row_slots(rows)
         shown = set(pick.of(marks))
         return marks, {s: slot for s, slot in found.items() if s in shown and not slot.is_empty}
@@ -58,16 +59,17 @@ class MongoRowViews:
 
 def _run(
     connection: MongoConnection,
+    collection: str,
     pipeline: list[Doc],
     pick: Pick,
     reply: Callable[[list[Doc]], tuple[Watermarks, list[Doc]]] = replies.view_reply,
 ) -> tuple[Watermarks, list[Doc]]:
-    """Run a view aggregate on ``seq``: the marks and the buckets or rows found.
+    """Run a view aggregate on the data collection: the marks and the buckets or rows found.
 
     The whole reply comes in the first batch (at most one document per wanted seq), unless
     it exceeds the server's reply size (16 MiB): then the driver fetches the rest.
     """
     batch = max(pick.latest, len(pick.seqs)) + 1
     with translated("read a view"):
-        found = list(connection.collection(commands.SEQS).aggregate(pipeline, batchSize=batch))
+        found = list(connection.collection(collection).aggregate(pipeline, batchSize=batch))
     return reply(found)

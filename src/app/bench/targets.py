@@ -236,10 +236,9 @@ def _bucket_bytes_why(values: list[float | None], emulated: bool) -> str | None:
 
 # Why a tag write of a family cannot meet goal 5 where that is known (docs/mongo.md).
 _TRIPS_WHY = {
-    ("mongo", "mark_read"): ": the read seq lives in another collection than the tags, and "
-    "no MongoDB command before 8.0 writes two collections",
-    ("mongo", "hot_delete_spilled"): ": the spilled deleter goes to another collection than "
-    "the slot's flag, and no MongoDB command before 8.0 writes two collections",
+    ("mongo", "hot_delete_spilled"): ": the first spilled deleter of a slot must land if and "
+    "only if the patch flagging the slot does, and no MongoDB command before 8.0 makes one "
+    "write depend on another's match (nor writes two collections)",
 }
 
 

@@ -1,10 +1,11 @@
 """The benchmark's raw-driver arms on MongoDB: pull_latest(20) as one pymongo aggregate.
 
 Each reads the collections the adapters use (``adapters.mongo.commands``: the counters in
-``seq``, the user's floor in ``seq_user``, the messages in ``msg_row`` or the buckets in
-``msg``) in a single aggregate on ``seq`` with ``$lookup`` stages, so the watermarks travel
-with the data, and returns raw documents: no validation, no projection into views. Not
-stores: they only read.
+``seq``; the user's floor and the messages in ``msg_row``, or the floor and the buckets in
+``msg``) in a single aggregate on the data collection: the user's document by its key,
+``$unionWith`` of the counter, then a ``$lookup`` of the data, so the watermarks travel with
+the data. It returns raw documents: no validation, no projection into views. Not stores:
+they only read.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ class RawMongoRowLatest:
     """The newest rows of a conversation, in one aggregate with the watermarks."""
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
-        self._seqs = connection.collection(commands.SEQS)
+        self._rows = connection.collection(commands.ROWS)
 
     def pull_latest(self, conversation_id: str, viewer_id: str, count: int) -> list[Doc]:
         """The row documents of the newest count seqs above the viewer's floors, newest first."""
-        found = list(self._seqs.aggregate(row_latest_pipeline(conversation_id, viewer_id, count)))
-        if not found:
+        found = list(self._rows.aggregate(row_latest_pipeline(conversation_id, viewer_id, count)))
+        if not found or found[0].get("max_seq") is None:
             return []
         marks = found[0]
         first = max(marks["max_seq"] - count + 1, _floor(marks))
@@ -39,13 +40,13 @@ class RawMongoBucketLatest:
     """The newest slots of a conversation, sliced out of its buckets in one aggregate."""
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
-        self._seqs = connection.collection(commands.SEQS)
+        self._buckets = connection.collection(commands.BUCKETS)
         self._size = layout.size
 
     def pull_latest(self, conversation_id: str, viewer_id: str, count: int) -> list[Doc]:
         """Per bucket touched: ``{doc_id, msgs}`` with only the wanted slots, oldest first."""
         pipeline = bucket_latest_pipeline(conversation_id, viewer_id, count, self._size)
-        found = list(self._seqs.aggregate(pipeline))
+        found = list(self._buckets.aggregate(pipeline))
         if not found:
             return []
         return sorted(found[0]["buckets"], key=lambda b: (len(b["doc_id"]), b["doc_id"]))
@@ -56,8 +57,7 @@ def row_latest_pipeline(conversation_id: str, viewer_id: str, count: int) -> lis
     key = commands.row_id
     rows = {"_id": {"$gte": key(conversation_id, 0), "$lte": key(conversation_id, _LAST_SEQ)}}
     return [
-        {"$match": commands.conversation_seqs(conversation_id)},
-        _user_floor(conversation_id, viewer_id),
+        *_marks(commands.ROWS, conversation_id, viewer_id),
         {
             "$lookup": {
                 "from": commands.ROWS,
@@ -65,7 +65,7 @@ def row_latest_pipeline(conversation_id: str, viewer_id: str, count: int) -> lis
                 "as": "rows",
             }
         },
-        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1, "user": 1, "rows": 1}},
+        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1, "user_min_seq": 1, "rows": 1}},
     ]
 
 
@@ -79,7 +79,7 @@ def bucket_latest_pipeline(
     doc_id index and slices each bucket's ``msgs``.
     """
     separator = BucketLayout.doc_id_for_index("", 0).removesuffix("0")
-    floor = {"$max": ["$min_seq", {"$ifNull": [{"$arrayElemAt": ["$user.min_seq", 0]}, 0]}, 1]}
+    floor = {"$max": ["$min_seq", "$user_min_seq", 1]}
 
     def index(seq: Any) -> Doc:
         return {"$toLong": {"$floor": {"$divide": [{"$subtract": [seq, 1]}, size]}}}
@@ -88,8 +88,7 @@ def bucket_latest_pipeline(
         return {"$concat": [{"$literal": conversation_id + separator}, {"$toString": position}]}
 
     return [
-        {"$match": commands.conversation_seqs(conversation_id)},
-        _user_floor(conversation_id, viewer_id),
+        *_marks(commands.BUCKETS, conversation_id, viewer_id),
         {"$set": {"first": {"$max": [{"$subtract": ["$max_seq", count - 1]}, floor]}}},
         {"$match": {"$expr": {"$lte": ["$first", "$max_seq"]}}},
         {"$set": {"oldest": index("$first"), "newest": index("$max_seq")}},
@@ -124,20 +123,24 @@ def _sliced(size: int) -> Doc:
     }
 
 
-def _user_floor(conversation_id: str, viewer_id: str) -> Doc:
-    """``$lookup`` of the viewer's watermark document into ``user`` (empty when none)."""
-    return {
-        "$lookup": {
-            "from": commands.USER_SEQS,
-            "pipeline": [
-                {"$match": commands.user_seqs(conversation_id, viewer_id)},
-                {"$project": {"_id": 0, "min_seq": 1}},
-            ],
-            "as": "user",
-        }
-    }
+def _marks(collection: str, conversation_id: str, viewer_id: str) -> list[Doc]:
+    """The viewer's user document in collection, the counter from ``seq``, as one document.
+
+    ``{max_seq, min_seq, user_min_seq}``, null where a document is missing.
+    """
+    users = commands.UserDocs(collection)
+    counter = [
+        {"$match": commands.conversation_seqs(conversation_id)},
+        {"$project": {"_id": 0, "max_seq": 1, "min_seq": 1}},
+    ]
+    merged = {name: {"$max": f"${name}"} for name in ("max_seq", "min_seq", "user_min_seq")}
+    return [
+        {"$match": users.key(conversation_id, viewer_id)},
+        {"$project": {"_id": 0, "user_min_seq": "$min_seq"}},
+        {"$unionWith": {"coll": commands.SEQS, "pipeline": counter}},
+        {"$group": {"_id": None, **merged}},
+    ]
 
 
 def _floor(marks: Doc) -> int:
-    user = marks.get("user") or [{}]
-    return max(int(marks.get("min_seq", 0)), int(user[0].get("min_seq", 0)), 1)
+    return max(int(marks.get("min_seq") or 0), int(marks.get("user_min_seq") or 0), 1)
