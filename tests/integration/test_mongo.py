@@ -199,6 +199,48 @@ def test_user_watermarks_live_in_the_data_collection_apart_from_its_data(
         service.close()
 
 
+# The conversion docs/mongo.md ("Watermarks in seq_user") gives, stage for stage.
+MOVE_USER_SEQS = {
+    "mongo-bucket": [
+        {
+            "$project": {
+                "_id": 0,
+                "doc_id": {"$concat": ["$conversation_id", "\x1f", "$user_id"]},
+                "min_seq": 1,
+                "read_seq": 1,
+            }
+        },
+        {"$merge": {"into": "msg"}},
+    ],
+    "mongo-row": [
+        {
+            "$project": {
+                "_id": {"c": "$conversation_id", "u": "$user_id"},
+                "min_seq": 1,
+                "read_seq": 1,
+            }
+        },
+        {"$merge": {"into": "msg_row", "on": "_id", "whenMatched": "keepExisting"}},
+    ],
+}
+
+
+@pytest.mark.parametrize("backend", MOVE_USER_SEQS)
+def test_watermarks_moved_out_of_seq_user_as_documented_are_read_back(
+    mongo_url: str, raw: Any, backend: str
+) -> None:
+    old = {"conversation_id": CONV, "user_id": "dave", "min_seq": 2, "read_seq": 7}
+    raw[commands.LEGACY_USER_SEQS].insert_one(dict(old))
+    raw[commands.LEGACY_USER_SEQS].aggregate(MOVE_USER_SEQS[backend])
+    raw[commands.LEGACY_USER_SEQS].drop()
+    service = open_service({"store": {"backend": backend, "url": mongo_url}})
+    try:
+        assert service.seqs.read_seq(CONV, "dave") == 7
+        assert service.seqs.user_min_seq(CONV, "dave") == 2
+    finally:
+        service.close()
+
+
 def test_watermarks_left_in_seq_user_are_refused_and_kept(mongo_url: str, raw: Any) -> None:
     old = {"conversation_id": CONV, "user_id": "dave", "min_seq": 0, "read_seq": 7}
     raw[commands.LEGACY_USER_SEQS].insert_one(dict(old))
