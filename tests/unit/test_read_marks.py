@@ -3,6 +3,7 @@ and the bulk writes it rides on (canned driver replies: counts, not MongoDB sema
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -133,3 +134,16 @@ def test_a_block_that_raises_drops_the_rider() -> None:
         refusing([21])
     assert collection.sent == []
     assert not riding.waiting
+
+
+def test_a_rider_waits_in_its_own_thread() -> None:
+    collection = Collection({"nMatched": 1, "upserted": [], "writeErrors": []})
+    riding = RidingWrites(collection)  # type: ignore[arg-type]
+    seen: list[bool] = []
+    with riding.carrying(RIDER):
+        other = threading.Thread(target=lambda: seen.append(riding.waiting))
+        other.start()
+        other.join()
+        assert riding.waiting
+    assert seen == [False]
+    assert collection.sent == [("update_one", 1)]

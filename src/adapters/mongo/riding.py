@@ -9,6 +9,7 @@ goes alone at the end.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,12 +37,22 @@ class RidingWrites:
 
     The rider is an upsert (``commands.raise_read_seq``) whose outcome no caller needs
     beyond its landing; it lands once, with the first write that carries it, else alone
-    when ``carrying`` ends. Not thread-safe, as the stores using it.
+    when ``carrying`` ends. It waits per thread: threads sharing a store (a service is
+    shared by threads) never carry, or overwrite, each other's.
     """
 
     def __init__(self, collection: Collection[Doc]) -> None:
         self._collection = collection
-        self._rider: Update | None = None
+        self._waiting = threading.local()
+
+    @property
+    def _rider(self) -> Update | None:
+        rider: Update | None = getattr(self._waiting, "rider", None)
+        return rider
+
+    @_rider.setter
+    def _rider(self, rider: Update | None) -> None:
+        self._waiting.rider = rider
 
     @contextmanager
     def carrying(self, rider: Update | None) -> Iterator[None]:
