@@ -40,7 +40,6 @@ class MongoSeqStore:
     def __init__(self, connection: MongoConnection, users: UserDocs) -> None:
         self._connection = connection
         self._users_at = users
-        self._seqs = connection.collection(commands.SEQS)
         self._users = connection.collection(users.collection)
         self._sends = connection.collection(commands.SENDS)
         for name in (commands.SEQS, commands.SENDS):
