@@ -113,7 +113,7 @@ def test_another_bucket_size_is_refused(mongo_url: str) -> None:
         open_service({"store": {**config["store"], "bucket_size": 50}})
 
 
-def test_spilled_deleters_are_keyed_by_id_and_found_by_slot(
+def test_spilled_deleters_are_documents_of_msg_keyed_by_doc_id_and_found_by_slot(
     connection: MongoConnection, raw: Any
 ) -> None:
     repository = MongoBucketRepository(connection, BucketLayout(100))
@@ -121,21 +121,51 @@ def test_spilled_deleters_are_keyed_by_id_and_found_by_slot(
     assert repository.add_spilled(entries) == 4
     assert repository.add_spilled([("x:0", 1, "bob"), ("x:0", 2, "bob")]) == 1  # a set-add
     assert repository.read_spilled({"x:0": [1, 2]}) == {"x:0": {1: {"ann", "bob"}, 2: {"bob"}}}
-    assert raw[commands.SPILL].find_one({"_id": "x:0\x1f10\x1fann"}) is not None
-    assert list(raw[commands.SPILL].index_information()) == ["_id_"]
+    assert raw[commands.BUCKETS].find_one({"doc_id": "x:0\x1f10\x1fann"}) is not None
+    assert commands.LEGACY_SPILL not in raw.list_collection_names()
+    assert repository.stats().documents == 0  # deleters are data, not buckets
     repository.drop_spilled({"x:0": [1]})
     assert repository.read_spilled({"x:0": [1, 10]}) == {"x:0": {10: {"ann"}}}
 
 
-def test_a_spill_collection_in_the_earlier_format_is_refused_and_kept(
-    mongo_url: str, raw: Any
-) -> None:
-    old = {"doc_id": f"{CONV}:0", "slot": 1, "user_id": "ann"}
-    raw[commands.SPILL].create_index([("doc_id", 1), ("slot", 1), ("user_id", 1)], unique=True)
-    raw[commands.SPILL].insert_one(dict(old))
+# Spilled deleters of both earlier formats in msg_spill: keyed by _id, and older by fields.
+LEFT_IN_MSG_SPILL = [
+    {"_id": f"{CONV}:0\x1f1\x1fann"},
+    {"doc_id": f"{CONV}:0", "slot": 2, "user_id": "bob"},
+]
+# The conversion docs/mongo.md ("Spilled deleters in msg_spill") gives, stage for stage.
+MOVE_SPILL = [
+    {
+        "$project": {
+            "_id": 0,
+            "doc_id": {
+                "$cond": [
+                    {"$eq": [{"$type": "$_id"}, "string"]},
+                    "$_id",
+                    {"$concat": ["$doc_id", "\x1f", {"$toString": "$slot"}, "\x1f", "$user_id"]},
+                ]
+            },
+        }
+    },
+    {"$merge": {"into": "msg"}},
+]
+
+
+def test_spilled_deleters_left_in_msg_spill_are_refused_and_kept(mongo_url: str, raw: Any) -> None:
+    raw[commands.LEGACY_SPILL].insert_many([dict(doc) for doc in LEFT_IN_MSG_SPILL])
     with pytest.raises(LayoutMismatch, match="msg_spill"):
         open_service({"store": {"backend": "mongo-bucket", "url": mongo_url}})
-    assert raw[commands.SPILL].find_one({}, {"_id": 0}) == old
+    assert raw[commands.LEGACY_SPILL].count_documents({}) == 2
+
+
+def test_spilled_deleters_moved_out_of_msg_spill_as_documented_are_read_back(
+    connection: MongoConnection, raw: Any
+) -> None:
+    raw[commands.LEGACY_SPILL].insert_many([dict(doc) for doc in LEFT_IN_MSG_SPILL])
+    raw[commands.LEGACY_SPILL].aggregate(MOVE_SPILL)
+    raw[commands.LEGACY_SPILL].drop()
+    repository = MongoBucketRepository(connection, BucketLayout(100))
+    assert repository.read_spilled({f"{CONV}:0": [1, 2]}) == {f"{CONV}:0": {1: {"ann"}, 2: {"bob"}}}
 
 
 def test_rows_are_clustered_and_read_in_one_find(

@@ -54,12 +54,12 @@ def msg_doc(m: Message) -> dict[str, Any]:
 
 
 def test_collection_names() -> None:
-    assert (c.BUCKETS, c.SPILL, c.ROWS, c.SEQS, c.LEGACY_USER_SEQS, c.SENDS, c.META) == (
+    assert (c.BUCKETS, c.ROWS, c.SEQS, c.LEGACY_USER_SEQS, c.LEGACY_SPILL, c.SENDS, c.META) == (
         "msg",
-        "msg_spill",
         "msg_row",
         "seq",
         "seq_user",
+        "msg_spill",
         "seq_send",
         "meta",
     )
@@ -68,7 +68,6 @@ def test_collection_names() -> None:
 def test_index_specs_are_unique_keys_and_one_ttl_index_and_nothing_inside_msgs() -> None:
     assert {
         "msg": (c.IndexSpec((("doc_id", 1),), unique=True),),
-        "msg_spill": (),
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
         "seq_send": (
@@ -273,8 +272,8 @@ def test_patch_within_a_budget_adds_no_condition_for_flags_and_purges() -> None:
 def test_spilled_deleters_are_one_unordered_insert() -> None:
     assert c.spill_documents([("x:0", 3, "bob"), ("x:1", 0, "bob")]) == c.InsertMany(
         [
-            {"_id": "x:0\x1f3\x1fbob"},
-            {"_id": "x:1\x1f0\x1fbob"},
+            {"doc_id": "x:0\x1f3\x1fbob"},
+            {"doc_id": "x:1\x1f0\x1fbob"},
         ],
         ordered=False,
     )
@@ -286,28 +285,31 @@ def test_a_spilled_deleter_is_keyed_by_its_slot_and_user_in_its_id() -> None:
 
 
 def test_spilled_deleters_are_found_by_id_ranges_of_their_slots() -> None:
-    assert c.spilled_in({"x:0": [3]}) == {"_id": {"$gte": "x:0\x1f3\x1f", "$lt": "x:0\x1f3\x20"}}
+    assert c.spilled_in({"x:0": [3]}) == {"doc_id": {"$gte": "x:0\x1f3\x1f", "$lt": "x:0\x1f3\x20"}}
     assert c.spilled_in({"x:0": [3, 1], "x:2": [0]}) == {
         "$or": [
-            {"_id": {"$gte": "x:0\x1f3\x1f", "$lt": "x:0\x1f3\x20"}},
-            {"_id": {"$gte": "x:0\x1f1\x1f", "$lt": "x:0\x1f1\x20"}},
-            {"_id": {"$gte": "x:2\x1f0\x1f", "$lt": "x:2\x1f0\x20"}},
+            {"doc_id": {"$gte": "x:0\x1f3\x1f", "$lt": "x:0\x1f3\x20"}},
+            {"doc_id": {"$gte": "x:0\x1f1\x1f", "$lt": "x:0\x1f1\x20"}},
+            {"doc_id": {"$gte": "x:2\x1f0\x1f", "$lt": "x:2\x1f0\x20"}},
         ]
     }
-    assert c.SPILLED_FIELDS == {"_id": 1}
+    assert c.SPILLED_FIELDS == {"_id": 0, "doc_id": 1}
 
 
 def test_a_viewers_spilled_entries_are_found_by_their_exact_ids() -> None:
     assert c.spilled_by({"x:0": [3, 1], "x:2": [0]}, "bob") == {
-        "_id": {"$in": ["x:0\x1f3\x1fbob", "x:0\x1f1\x1fbob", "x:2\x1f0\x1fbob"]}
+        "doc_id": {"$in": ["x:0\x1f3\x1fbob", "x:0\x1f1\x1fbob", "x:2\x1f0\x1fbob"]}
     }
 
 
-def test_the_id_range_of_a_slot_holds_its_deleters_and_no_other_slots() -> None:
-    """Slot 1's range must not reach slot 10's or bucket x:0's neighbours (byte order)."""
-    (bounds,) = [c.spilled_in({"x:0": [1]})["_id"]]
+def test_the_doc_id_range_of_a_slot_holds_its_deleters_and_no_other_documents() -> None:
+    """Slot 1's range must not reach slot 10's, bucket x:0's neighbours, the bucket itself or
+    a user document of its conversation, all in ``msg`` (byte order)."""
+    (bounds,) = [c.spilled_in({"x:0": [1]})["doc_id"]]
     inside = [c.spill_key("x:0", 1, user) for user in (" ", "a", "~", "\u4e2d", "z" * 50)]
     outside = [c.spill_key("x:0", 10, "a"), c.spill_key("x:0", 2, "a"), c.spill_key("x:01", 1, "a")]
+    users = c.UserDocs(c.BUCKETS)
+    outside += ["x:0", "x:1", users.key("x", "a")["doc_id"], users.key("x:0", "1")["doc_id"]]
     encoded = {key: key.encode() for key in inside + outside}
     low, high = bounds["$gte"].encode(), bounds["$lt"].encode()
     assert all(low <= encoded[key] < high for key in inside)
@@ -383,7 +385,8 @@ def test_read_spanning_two_buckets_is_one_aggregate() -> None:
 
 def test_bucket_lookup_and_message_count() -> None:
     assert c.bucket_exists("x:3") == {"doc_id": "x:3"}
-    user = {"$eq": [{"$type": "$msgs"}, "missing"]}  # a user document (UserDocs)
+    user = {"$ne": [{"$type": "$read_seq"}, "missing"]}  # a user document (UserDocs)
+    aside = {"$eq": [{"$type": "$msgs"}, "missing"]}  # no bucket: a user or spilled deleter
     assert [
         {
             "$group": {
@@ -399,7 +402,7 @@ def test_bucket_lookup_and_message_count() -> None:
                         }
                     }
                 },
-                "user_docs": {"$sum": {"$cond": [user, 1, 0]}},
+                "aside_docs": {"$sum": {"$cond": [aside, 1, 0]}},
                 "user_bytes": {"$sum": {"$cond": [user, {"$bsonSize": "$$ROOT"}, 0]}},
             }
         }
@@ -490,7 +493,7 @@ def test_row_message_count_also_sums_key_bytes() -> None:
             "$group": {
                 "_id": None,
                 "messages": {"$sum": {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]}},
-                "user_docs": {"$sum": {"$cond": [user, 1, 0]}},
+                "aside_docs": {"$sum": {"$cond": [user, 1, 0]}},
                 "user_bytes": {"$sum": {"$cond": [user, {"$bsonSize": "$$ROOT"}, 0]}},
                 "key_bytes": {"$sum": {"$cond": [user, 0, {"$bsonSize": "$_id"}]}},
             }
@@ -697,10 +700,10 @@ def test_a_bucket_view_joins_buckets_by_doc_id_and_the_viewers_spilled_entries()
     key = flagged["$addFields"]["spill_keys"]["$map"]["in"]["$concat"]
     assert key[0] == "$doc_id" and key[-1] == {"$literal": "dave"}
     assert key[1] == key[3] == c.SPILL_SEPARATOR
-    assert spilled["$lookup"]["from"] == "msg_spill"
+    assert spilled["$lookup"]["from"] == "msg"
     assert (spilled["$lookup"]["localField"], spilled["$lookup"]["foreignField"]) == (
         "spill_keys",
-        "_id",
+        "doc_id",
     )
     assert drop == {"$project": {"spill_keys": 0}}
     assert pipeline[-2:] == [

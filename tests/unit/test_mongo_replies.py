@@ -122,24 +122,25 @@ def test_stats_sum_shards_and_count_clustered_keys_as_index() -> None:
     assert replies.store_stats(shards, counted) == StoreStats(240, 5, 1500, 150)
     assert replies.store_stats(shards, counted, clustered=True) == StoreStats(240, 5, 1500, 850)
     assert replies.store_stats([], []) == StoreStats(0, 0, 0, 0)
-    side = [{"storageStats": {"count": 9, "size": 300, "totalIndexSize": 40}}]
-    assert replies.store_stats(shards, counted, side=side) == StoreStats(240, 5, 1800, 190)
+    # 2 documents aside (a user document of 60 bytes, a spilled deleter, whose bytes are data)
+    aside = [{**counted[0], "aside_docs": 2, "user_bytes": 60}]
+    assert replies.store_stats(shards, aside) == StoreStats(240, 3, 1440, 150)
 
 
 def test_spilled_users_group_by_bucket_and_slot() -> None:
     found = [
-        {"_id": "x:0\x1f3\x1fbob"},
-        {"_id": "x:0\x1f3\x1fcarol"},
-        {"_id": "x:1\x1f0\x1fbob"},
+        {"doc_id": "x:0\x1f3\x1fbob"},
+        {"doc_id": "x:0\x1f3\x1fcarol"},
+        {"doc_id": "x:1\x1f0\x1fbob"},
     ]
     assert replies.spilled_users(found) == {"x:0": {3: {"bob", "carol"}}, "x:1": {0: {"bob"}}}
     assert replies.spilled_users([]) == {}
 
 
-def test_a_spill_collection_in_the_earlier_format_is_refused() -> None:
-    replies.checked_spill_format({"_id_"})
-    with pytest.raises(LayoutMismatch, match="msg_spill"):
-        replies.checked_spill_format({"_id_", "doc_id_1_slot_1_user_id_1"})
+def test_documents_left_where_an_earlier_version_kept_them_are_refused() -> None:
+    replies.checked_moved(None, "msg_spill", "msg", "Spilled deleters in msg_spill")
+    with pytest.raises(LayoutMismatch, match=r"'msg_spill'.*'msg'.*Spilled deleters in msg_spill"):
+        replies.checked_moved({"_id": 1}, "msg_spill", "msg", "Spilled deleters in msg_spill")
 
 
 def test_bucket_bytes_of_a_missing_bucket_is_none() -> None:
@@ -230,7 +231,7 @@ def test_a_bucket_views_slots_come_by_seq_with_the_viewers_spilled_entries() -> 
     bucket = {
         "doc_id": f"{CONV}:1",
         "msgs": [slot, {**commands.slot_to_doc(Slot()), "seq": 103}],
-        "spilled": [{"_id": commands.spill_key(f"{CONV}:1", 1, "dave")}],
+        "spilled": [{"doc_id": commands.spill_key(f"{CONV}:1", 1, "dave")}],
     }
     slots, spilled = replies.viewed_bucket_seqs(CONV, [over_the_wire(bucket)])
     assert slots == {102: Slot(message=stored, spilled=True), 103: Slot()}

@@ -39,24 +39,18 @@ class RecordingSends:
         self.calls.append(("bulk_write", ([(r._filter, r._doc) for r in requests], ordered)))
 
 
-class NoLegacyUserSeqs:
-    """``seq_user`` holding nothing, as opening expects."""
-
-    def find_one(self, filter: dict[str, Any], projection: dict[str, Any]) -> None:
-        return None
-
-
 class StubConnection:
     def __init__(self, sends: RecordingSends) -> None:
         self.sends = sends
 
     def collection(self, name: str) -> Any:
-        if name == commands.LEGACY_USER_SEQS:
-            return NoLegacyUserSeqs()
         return self.sends if name == commands.SENDS else None
 
     def ensure_indexes(self, name: str) -> None:
         pass
+
+    def ensure_moved(self, legacy: str, into: str, section: str) -> None:
+        pass  # no documents left where an earlier version kept them, as opening expects
 
 
 def seq_store(stored: list[dict[str, Any]], failure: dict[str, Any] | None = None) -> Any:

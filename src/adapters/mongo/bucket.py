@@ -21,7 +21,6 @@ from adapters.mongo.replies import (
     ReaderMarks,
     bucket_bytes,
     bucket_slots,
-    checked_spill_format,
     duplicate_positions,
     marked_reply,
     spilled_users,
@@ -38,24 +37,26 @@ from ports.bucket_repository import Spilled, Viewed
 
 # Filled slots one create_buckets command carries at most.
 _CREATE_SLOTS = 200
+# Where docs/mongo.md says how to move spilled deleters out of msg_spill.
+SPILL_MOVED = "Spilled deleters in msg_spill"
 
 
 class MongoBucketRepository:
     """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array.
 
-    Spilled deleters live in ``msg_spill``, one document each, ``_id`` =
-    ``commands.spill_key(doc_id, slot, user_id)``: unique by its _id, no index of its own.
+    Spilled deleters are documents of ``msg`` too, one each, ``doc_id`` =
+    ``commands.spill_key(doc_id, slot, user_id)``: unique by the same index, beside their
+    bucket, and written by the same command as the patch that flags their slot.
     """
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
         self.layout = layout
         self._connection = connection
         self._buckets = connection.collection(commands.BUCKETS)
-        self._spill = connection.collection(commands.SPILL)
         self.riding = RidingWrites(self._buckets)
         self.users = commands.UserDocs(commands.BUCKETS)
         connection.ensure_indexes(commands.BUCKETS)
-        checked_spill_format(connection.index_names(commands.SPILL))
+        connection.ensure_moved(commands.LEGACY_SPILL, commands.BUCKETS, SPILL_MOVED)
         connection.ensure_layout(commands.BUCKETS, layout)
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -171,16 +172,18 @@ class MongoBucketRepository:
         is None and the state machine reads the buckets again (a purged target slot, which
         ``patch`` would drop, or a refused budget).
 
-        With spills, whose entries go to another collection (no command writes two), the
-        buckets are patched one by one, so that each outcome is known, and the entries of
-        those written are inserted right after (``add_spilled``): one round trip more.
+        With spills, the buckets are patched one by one, so that each outcome is known, and
+        each patch carries its bucket's entries (``_patch_spilling``).
         """
         if spills:
-            written = {d for d, slots in patches.items() if self.patch(d, slots, budget)}
-            landed = [entry for entry in spills if entry[0] in written]
-            if landed:
-                self.add_spilled(landed)
-            return written
+            riding: dict[str, list[Spilled]] = {}
+            for entry in spills:
+                riding.setdefault(entry[0], []).append(entry)
+            return {
+                doc_id
+                for doc_id, slots in patches.items()
+                if self._patch_spilling(doc_id, slots, budget, riding.get(doc_id, []))
+            }
         if len(patches) == 1:
             [(doc_id, only)] = patches.items()
             return {doc_id} if self.patch(doc_id, only, budget) else set()
@@ -188,12 +191,43 @@ class MongoBucketRepository:
         outcome = self.riding.bulk_write(updates, "write tags")
         return set(patches) if outcome.matched == len(patches) else None
 
+    def _patch_spilling(
+        self,
+        doc_id: str,
+        slots: Mapping[int, SlotPatch],
+        budget: TagBudget | None,
+        entries: Sequence[Spilled],
+    ) -> bool:
+        """``patch`` of one bucket and, iff it is written, the spilled deleters riding on it.
+
+        One ordered update command where the patch can guard (``commands.flagging_patch``):
+        the patch, then the entries, which run only if the patch was not refused. Else, and
+        after a refusal, ``patch`` (which reads and retries) and then ``add_spilled``.
+        """
+        guard = commands.flagging_patch(doc_id, slots, budget)
+        if guard is not None and entries:
+            updates = [guard, *commands.spill_upserts(entries)]
+            outcome = self.riding.in_order(updates, "write tags and spill deleters")
+            if 0 in outcome.upserted:  # no such bucket: undo the document the guard made
+                with translated("undo a write to a missing bucket"):
+                    self._buckets.delete_many({"_id": {"$in": list(outcome.upserted.values())}})
+                return False
+            if outcome.stopped_at is None:
+                return True
+            if outcome.stopped_at > 0:  # entry stopped_at - 1 was there already (a set-add)
+                self.add_spilled(entries[outcome.stopped_at :])
+                return True
+        written = self.patch(doc_id, slots, budget)
+        if written and entries:
+            self.add_spilled(entries)
+        return written
+
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
-        """insert_many(ordered=False); the duplicate _ids reported were there already."""
+        """insert_many(ordered=False); the duplicate doc_ids reported were there already."""
         command = commands.spill_documents(entries)
         with translated("spill deleters"):
             try:
-                self._spill.insert_many(command.documents, ordered=command.ordered)
+                self._buckets.insert_many(command.documents, ordered=command.ordered)
             except BulkWriteError as error:
                 return len(entries) - len(duplicate_positions(error.details))
         return len(entries)
@@ -201,18 +235,18 @@ class MongoBucketRepository:
     def read_spilled(
         self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
     ) -> dict[str, dict[int, set[str]]]:
-        """One find over the side collection (the viewer's entries only when given)."""
+        """One find of spilled deleters by doc_id (the viewer's entries only when given)."""
         where = (
             commands.spilled_in(wanted) if viewer is None else commands.spilled_by(wanted, viewer)
         )
         with translated("read spilled deleters"):
-            found = list(self._spill.find(where, commands.SPILLED_FIELDS))
+            found = list(self._buckets.find(where, commands.SPILLED_FIELDS))
         return spilled_users(found)
 
     def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
-        """One delete_many over the side collection."""
+        """One delete_many of the slots' spilled deleters, by doc_id range."""
         with translated("drop spilled deleters"):
-            self._spill.delete_many(commands.spilled_in(wanted))
+            self._buckets.delete_many(commands.spilled_in(wanted))
 
     def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
         """One find over ``msg`` in doc_id order (its unique index)."""
@@ -229,12 +263,14 @@ class MongoBucketRepository:
             return bucket_bytes(self._buckets.aggregate(commands.bucket_size(doc_id)))
 
     def stats(self) -> StoreStats:
-        """``$collStats`` of both collections plus a count of stored messages (a full scan)."""
+        """``$collStats`` of ``msg`` plus a count of stored messages (a full scan).
+
+        Spilled deleters count as data, not as documents; user documents as neither.
+        """
         with translated("read collection stats"):
             storage = list(self._buckets.aggregate(commands.STORAGE_STATS))
-            side = list(self._spill.aggregate(commands.STORAGE_STATS))
             counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
-        return store_stats(storage, counted, side=side)
+        return store_stats(storage, counted)
 
     @property
     def connection(self) -> MongoConnection:

@@ -39,11 +39,13 @@ DEFAULT_DATABASE = "imbucket"
 CLIENT_DEFAULTS: Mapping[str, Any] = {"appname": "imbucket"}
 
 BUCKETS = "msg"
-SPILL = "msg_spill"  # deleters beyond a bucket's inline budget, one document each
 ROWS = "msg_row"
+# Spilled deleters lived here before they moved into ``msg`` (``spill_key``); opening a
+# database that still holds some refuses it (``replies.checked_moved``).
+LEGACY_SPILL = "msg_spill"
 SEQS = "seq"
 # Per-user watermarks lived here before they moved into the data collection (``UserDocs``);
-# opening a database that still holds some refuses it (``replies.checked_no_user_seqs``).
+# opening a database that still holds some refuses it (``replies.checked_moved``).
 LEGACY_USER_SEQS = "seq_user"
 SENDS = "seq_send"
 META = "meta"
@@ -89,12 +91,12 @@ class InsertMany:
     ordered: bool = False
 
 
-# Unique keys only: nothing inside the msgs array is indexed (as in OpenIM), and rows and
-# spilled deleters are addressed by _id alone (spill_key): a spilled deleter needs no index
-# of its own, the _id index makes its insert a set-add and serves reads by slot as a range.
+# Unique keys only: nothing inside the msgs array is indexed (as in OpenIM), and rows are
+# addressed by _id alone. Spilled deleters are documents of ``msg`` keyed by doc_id
+# (spill_key): the doc_id index makes their insert a set-add and serves reads by slot as a
+# range, and keeps them beside their bucket.
 INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     BUCKETS: (IndexSpec((("doc_id", 1),)),),
-    SPILL: (),
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
     # Claims expire by themselves: the TTL monitor deletes each once its expire_at is past.
@@ -228,39 +230,65 @@ def _entries(index: int, name: str) -> Doc:
     }
 
 
-# A spilled deleter's _id: "<doc_id>\x1f<slot>\x1f<user_id>". Ids never hold control
-# characters (domain.model.check_id), so the separator sorts below every character of an id:
-# the deleters of one slot are exactly the _ids in [prefix, prefix with "\x1f" → "\x20").
+# A spilled deleter is a document of ``msg``: ``{doc_id: "<doc_id>\x1f<slot>\x1f<user_id>"}``.
+# Ids never hold control characters (domain.model.check_id), so the separator sorts below
+# every character of an id: the deleters of one slot are exactly the doc_ids in [prefix,
+# prefix with "\x1f" → "\x20"), beside their bucket and apart from its user documents
+# (``UserDocs``: one separator, not two). In ``msg`` and not a collection of its own, so the
+# first spill of a slot is one ``update`` command with the patch flagging it
+# (``flagging_patch``); no command writes two collections.
 SPILL_SEPARATOR = "\x1f"
 _AFTER_SEPARATOR = chr(ord(SPILL_SEPARATOR) + 1)
 
 
 def spill_key(doc_id: str, slot: int, user_id: str) -> str:
-    """The _id of one spilled deleter (see SPILL_SEPARATOR)."""
+    """The doc_id of one spilled deleter (see SPILL_SEPARATOR)."""
     return f"{spill_prefix(doc_id, slot)}{user_id}"
 
 
 def spill_prefix(doc_id: str, slot: int) -> str:
-    """The _id prefix every spilled deleter of (doc_id, slot) starts with."""
+    """The doc_id prefix every spilled deleter of (doc_id, slot) starts with."""
     return f"{doc_id}{SPILL_SEPARATOR}{slot}{SPILL_SEPARATOR}"
 
 
 def spill_entry(key: str) -> tuple[str, int, str]:
-    """(doc_id, slot, user_id) of a spilled deleter's _id."""
+    """(doc_id, slot, user_id) of a spilled deleter's doc_id."""
     doc_id, slot, user_id = key.split(SPILL_SEPARATOR, 2)
     return doc_id, int(slot), user_id
 
 
 def spill_documents(entries: Sequence[tuple[str, int, str]]) -> InsertMany:
-    """Spilled deleters as documents; a repeated _id is a reported duplicate (a set-add)."""
-    documents = [{"_id": spill_key(d, i, u)} for d, i, u in entries]
+    """Spilled deleters as documents; a repeated doc_id is a reported duplicate (a set-add)."""
+    documents = [{"doc_id": spill_key(d, i, u)} for d, i, u in entries]
     return InsertMany(documents, ordered=False)
 
 
+def spill_upserts(entries: Sequence[tuple[str, int, str]]) -> list[Update]:
+    """Spilled deleters as upserts, to follow ``flagging_patch`` in its ordered command."""
+    keys = [spill_key(d, i, u) for d, i, u in entries]
+    return [Update({"doc_id": key}, {"$setOnInsert": {"doc_id": key}}, upsert=True) for key in keys]
+
+
+def flagging_patch(
+    doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
+) -> Update | None:
+    """``patch_bucket`` as a guard: an upsert that collides on doc_id when refused.
+
+    Refused (a target slot purged), the upsert inserts a new document with the bucket's
+    doc_id, which the unique index refuses: a write error, which stops an ordered command
+    before the spilled deleters that follow it (``spill_upserts``). None when the patch has
+    budget conditions: an upsert's filter may not hold ``$expr`` (code 224).
+    """
+    command = patch_bucket(doc_id, patches, budget)
+    if "$expr" in command.filter:
+        return None
+    return Update(command.filter, command.update, upsert=True)
+
+
 def spilled_in(wanted: Mapping[str, Sequence[int]]) -> Doc:
-    """Filter of the spilled deleters of the given slots (find or delete_many): _id ranges."""
+    """Filter of the spilled deleters of the given slots (find or delete_many): doc_id ranges."""
     branches = [
-        {"_id": {"$gte": prefix, "$lt": prefix[:-1] + _AFTER_SEPARATOR}}
+        {"doc_id": {"$gte": prefix, "$lt": prefix[:-1] + _AFTER_SEPARATOR}}
         for doc_id, indexes in wanted.items()
         for prefix in (spill_prefix(doc_id, index) for index in indexes)
     ]
@@ -268,14 +296,14 @@ def spilled_in(wanted: Mapping[str, Sequence[int]]) -> Doc:
 
 
 def spilled_by(wanted: Mapping[str, Sequence[int]], viewer: str) -> Doc:
-    """Filter of viewer's own spilled entries in the given slots: exact _ids, never a range."""
+    """Filter of viewer's own spilled entries in the given slots: exact doc_ids, no range."""
     keys = [
         spill_key(doc_id, index, viewer) for doc_id, indexes in wanted.items() for index in indexes
     ]
-    return {"_id": {"$in": keys}}
+    return {"doc_id": {"$in": keys}}
 
 
-SPILLED_FIELDS: Doc = {"_id": 1}
+SPILLED_FIELDS: Doc = {"_id": 0, "doc_id": 1}
 
 
 def bucket_size(doc_id: str) -> list[Doc]:
@@ -361,11 +389,14 @@ def bucket_exists(doc_id: str) -> Doc:
     return {"doc_id": doc_id}
 
 
-def _count(is_user: Doc, messages: Doc, **extra: Doc) -> list[Doc]:
+def _count(is_user: Doc, messages: Doc, not_data: Doc | None = None, **extra: Doc) -> list[Doc]:
     """One ``$group`` counting messages and the user documents (and their bytes) apart.
 
     The user documents (``UserDocs``) share the data collection's storage statistics; the
     footprint reported is the data's, so ``replies.store_stats`` takes them out again.
+    not_data (default: is_user) marks every document that is no bucket or row, the user
+    documents and spilled deleters: those are not counted as documents, but spilled
+    deleters are data, so their bytes stay.
     """
     user_bytes = {"$cond": [is_user, {"$bsonSize": "$$ROOT"}, 0]}
     return [
@@ -373,7 +404,7 @@ def _count(is_user: Doc, messages: Doc, **extra: Doc) -> list[Doc]:
             "$group": {
                 "_id": None,
                 "messages": {"$sum": messages},
-                "user_docs": {"$sum": {"$cond": [is_user, 1, 0]}},
+                "aside_docs": {"$sum": {"$cond": [not_data or is_user, 1, 0]}},
                 "user_bytes": {"$sum": user_bytes},
                 **extra,
             }
@@ -388,7 +419,11 @@ _FILLED_SLOTS = {
         "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
     }
 }
-COUNT_BUCKET_MESSAGES = _count({"$eq": [{"$type": "$msgs"}, "missing"]}, {"$size": _FILLED_SLOTS})
+COUNT_BUCKET_MESSAGES = _count(
+    {"$ne": [{"$type": "$read_seq"}, "missing"]},
+    {"$size": _FILLED_SLOTS},
+    not_data={"$eq": [{"$type": "$msgs"}, "missing"]},
+)
 
 
 # ---- rows (collection `msg_row`) -----------------------------------------------------------
@@ -674,8 +709,8 @@ def bucket_view(conversation_id: str, viewer: str, pick: Pick, size: int) -> lis
 def _viewer_spilled(viewer: str, size: int) -> list[Doc]:
     """Stages adding ``spilled``: the viewer's side-table entries in the bucket's flagged slots.
 
-    Joined by exact ``spill_key`` _ids (``$lookup`` on the _id index), whether or not the
-    viewer is inline: the reply answers every flagged slot, with one _id at most each.
+    Joined by exact ``spill_key`` doc_ids (``$lookup`` on the doc_id index), whether or not
+    the viewer is inline: the reply answers every flagged slot, with one document at most each.
     """
     flagged = {
         "$filter": {"input": "$msgs", "as": "slot", "cond": {"$eq": ["$$slot.spilled", True]}}
@@ -686,9 +721,9 @@ def _viewer_spilled(viewer: str, size: int) -> list[Doc]:
         {"$addFields": {"spill_keys": {"$map": {"input": flagged, "as": "slot", "in": key}}}},
         {
             "$lookup": {
-                "from": SPILL,
+                "from": BUCKETS,
                 "localField": "spill_keys",
-                "foreignField": "_id",
+                "foreignField": "doc_id",
                 "pipeline": [{"$project": SPILLED_FIELDS}],
                 "as": "spilled",
             }

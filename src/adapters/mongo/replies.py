@@ -48,10 +48,10 @@ def viewed_slots(
 
 
 def spilled_users(found: Iterable[Doc]) -> dict[str, dict[int, set[str]]]:
-    """Spilled deleters by doc_id and slot, from the side collection's documents."""
+    """Spilled deleters by doc_id and slot, from their documents (``commands.spill_key``)."""
     users: dict[str, dict[int, set[str]]] = {}
     for doc in found:
-        doc_id, slot, user_id = spill_entry(doc["_id"])
+        doc_id, slot, user_id = spill_entry(doc["doc_id"])
         users.setdefault(doc_id, {}).setdefault(slot, set()).add(user_id)
     return users
 
@@ -177,30 +177,18 @@ def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collect
         )
 
 
-# msg_spill before its deleters were keyed by _id: {doc_id, slot, user_id} under this index.
-OLD_SPILL_INDEX = "doc_id_1_slot_1_user_id_1"
+def checked_moved(found: Doc | None, legacy: str, collection: str, section: str) -> None:
+    """Refuse a database that still keeps documents where an earlier version put them.
 
-
-def checked_spill_format(index_names: set[str]) -> None:
-    """Refuse a msg_spill written in the earlier format, whose deleters reads would miss."""
-    if OLD_SPILL_INDEX in index_names:
-        raise LayoutMismatch(
-            "collection 'msg_spill' holds spilled deleters in the earlier {doc_id, slot, "
-            "user_id} format, which this version does not read; convert it first "
-            "(docs/mongo.md, 'Spilled deleters before 0.1.0')"
-        )
-
-
-def checked_no_user_seqs(legacy: Doc | None, collection: str) -> None:
-    """Refuse a database whose per-user watermarks are still in ``seq_user``.
-
-    legacy: any one document of ``seq_user``. This version keeps them in the data
-    collection (``commands.UserDocs``), so reads would miss those.
+    found: any one document of collection legacy, whose documents this version keeps in
+    collection (the per-user watermarks of ``seq_user``, the spilled deleters of
+    ``msg_spill``), so reads would miss them; section: where docs/mongo.md says how to move
+    them.
     """
-    if legacy is not None:
+    if found is not None:
         raise LayoutMismatch(
-            f"collection 'seq_user' holds per-user watermarks, which this version keeps in "
-            f"{collection!r}; move them first (docs/mongo.md, 'Watermarks in seq_user')"
+            f"collection {legacy!r} holds documents this version keeps in {collection!r}; "
+            f"move them first (docs/mongo.md, {section!r})"
         )
 
 
@@ -209,15 +197,13 @@ def store_stats(
     counted: Iterable[Doc],
     *,
     clustered: bool = False,
-    side: Iterable[Doc] = (),
 ) -> StoreStats:
     """StoreStats from ``$collStats`` (one document per shard) and a message count.
 
     A clustered collection has no separate _id index: its key bytes live in the records,
-    so they are reported as the index part (``key_bytes`` of the count). The user documents
-    the count found (``user_docs``, ``user_bytes``) are taken out of documents and data.
-    ``side`` is the ``$collStats`` of a side collection (spilled deleters): its bytes count,
-    its documents do not.
+    so they are reported as the index part (``key_bytes`` of the count). The documents that
+    are no bucket or row (``aside_docs``: user documents, spilled deleters) are taken out of
+    the documents, the user documents' bytes (``user_bytes``) out of the data.
     """
     documents = data = index = 0
     for doc in storage:
@@ -225,14 +211,11 @@ def store_stats(
         documents += stats.get("count", 0)
         data += stats.get("size", 0)
         index += stats.get("totalIndexSize", 0)
-    for doc in side:
-        data += doc["storageStats"].get("size", 0)
-        index += doc["storageStats"].get("totalIndexSize", 0)
     totals = next(iter(counted), {})
     if clustered:
         index += totals.get("key_bytes", 0)
     # The user documents kept in the data collection (commands.UserDocs) are not its data.
-    documents -= totals.get("user_docs", 0)
+    documents -= totals.get("aside_docs", 0)
     data = max(0, data - totals.get("user_bytes", 0))
     return StoreStats(totals.get("messages", 0), documents, data, index)
 

@@ -32,6 +32,14 @@ class BulkOutcome:
     collided: list[int]  # positions of updates refused on a duplicate key
 
 
+@dataclass(frozen=True, slots=True)
+class OrderedOutcome:
+    """What an ordered bulk write did: where a duplicate key stopped it, which inserted."""
+
+    stopped_at: int | None  # the update refused on a duplicate key; none after it ran
+    upserted: dict[int, Any]  # the _id each update that inserted gave its document
+
+
 class RidingWrites:
     """Unordered bulk writes of one collection, each carrying the waiting rider, if any.
 
@@ -96,6 +104,24 @@ class RidingWrites:
             elif last not in inserted:
                 matched -= 1
         return BulkOutcome(matched, collided)
+
+    def in_order(self, updates: Sequence[Update], action: str) -> OrderedOutcome:
+        """One ordered bulk write of updates, without the rider: one round trip.
+
+        An update refused on a duplicate key stops the command there (an update that
+        guards those after it, ``commands.flagging_patch``); any other write error raises.
+        """
+        operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in updates]
+        with translated(action):
+            try:
+                details: Mapping[str, Any] = self._collection.bulk_write(
+                    operations, ordered=True
+                ).bulk_api_result
+            except BulkWriteError as error:
+                details = error.details
+        collided = duplicate_positions(details)
+        upserted = {int(u["index"]): u["_id"] for u in details.get("upserted", [])}
+        return OrderedOutcome(collided[0] if collided else None, upserted)
 
     @property
     def waiting(self) -> bool:

@@ -25,7 +25,6 @@ from adapters.mongo.commands import (
     UserDocs,
 )
 from adapters.mongo.connection import MongoConnection, translated
-from adapters.mongo.replies import checked_no_user_seqs
 from domain.model import TableStats, Watermarks
 from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
@@ -44,9 +43,9 @@ class MongoSeqStore:
         self._sends = connection.collection(commands.SENDS)
         for name in (commands.SEQS, commands.SENDS):
             connection.ensure_indexes(name)
-        with translated("look for watermarks in seq_user"):
-            legacy = connection.collection(commands.LEGACY_USER_SEQS).find_one({}, {"_id": 1})
-        checked_no_user_seqs(legacy, users.collection)
+        connection.ensure_moved(
+            commands.LEGACY_USER_SEQS, users.collection, "Watermarks in seq_user"
+        )
 
     def allocate(self, conversation_id: str, n: int) -> int:
         """``find_one_and_update`` with ``$inc`` and upsert: one atomic round trip."""

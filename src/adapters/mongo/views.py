@@ -22,7 +22,7 @@ from ports.view_reads import View
 
 
 class MongoBucketViews:
-    """ViewReads over collections ``seq`` and ``msg`` (and ``msg_spill``)."""
+    """ViewReads over collections ``seq`` and ``msg``."""
 
     def __init__(self, connection: MongoConnection, store: BucketMessageStore) -> None:
         self._connection = connection

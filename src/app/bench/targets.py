@@ -234,14 +234,6 @@ def _bucket_bytes_why(values: list[float | None], emulated: bool) -> str | None:
     return None
 
 
-# Why a tag write of a family cannot meet goal 5 where that is known (docs/mongo.md).
-_TRIPS_WHY = {
-    ("mongo", "hot_delete_spilled"): ": the first spilled deleter of a slot must land if and "
-    "only if the patch flagging the slot does, and no MongoDB command before 8.0 makes one "
-    "write depend on another's match (nor writes two collections)",
-}
-
-
 def _tag_targets(backends: list[BackendResult], titles: dict[str, str]) -> list[TargetLine]:
     """Goal 5: every tag write in at most TAG_MAX_TRIPS round trips (its worst operation)."""
     found = []
@@ -264,7 +256,7 @@ def _tag_targets(backends: list[BackendResult], titles: dict[str, str]) -> list[
             if passed
             else f"{titles.get(name, name)} spends {fmt_num(trips.reads_per_op)} reads + "
             f"{fmt_num(trips.writes_per_op)} writes per op, beyond the permission read and "
-            f"one conditional write{_TRIPS_WHY.get((b.family, name), '')}"
+            "one conditional write"
         )
         found.append(TargetLine(_TAGS, b.label, measured, passed, note))
     if not found:
