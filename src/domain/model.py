@@ -512,6 +512,8 @@ def message_bytes_at_most(message: Message) -> int:
 
 
 def _check_size(item: Message | Draft, limits: Limits) -> None:
+    if isinstance(item, Message) and message_bytes_at_most(item) <= limits.max_message_bytes:
+        return  # the cheap bound settles nearly every message
     size = message_bytes(item, limits.max_id_length)
     if size > limits.max_message_bytes:
         raise ContentTooLarge(
@@ -557,6 +559,8 @@ def _check_text(
         raise error(f"{what} must be a str, got {type(value).__name__}")
     if (_CONTROL_IN_TEXT if allow_newlines else _CONTROL).search(value):
         raise error(f"{what} contains control characters")
+    if value.isascii():
+        return
     try:
         value.encode()
     except UnicodeEncodeError:

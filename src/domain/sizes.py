@@ -7,6 +7,7 @@ docs/buckets.md derives the constants.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 # A key/value pair of a document beyond the key and the value themselves: JSON's quotes,
@@ -26,11 +27,15 @@ DOC_OVERHEAD = 8
 BOOL_BYTES = 5
 
 _ESCAPED = ('"', "\\", "\n", "\r", "\t")
+_ANY_ESCAPED = re.compile(f"[{re.escape(''.join(_ESCAPED))}]")
 
 
 def text_bytes(value: str) -> int:
     """Bytes of value inside a stored string: its UTF-8 plus one per escaped character."""
-    return len(value.encode()) + sum(value.count(char) for char in _ESCAPED)
+    size = len(value) if value.isascii() else len(value.encode())
+    if _ANY_ESCAPED.search(value) is None:  # one scan settles nearly every value
+        return size
+    return size + sum(value.count(char) for char in _ESCAPED)
 
 
 def id_bytes(max_id_length: int) -> int:

@@ -105,6 +105,13 @@ def test_text_bytes_count_utf8_and_escapes() -> None:
     assert text_bytes("é😀") == 6
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from(['"', "\\", "\n", "\r", "\t", "a", "é", "😀"]), max_size=20))
+def test_text_bytes_is_utf8_plus_one_per_escaped_character(value: str) -> None:
+    escaped = sum(value.count(char) for char in '"\\\n\r\t')
+    assert text_bytes(value) == len(value.encode()) + escaped
+
+
 def test_a_draft_bounds_the_message_send_makes_of_it() -> None:
     with open_service({"limits": {"max_id_length": 64}}) as svc:
         (sent,) = svc.send(CONV, [replace(draft(1), content='"x"')])

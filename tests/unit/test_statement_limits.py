@@ -8,6 +8,8 @@ statements sent.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy.exc import OperationalError
 
 from adapters.sql.engine import translate
@@ -38,6 +40,13 @@ def test_a_value_costs_its_utf8_bytes_and_escapes_not_its_characters() -> None:
     assert value_bytes(WIDE * 10) == 40 + 4
     assert value_bytes("a'b\\c\n") == 6 + 3 + 4
     assert value_bytes(7) == value_bytes(None) == 24
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from(["\\", "'", '"', "\n", "\r", "\x00", "\x1a", "a", "é", WIDE])))
+def test_every_escaped_character_costs_one_byte_more(value: str) -> None:
+    escaped = sum(value.count(char) for char in "\\'\"\n\r\x00\x1a")
+    assert value_bytes(value) == len(value.encode()) + escaped + 4
 
 
 def test_batches_respect_bytes_and_parameters() -> None:

@@ -16,6 +16,7 @@ Each Database asks once (docs/sql.md, "Statement limits").
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ STATEMENT_OVERHEAD = 4096
 VALUE_OVERHEAD = 4
 # Characters PyMySQL escapes with a backslash inside a quoted value.
 _ESCAPED = ("\\", "'", '"', "\n", "\r", "\x00", "\x1a")
+_ANY_ESCAPED = re.compile(f"[{re.escape(''.join(_ESCAPED))}]")
 _POSTGRES_PARAMS = 65_535
 _POSTGRES_BYTES = 1024 * 1024 * 1024 - 1
 # pymysql interpolates values client-side: no placeholder limit, only the packet.
@@ -64,7 +66,10 @@ def ask_limits(kind: str, connection: Connection) -> StatementLimits:
 def value_bytes(value: object) -> int:
     """Upper bound of what value costs inside a statement, on every engine."""
     if isinstance(value, str):
-        return len(value.encode()) + sum(value.count(c) for c in _ESCAPED) + VALUE_OVERHEAD
+        size = (len(value) if value.isascii() else len(value.encode())) + VALUE_OVERHEAD
+        if _ANY_ESCAPED.search(value) is None:  # one scan settles nearly every value
+            return size
+        return size + sum(value.count(c) for c in _ESCAPED)
     if isinstance(value, bytes):
         return 2 * len(value) + VALUE_OVERHEAD
     return 20 + VALUE_OVERHEAD  # an int, a bool or NULL, spelled out
