@@ -72,6 +72,16 @@ def test_dataset_is_the_same_for_the_same_seed() -> None:
     assert Dataset(SCALES["tiny"], 6).message(conv, 17) != one.message(conv, 17)
 
 
+def test_a_batch_gives_the_same_messages_each_time_in_a_list_of_its_own() -> None:
+    data = Dataset(SCALES["tiny"])
+    batch = data.batches()[0]
+    first = data.messages_of(batch)
+    first.clear()  # a caller's list is its own: the next backend still gets every message
+    again = data.messages_of(batch)
+    assert [m.seq for m in again] == list(range(batch.first, batch.last + 1))
+    assert again == [data.message(batch.conversation, m.seq) for m in again]
+
+
 def test_batches_deliver_every_seq_once_in_order_at_most_100() -> None:
     data = Dataset(SCALES["tiny"])
     seen: dict[str, list[int]] = defaultdict(list)

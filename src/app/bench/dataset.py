@@ -2,8 +2,10 @@
 
 Everything derives from the seed, so every backend of a run (and every run with the same
 seed and scale) sees exactly the same conversations, messages and delivery order.
-Messages are generated on demand from (seed, conversation, seq); nothing is held in memory
-beyond the conversation list and the batch schedule.
+Messages are generated on demand from (seed, conversation, seq). A batch's messages are kept
+once generated when the dataset holds at most ``KEPT_MESSAGES_MAX`` messages (about 0.7 KiB
+each), so the second and later backends of a run do not generate them again; a larger
+dataset keeps nothing beyond the conversation list and the batch schedule.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from app.bench.traffic import Shape, Traffic
 from domain.errors import ConfigError
 from domain.model import ContentType, Message, SessionType
 
+# Up to this many messages (scale medium), a dataset keeps its batches' messages: ~0.7 GiB.
+KEPT_MESSAGES_MAX = 1_100_000
 _EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 _TEXT = (
     "ok yes no thanks lol see you tomorrow meeting lunch at noon sounds good please check the "
@@ -99,6 +103,9 @@ class Dataset:
         self.traffic = traffic or Traffic()
         self.shape: Shape = self.traffic.shape(scale)
         self.conversations = self._conversations()
+        self._kept: dict[tuple[str, int, int], list[Message]] | None = (
+            {} if self.messages <= KEPT_MESSAGES_MAX else None
+        )
 
     @cached_property
     def messages(self) -> int:
@@ -206,8 +213,14 @@ class Dataset:
         )
 
     def messages_of(self, batch: Batch) -> list[Message]:
-        """The messages of a batch."""
-        return [self.message(batch.conversation, seq) for seq in range(batch.first, batch.last + 1)]
+        """The messages of a batch (a new list each call; the messages are immutable)."""
+        key = (batch.conversation.id, batch.first, batch.last)
+        kept = self._kept.get(key) if self._kept is not None else None
+        if kept is None:
+            kept = [self.message(batch.conversation, s) for s in range(batch.first, batch.last + 1)]
+            if self._kept is not None:
+                self._kept[key] = kept
+        return list(kept)
 
     def iter_messages(self) -> Iterator[Message]:
         """Every message, conversation by conversation (for sizing)."""
