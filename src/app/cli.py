@@ -289,7 +289,7 @@ def _print_bench(results: RunResults, previous: RunResults | None) -> None:
 
     console.print(bench_console.summary_table(results))
     for line in [*bench_console.verdicts(results), *bench_console.contention_lines(results)]:
-        console.print(line)
+        console.print(escape(line))
     console.print(bench_console.targets_table(results))
     if previous is not None:
         console.print(
@@ -297,7 +297,7 @@ def _print_bench(results: RunResults, previous: RunResults | None) -> None:
         )
     for b in results.backends:
         if not b.ok:
-            console.print(f"[yellow]skipped[/] {b.label}: {b.reason or ''}")
+            console.print(f"[yellow]skipped[/] {escape(b.label)}: {escape(b.reason or '')}")
 
 
 @cli.command()

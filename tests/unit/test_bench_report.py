@@ -144,3 +144,19 @@ def test_a_store_that_cannot_be_sized_keeps_its_reason(tmp_path: Path) -> None:
     results = typed(data)
     assert to_json(results) == data
     assert "StoreUnavailable: gone" in report.write(results, tmp_path).markdown.read_text()
+
+
+def test_the_console_tables_keep_a_label_in_brackets() -> None:
+    """An encoding variant's label ("…[openim]") is text, not Rich markup to strip."""
+    from rich.console import Console
+
+    from app.bench import console as bench_console
+
+    data = bench_fakes.results()
+    data["backends"][2]["label"] = "sql-bucket/sqlite[openim]"
+    results = typed(data)
+    screen = Console(width=250, record=True)
+    screen.print(bench_console.summary_table(results))
+    screen.print(bench_console.targets_table(results))
+    text = screen.export_text()
+    assert text.count("sql-bucket/sqlite[openim]") >= 2  # a column header and target lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -42,11 +43,11 @@ class RichObserver(LiveProgress, Observer):
 
     def backend(self, label: str, ops: int) -> None:
         """Add the bar of an opened backend."""
-        self.tasks[label] = self.progress.add_task(label, total=ops)
+        self.tasks[label] = self.progress.add_task(escape(label), total=ops)
 
     def workload(self, label: str, title: str, ops: int) -> None:
         """Show which workload runs on the backend."""
-        self.progress.update(self.tasks[label], description=f"{label} · {title}")
+        self.progress.update(self.tasks[label], description=escape(f"{label} · {title}"))
 
     def advance(self, label: str) -> None:
         """One operation done."""
@@ -55,11 +56,11 @@ class RichObserver(LiveProgress, Observer):
     def done(self, label: str, status: str, note: str) -> None:
         """Close the backend's bar, or say why it was skipped."""
         if label in self.tasks:
-            self.progress.update(self.tasks[label], description=f"{label} · {status}")
+            self.progress.update(self.tasks[label], description=escape(f"{label} · {status}"))
         if status != "ok":
-            self.progress.console.print(f"[yellow]skipped {label}[/]: {note}")
+            self.progress.console.print(f"[yellow]skipped {escape(label)}[/]: {escape(note)}")
         elif not self.console.is_terminal:
-            self.console.print(f"done {label}")
+            self.console.print(f"done {escape(label)}")
 
 
 def summary_table(results: RunResults) -> Table:
@@ -68,7 +69,7 @@ def summary_table(results: RunResults) -> Table:
     table = Table(title="p50 latency · round trips per op", title_justify="left")
     table.add_column("workload")
     for b in backends:
-        table.add_column(b.label, justify="right")
+        table.add_column(escape(b.label), justify="right")
     for name, title in results.parameters.titles().items():
         if not any(name in b.workloads for b in backends):
             continue
@@ -93,7 +94,8 @@ def targets_table(results: RunResults) -> Table:
         table.add_column(header)
     for t in targets(results):
         style = _VERDICT_STYLE[t.verdict]
-        table.add_row(t.target, t.scope, t.measured, f"[{style}]{t.verdict}[/]")
+        cells = (escape(t.target), escape(t.scope), escape(t.measured))
+        table.add_row(*cells, f"[{style}]{t.verdict}[/]")
     return table
 
 
@@ -103,7 +105,7 @@ def compare_table(changes: list[Change], against: str) -> Table:
     for header in HEADERS:
         table.add_column(header, justify="right" if header != "backend" else "left")
     for change in changes:
-        cells = list(change.cells())
+        cells = [escape(cell) for cell in change.cells()]
         delta = change.p50_change
         if delta is not None and change.notable:
             cells[4] = f"[{'red' if delta > 0 else 'green'}]{cells[4]}[/]"
