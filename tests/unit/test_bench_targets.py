@@ -56,6 +56,17 @@ def test_a_layout_without_a_raw_arm_fails_and_arms_are_read_from_the_results() -
     assert line.verdict == "pass" and "pull_range" in line.measured and "1.30×" in line.measured
 
 
+def test_a_run_that_chose_no_raw_arm_workload_says_not_run_instead_of_failing() -> None:
+    results = bench_fakes.results()
+    results["parameters"]["workloads"] = [
+        w for w in results["parameters"]["workloads"] if not w["name"].startswith("raw_")
+    ]
+    for backend in results["backends"]:
+        backend.get("workloads", {}).pop("raw_pull_latest", None)
+    lines = _lines(results, OVERHEAD)
+    assert [(line.measured, line.verdict) for line in lines.values()] == [("not run", "n/a")]
+
+
 def test_deleter_bytes_compare_the_hot_pull_after_its_deleters_with_before() -> None:
     results = bench_fakes.results()
     assert [t.measured for t in _lines(results, DELETERS).values()] == ["not measured"]
