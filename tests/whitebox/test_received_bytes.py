@@ -107,7 +107,12 @@ def hot(service: MessageService) -> list[str]:
 def test_a_pull_of_a_slot_deleted_by_5000_users_receives_at_most_1_2x_its_twin(
     service: MessageService, hot: list[str]
 ) -> None:
-    first, last = hot[0], hot[-1]  # on bucket rows: an inline and a spilled deleter
+    """On bucket rows the first deleter is inline and the last one spilled: a spilled
+    viewer's pull looks up its own entry in the side table inside the same statement or
+    aggregate (docs/buckets.md), so the reply stays that of one slot whatever the number of
+    deleters; on row layouts each is a deleter like any other. (One test, not one per kind
+    of viewer: the 5,000 deleters take a minute to set up on a mongoeco row.)"""
+    first, last = hot[0], hot[-1]
     for viewer in (first, last, hot[2_500]):
         assert seen(service, viewer, HOT) == TombstoneReason.DELETED
         assert seen(service, viewer, TWIN) == "message"
@@ -117,19 +122,7 @@ def test_a_pull_of_a_slot_deleted_by_5000_users_receives_at_most_1_2x_its_twin(
         everything = inner_store(service).get(CONV, [HOT])[HOT]
     assert len(everything.deleted_by) == HOT_DELETERS
     assert unscoped.total() > 10 * received_by_pull(service, "bystander", TWIN)
-    for viewer in (first, "bystander"):
+    for viewer in (first, last, "bystander"):
         assert received_by_pull(service, viewer, HOT) <= 1.2 * received_by_pull(
             service, viewer, TWIN
         )
-
-
-def test_a_spilled_deleter_receives_what_an_inline_one_does(
-    service: MessageService, hot: list[str]
-) -> None:
-    """On bucket rows the last deleter is spilled: its pull looks up its own entry in the
-    side table inside the same statement or aggregate (docs/buckets.md), so the reply stays
-    that of one slot whatever the number of deleters; on row layouts it is a deleter like
-    any other."""
-    last = hot[-1]
-    twin = received_by_pull(service, last, TWIN)
-    assert received_by_pull(service, last, HOT) <= 1.2 * twin
