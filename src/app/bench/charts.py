@@ -110,9 +110,11 @@ def ratios(results: RunResults) -> bytes | None:
     names = [n for n in titles if any(p.bucket.p50(n) and p.row.p50(n) for p in found)]
     figure, axes = plt.subplots(figsize=(10, _height(len(names) * len(found))))
     height = 0.8 / len(found)
+    shown = [ON_PAR_LOW, ON_PAR_HIGH]
     for k, pair in enumerate(found):
         ys = [len(names) - 1 - n + (len(found) / 2 - k - 0.5) * height for n in range(len(names))]
         xs = [pair.ratio(n) or 1.0 for n in names]
+        shown += xs
         axes.barh(ys, [x - 1 for x in xs], left=1, height=height, label=pair.name, color=f"C{k}")
         for y, x in zip(ys, xs, strict=True):
             axes.text(x, y, f" {x:.2f}× ", va="center",
@@ -126,6 +128,7 @@ def ratios(results: RunResults) -> bytes | None:
     )
     axes.axvline(1, color="black", linewidth=1)
     axes.set_xscale("log")
+    axes.set_xlim(min(shown) / 1.3, max(shown) * 1.3)  # room for the labels beside the bars
     times = FuncFormatter(lambda value, _: f"{value:g}×")
     axes.xaxis.set_major_formatter(times)
     axes.xaxis.set_minor_formatter(times)
