@@ -134,6 +134,9 @@ PULLS: dict[str, Callable[[MessageService, str], object]] = {
     "pull_latest(20)": lambda service, viewer: service.pull_latest(CONV, viewer, 20),
     "pull_range(91..110)": lambda service, viewer: service.pull_range(CONV, viewer, 91, 110),
     "pull(5 seqs)": lambda service, viewer: service.pull(CONV, viewer, [7, 50, 99, 101, 130]),
+    # As many documents as the reply's first batch can hold: the marks, then 100 rows.
+    "pull_range(1..100)": lambda service, viewer: service.pull_range(CONV, viewer, 1, 100),
+    "pull_latest(100)": lambda service, viewer: service.pull_latest(CONV, viewer, 100),
 }
 
 

@@ -66,10 +66,12 @@ def _run(
 ) -> tuple[Watermarks, list[Doc]]:
     """Run a view aggregate on the data collection: the marks and the buckets or rows found.
 
-    The whole reply comes in the first batch (at most one document per wanted seq), unless
-    it exceeds the server's reply size (16 MiB): then the driver fetches the rest.
+    The whole reply comes in the first batch (at most the marks and one document per wanted
+    seq), unless it exceeds the server's reply size (16 MiB): then the driver fetches the rest.
+    The batch holds one document more than the reply can have: a server that fills a batch
+    exactly may keep the cursor open, and the driver would send a getMore to find it empty.
     """
-    batch = max(pick.latest, len(pick.seqs)) + 1
+    batch = max(pick.latest, len(pick.seqs)) + 2
     with translated("read a view"):
         found = list(connection.collection(collection).aggregate(pipeline, batchSize=batch))
     return reply(found)
