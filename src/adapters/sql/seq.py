@@ -12,7 +12,7 @@ an insert that keeps the row already there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import astuple
 from typing import Any, TypeVar
@@ -21,8 +21,10 @@ from sqlalchemy import (
     BigInteger,
     Connection,
     Engine,
+    Executable,
     Table,
     and_,
+    bindparam,
     case,
     column,
     delete,
@@ -42,7 +44,8 @@ from domain.model import TableStats, Watermarks
 from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 R = TypeVar("R", Counters, UserSeqs, SendClaim)
-Combine = Callable[[Any, Any], Any]  # (stored column, incoming value) -> new value
+# An upsert's statements: the write, and on MariaDB for an allocation the read after it.
+_Upsert = tuple[Executable, Executable | None]
 
 
 class SqlSeqStore:
@@ -54,6 +57,7 @@ class SqlSeqStore:
         self._users = schema.user_seqs
         self._sends = schema.sends
         self._watermarks = watermarks_query(schema)
+        self._upserts: dict[tuple[str, str, bool], _Upsert] = {}
 
     @property
     def engine(self) -> Engine:
@@ -68,12 +72,7 @@ class SqlSeqStore:
         """
         check_keys(conversation_id)
         last = self._upsert(
-            self._seqs,
-            {"conversation_id": conversation_id},
-            "max_seq",
-            n,
-            lambda old, new: old + new,
-            idempotent=False,
+            self._seqs, {"conversation_id": conversation_id}, "max_seq", n, adding=True
         )
         return last - n + 1
 
@@ -294,47 +293,61 @@ class SqlSeqStore:
         return int(rows[0][0]) if rows else 0
 
     def _raise(self, table: Table, key: dict[str, str], column: str, value: int) -> int:
-        return self._upsert(table, key, column, value, self.db.greatest)
+        return self._upsert(table, key, column, value, adding=False)
 
     def _upsert(
-        self,
-        table: Table,
-        key: dict[str, str],
-        column: str,
-        value: int,
-        combine: Combine,
-        *,
-        idempotent: bool = True,
+        self, table: Table, key: dict[str, str], column: str, value: int, *, adding: bool
     ) -> int:
-        """Insert key with column = value, or set column = combine(stored, value); return it.
+        """Upsert column at key; return what is stored.
 
-        idempotent: whether combine gives the same result when applied twice (see Database.run).
+        Inserts key with column = value, or sets column to the larger of the stored value
+        and value (a raise) or to their sum (adding: an allocation). A raise is idempotent
+        (see Database.run); an allocation is not: run twice, it allocates twice.
         """
         check_keys(*key.values())
+        params = {**key, column: value}
+        upsert, read = self._upsert_statements(table, tuple(key), column, adding)
+        if read is None:
+            rows = self.db.execute(upsert, params, idempotent=not adding).rows
+            return int(rows[0][0])
+
+        def write_then_read(connection: Connection) -> int:
+            connection.execute(upsert, params)
+            return int(connection.execute(read, params).scalar_one())
+
+        return self.db.run(write_then_read, atomic=True, idempotent=not adding)
+
+    def _upsert_statements(
+        self, table: Table, key: tuple[str, ...], column: str, adding: bool
+    ) -> _Upsert:
+        """The upsert of column by key, built once per store (bound by name: key, column)."""
+        cached = self._upserts.get((table.name, column, adding))
+        if cached is not None:
+            return cached
         target = table.c[column]
-        values = {**key, column: value}
+        values = {name: bindparam(name, type_=table.c[name].type) for name in (*key, column)}
+        found: _Upsert
         if self.db.kind == "mariadb":
             insert = mysql.insert(table).values(values)
-            upsert = insert.on_duplicate_key_update(
-                {column: combine(target, insert.inserted[column])}
-            )
-            if idempotent:  # a raise: MariaDB returns the row as the update left it
-                return int(self.db.execute(upsert.returning(target)).rows[0][0])
-            # An allocation: the upsert and its read in one transaction, so that a cut
-            # connection rolls both back and the allocation is made again (docs/sql.md).
-            read = select(target).where(_matches(table, key))
-
-            def write_then_read(connection: Connection) -> int:
-                connection.execute(upsert)
-                return int(connection.execute(read).scalar_one())
-
-            return self.db.run(write_then_read, atomic=True, idempotent=idempotent)
-        dialect = postgresql if self.db.kind == "postgresql" else sqlite
-        statement = dialect.insert(table).values(values)
-        statement = statement.on_conflict_do_update(
-            index_elements=list(key), set_={column: combine(target, statement.excluded[column])}
-        ).returning(target)
-        return int(self.db.execute(statement, idempotent=idempotent).rows[0][0])
+            incoming = insert.inserted[column]
+            new = target + incoming if adding else self.db.greatest(target, incoming)
+            upsert = insert.on_duplicate_key_update({column: new})
+            if adding:
+                # An allocation: the upsert and its read in one transaction, so that a cut
+                # connection rolls both back and the allocation is made again (docs/sql.md).
+                matches = and_(*(table.c[name] == bindparam(name) for name in key))
+                found = (upsert, select(target).where(matches))
+            else:  # a raise: MariaDB returns the row as the update left it
+                found = (upsert.returning(target), None)
+        else:
+            dialect = postgresql if self.db.kind == "postgresql" else sqlite
+            statement = dialect.insert(table).values(values)
+            incoming = statement.excluded[column]
+            new = target + incoming if adding else self.db.greatest(target, incoming)
+            upsert = statement.on_conflict_do_update(index_elements=list(key), set_={column: new})
+            found = (upsert.returning(target), None)
+        self._upserts[(table.name, column, adding)] = found
+        return found
 
 
 def watermarks_sql(schema: Schema, derived: bool = False) -> str:
