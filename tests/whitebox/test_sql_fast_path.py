@@ -48,3 +48,30 @@ def test_a_pull_builds_no_statement_and_enters_no_retry_loop(
     monkeypatch.setattr(Database, "_retry", no_retry)
     assert len(pull(service)) in (4, 20, 100)
     assert coerced == 0
+
+
+SEQ_WRITES = {
+    "raise_max_seq": lambda seqs, n: seqs.raise_max_seq(CONV, 300 + n),
+    "raise_min_seq": lambda seqs, n: seqs.raise_min_seq(CONV, 2 + n),
+    "raise_read_seq": lambda seqs, n: seqs.raise_read_seq(CONV, "bob", 5 + n),
+    "allocate": lambda seqs, n: seqs.allocate(CONV, 1 + n),
+}
+
+
+@pytest.mark.parametrize("write", SEQ_WRITES.values(), ids=SEQ_WRITES.keys())
+def test_a_watermark_upsert_is_built_once_per_store(
+    service: MessageService, write: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ingest raises max_seq: its upsert is built at the first call and bound after."""
+    write(service.seqs, 0)  # builds the statement
+    coerced = 0
+    expect = coercions.expect
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal coerced
+        coerced += 1
+        return expect(*args, **kwargs)
+
+    monkeypatch.setattr(coercions, "expect", counted)
+    write(service.seqs, 1)
+    assert coerced == 0
