@@ -26,6 +26,20 @@ PULLS = {
 }
 
 
+def count_coercions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, count SQLAlchemy's coercions (one per argument of a statement it builds)
+    in the returned one-item list."""
+    coerced = [0]
+    expect = coercions.expect
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        coerced[0] += 1
+        return expect(*args, **kwargs)
+
+    monkeypatch.setattr(coercions, "expect", counted)
+    return coerced
+
+
 @pytest.mark.parametrize("pull", PULLS.values(), ids=PULLS.keys())
 def test_a_pull_builds_no_statement_and_enters_no_retry_loop(
     service: MessageService, pull: Any, monkeypatch: pytest.MonkeyPatch
@@ -33,21 +47,14 @@ def test_a_pull_builds_no_statement_and_enters_no_retry_loop(
     service.ingest(CONV, messages(1, 250))
     service.delete_for_me(CONV, [7], "bob")
     pull(service)  # warms lazy engine setup
-    coerced = 0
-    expect = coercions.expect
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal coerced
-        coerced += 1
-        return expect(*args, **kwargs)
 
     def no_retry(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the retry loop ran without a failed attempt")
 
-    monkeypatch.setattr(coercions, "expect", counted)
+    coerced = count_coercions(monkeypatch)
     monkeypatch.setattr(Database, "_retry", no_retry)
     assert len(pull(service)) in (4, 20, 100)
-    assert coerced == 0
+    assert coerced == [0]
 
 
 SEQ_WRITES = {
@@ -64,14 +71,6 @@ def test_a_watermark_upsert_is_built_once_per_store(
 ) -> None:
     """Every ingest raises max_seq: its upsert is built at the first call and bound after."""
     write(service.seqs, 0)  # builds the statement
-    coerced = 0
-    expect = coercions.expect
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal coerced
-        coerced += 1
-        return expect(*args, **kwargs)
-
-    monkeypatch.setattr(coercions, "expect", counted)
+    coerced = count_coercions(monkeypatch)
     write(service.seqs, 1)
-    assert coerced == 0
+    assert coerced == [0]
