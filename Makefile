@@ -74,8 +74,8 @@ plugin: | $(PLUGIN_BIN)/python $(UV)
 		--reinstall-package imbucket-example-store --find-links $(WHEELS) \
 		'imbucket[contract]' imbucket-example-store
 	rm -rf build $(EXAMPLE)/build  # the wheel builds write into the source trees
-	cd $(EXAMPLE) && ../../$(PLUGIN_BIN)/python -c 'import app, imbucket_contract.suite as s, \
-		sys; sys.exit(any("site-packages" not in m.__file__ for m in (app, s)))'
+	cd $(EXAMPLE) && ../../$(PLUGIN_BIN)/python -c 'import imbucket as i, imbucket.testing.suite as s, \
+		sys; sys.exit(any("site-packages" not in m.__file__ for m in (i, s)))'
 	cd $(EXAMPLE) && CI=false ../../$(PLUGIN_BIN)/pytest --imbucket-backend=example-dict \
 		--imbucket-capabilities=buckets -p no:cacheprovider
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from imbucket_contract.rows import Config
+from imbucket.testing.rows import Config
 from tests.mongo import emulated_mongo, mongo_database, summary, where_mongo_ran
 from tests.redis_cluster import RedisClusterProcesses, start_cluster
 from tests.redis_server import redis_prefix, redis_url

@@ -81,7 +81,7 @@ def emulated_mongo() -> bool:
 
 def server_name(url: str) -> str:
     """What the server says it is, as ``imbucket backends`` prints it."""
-    from adapters.mongo.connection import MongoConnection
+    from imbucket.adapters.mongo.connection import MongoConnection
 
     connection = MongoConnection(url)
     try:

@@ -1,7 +1,7 @@
 """The test Redis: its URL (env, testcontainers, or skip) and per-test key prefixes.
 
 Other test runs share the server: each test gets its own key prefix and deletes exactly the
-keys under it afterwards (SCAN + UNLINK, never FLUSHDB), through ``app.instrument.scratch``
+keys under it afterwards (SCAN + UNLINK, never FLUSHDB), through ``bench.instrument.scratch``
 as the benchmark does.
 """
 
@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from app.instrument.scratch import scratch_redis
+from imbucket.bench.instrument.scratch import scratch_redis
 from tests.servers import server_url
 
 

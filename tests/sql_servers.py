@@ -1,7 +1,7 @@
 """PostgreSQL and MariaDB for tests: where the server is, and a fresh namespace per test.
 
 Other test runs share the same servers, so every test gets its own PostgreSQL schema or
-MariaDB database (a uuid name), created and dropped by ``app.instrument.scratch`` as the
+MariaDB database (a uuid name), created and dropped by ``imbucket.bench.instrument.scratch`` as the
 benchmark's are. Nothing shared is ever dropped.
 """
 
@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from app.instrument.scratch import scratch_store
+from imbucket.bench.instrument.scratch import scratch_store
 from tests.servers import server_url
 
 

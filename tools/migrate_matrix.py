@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from app.migrate_matrix import Matrix, Pair, rows, table  # noqa: E402
+from imbucket.bench.migrate_matrix import Matrix, Pair, rows, table  # noqa: E402
 
 
 @contextmanager

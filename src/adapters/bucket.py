@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from adapters import contention
-from domain.budget import TagBudget
-from domain.errors import StoreUnavailable
-from domain.layout import BucketLayout
-from domain.model import (
+from imbucket.adapters import contention
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import (
     EMPTY_SLOT,
     InsertOutcome,
     InsertResult,
@@ -32,8 +32,8 @@ from domain.model import (
     StoreStats,
     viewed_deleters,
 )
-from domain.scan import ScannedSlot, SlotPage
-from domain.tags import (
+from imbucket.domain.scan import ScannedSlot, SlotPage
+from imbucket.domain.tags import (
     MAX_ROUNDS,
     Decision,
     Guard,
@@ -42,7 +42,7 @@ from domain.tags import (
     deleting_for,
     purging,
 )
-from ports.bucket_repository import BucketRepository, Spilled
+from imbucket.ports.bucket_repository import BucketRepository, Spilled
 
 # The slots of one bucket that an operation touches, by slot index; None: no such bucket.
 Slots = dict[int, Slot | None]
@@ -431,7 +431,7 @@ class BucketMessageStore(TagWrites):
         guard(empty)
 
     def _deleting(self, user_id: str, counts: Counts) -> Plan:
-        """Delete-for-me by domain.tags.deleting_for: inline while the budget allows.
+        """Delete-for-me by imbucket.domain.tags.deleting_for: inline while the budget allows.
 
         Beyond it the slot is flagged and the deleter spills to the side table. The slots
         come from user_id's own read (``read_viewed``): counts holds their inline deleters.

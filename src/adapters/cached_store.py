@@ -12,11 +12,11 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import TypeVar
 
-from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
-from domain.scan import SlotPage
-from domain.tags import Guard
-from ports.message_cache import MessageCache
-from ports.message_store import MessageStore
+from imbucket.domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from imbucket.domain.scan import SlotPage
+from imbucket.domain.tags import Guard
+from imbucket.ports.message_cache import MessageCache
+from imbucket.ports.message_store import MessageStore
 
 T = TypeVar("T", int, bool)
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 
-from domain.model import Pick, Slot, TableStats, Watermarks
-from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
-from ports.message_cache import ViewCache
-from ports.message_store import MessageStore
-from ports.seq_store import SeqStore
-from ports.view_reads import View, ViewReads
+from imbucket.domain.model import Pick, Slot, TableStats, Watermarks
+from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.ports.message_cache import ViewCache
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.seq_store import SeqStore
+from imbucket.ports.view_reads import View, ViewReads
 
 
 class CachedViews:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from domain.model import (
+from imbucket.domain.model import (
     EMPTY_SLOT,
     MESSAGE_FIELDS,
     Message,
@@ -63,7 +63,7 @@ def message_from_doc(conversation_id: str, doc: Doc) -> Message:
     """Rebuild a message stored by message_to_doc (driver int types become plain ints).
 
     The store wrote doc from a checked Message, so it is not checked again
-    (``domain.model.stored_message``); only driver int subclasses are converted.
+    (``imbucket.domain.model.stored_message``); only driver int subclasses are converted.
     """
     values = _VALUES_AFTER_SEQ(doc)
     for position in _INT_POSITIONS:

@@ -9,10 +9,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import TypeVar
 
-from adapters.codec import slot_to_doc
-from domain.budget import TagBudget
-from domain.layout import BucketLayout
-from domain.model import (
+from imbucket.adapters.codec import slot_to_doc
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import (
     EMPTY_SLOT,
     Message,
     Revoke,
@@ -23,9 +23,9 @@ from domain.model import (
     Watermarks,
     viewed_deleters,
 )
-from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
-from domain.tags import takes_revoke
-from ports.bucket_repository import Spilled, Viewed
+from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.domain.tags import takes_revoke
+from imbucket.ports.bucket_repository import Spilled, Viewed
 
 _K = TypeVar("_K", bound=Hashable)
 _R = TypeVar("_R")

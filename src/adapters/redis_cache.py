@@ -46,10 +46,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
-from adapters.codec import slot_from_doc, slot_to_doc
-from domain.errors import ConfigError
-from domain.model import Pick, Slot, Watermarks, viewed_deleters
-from ports.message_cache import CacheRead, ViewRead
+from imbucket.adapters.codec import slot_from_doc, slot_to_doc
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.model import Pick, Slot, Watermarks, viewed_deleters
+from imbucket.ports.message_cache import CacheRead, ViewRead
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from adapters import contention
-from domain.errors import StoreUnavailable
-from domain.layout import BucketLayout
-from domain.model import EMPTY_SLOT, InsertOutcome, InsertResult, Message, Revoke, Slot, StoreStats
-from domain.scan import SlotPage
-from domain.tags import MAX_ROUNDS, Decision, Guard, TagWrites, classify, deleting_for
-from ports.row_repository import RowRepository
+from imbucket.adapters import contention
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import (
+    EMPTY_SLOT,
+    InsertOutcome,
+    InsertResult,
+    Message,
+    Revoke,
+    Slot,
+    StoreStats,
+)
+from imbucket.domain.scan import SlotPage
+from imbucket.domain.tags import MAX_ROUNDS, Decision, Guard, TagWrites, classify, deleting_for
+from imbucket.ports.row_repository import RowRepository
 
 
 class RowMessageStore(TagWrites):

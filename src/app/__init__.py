@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.service import MessageService
-from app.settings import Settings, load_settings
+from imbucket.app.service import MessageService
+from imbucket.app.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from app.container import Container
+    from imbucket.app.container import Container
 
 __all__ = ["MessageService", "Settings", "open_container", "open_service"]
 
@@ -25,7 +25,7 @@ def open_service(config: Mapping[str, Any] | None = None) -> MessageService:
 
 def open_container(config: Mapping[str, Any] | None = None) -> Container:
     """The configured DI container, for callers that need more than the service."""
-    from app.container import Container
+    from imbucket.app.container import Container
 
     container = Container()
     container.config.from_dict(load_settings(config).model_dump())

@@ -11,21 +11,21 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.timeouts import Timeouts
-from domain.budget import TagBudget
-from domain.errors import ConfigError
-from domain.layout import BucketLayout
-from ports.message_cache import ViewCache
-from ports.message_store import MessageStore
-from ports.read_marks import ReadMarks
-from ports.seq_store import SeqStore
-from ports.view_reads import ViewReads
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.layout import BucketLayout
+from imbucket.ports.message_cache import ViewCache
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.read_marks import ReadMarks
+from imbucket.ports.seq_store import SeqStore
+from imbucket.ports.view_reads import ViewReads
 
 if TYPE_CHECKING:
-    from adapters.mongo.connection import MongoConnection
-    from adapters.mongo.read_marks import MarkingStore
+    from imbucket.adapters.mongo.connection import MongoConnection
+    from imbucket.adapters.mongo.read_marks import MarkingStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +53,8 @@ def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeout
     Rows have no buckets to bound: budget is not used. The store reads a pull's watermarks
     and slots in one statement (its ``view``).
     """
-    from adapters.sql import open_row
-    from adapters.sql.read_marks import SqlReadMarks
+    from imbucket.adapters.sql import open_row
+    from imbucket.adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_row(url, layout, timeouts)
     marks = SqlReadMarks(store, seqs)
@@ -66,8 +66,8 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 
     The store reads a pull's watermarks and slots in one statement (its ``view``).
     """
-    from adapters.sql import open_bucket
-    from adapters.sql.read_marks import SqlReadMarks
+    from imbucket.adapters.sql import open_bucket
+    from imbucket.adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_bucket(url, layout, budget, timeouts)
     marks = SqlReadMarks(store, seqs)
@@ -76,9 +76,9 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
-    from adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
-    from adapters.mongo.commands import BUCKETS
-    from adapters.mongo.views import MongoBucketViews
+    from imbucket.adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
+    from imbucket.adapters.mongo.commands import BUCKETS
+    from imbucket.adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
         raise ConfigError(
@@ -95,9 +95,9 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
-    from adapters.mongo.commands import ROWS
-    from adapters.mongo.row import MongoRowRepository, MongoRowStore
-    from adapters.mongo.views import MongoRowViews
+    from imbucket.adapters.mongo.commands import ROWS
+    from imbucket.adapters.mongo.row import MongoRowRepository, MongoRowStore
+    from imbucket.adapters.mongo.views import MongoRowViews
 
     def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
         store = MongoRowStore(MongoRowRepository(connection, layout))
@@ -116,10 +116,10 @@ def _mongo(
 
     collection: the data collection, which also keeps the user documents (``UserDocs``).
     """
-    from adapters.mongo.commands import UserDocs
-    from adapters.mongo.connection import MongoConnection
-    from adapters.mongo.read_marks import MongoReadMarks
-    from adapters.mongo.seq import MongoSeqStore
+    from imbucket.adapters.mongo.commands import UserDocs
+    from imbucket.adapters.mongo.connection import MongoConnection
+    from imbucket.adapters.mongo.read_marks import MongoReadMarks
+    from imbucket.adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url, timeouts=timeouts)
     try:
@@ -236,7 +236,7 @@ def redis_cached(
     """
     name = "redis-cluster" if cluster else "redis"
     try:
-        from adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
+        from imbucket.adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
     except ImportError as error:
         raise ConfigError(f"cache backend {name!r} needs imbucket[redis]: {error}") from None
     try:
@@ -264,9 +264,9 @@ def cached(backend: Backend, cache: ViewCache) -> Backend:
     the cached watermarks after each write that moves one; pulls ask the cache first and,
     on a miss, the backend's fused reads (else the bare store and seq store, separately).
     """
-    from adapters.cached_store import CachedMessageStore
-    from adapters.cached_views import CachedViews, InvalidatingSeqStore
-    from app.views import SeparateViews
+    from imbucket.adapters.cached_store import CachedMessageStore
+    from imbucket.adapters.cached_views import CachedViews, InvalidatingSeqStore
+    from imbucket.app.views import SeparateViews
 
     fallback = backend.views or SeparateViews(backend.store, backend.seqs)
     return Backend(

@@ -1,13 +1,15 @@
-"""The imbucket command line: bench, compare, demo, inspect, backends."""
+"""The imbucket command line: demo, inspect, backends, migrate.
+
+Other packages add their own commands through the ``imbucket.commands`` entry point group
+(a callable taking the Typer app): the benchmark lab adds bench, profile and compare.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-from dataclasses import replace
-from enum import StrEnum
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -15,19 +17,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adapters.codec import slot_to_doc
-from app import open_container, open_service
-from app.backends import plugin_names
-from app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
-from app.service import MessageService
-from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
-from domain.errors import ConfigError, ImbucketError
-from domain.projection import MessageView, Tombstone
-
-if TYPE_CHECKING:  # the benchmark is imported by its commands only
-    from app.bench.results import RunResults
-    from app.bench.runner import Options as RunnerOptions
-    from app.bench.spec import BackendSpec
+from imbucket.adapters.codec import slot_to_doc
+from imbucket.app import open_container, open_service
+from imbucket.app.backends import plugin_names
+from imbucket.app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
+from imbucket.app.service import MessageService
+from imbucket.app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from imbucket.domain.errors import ImbucketError
+from imbucket.domain.projection import MessageView, Tombstone
 
 cli = typer.Typer(
     help="imbucket: an IM message store on OpenIM's bucket layout.", no_args_is_help=True
@@ -157,196 +154,6 @@ def backends() -> None:
         raise typer.Exit(1) from None
 
 
-class ScaleName(StrEnum):
-    """Dataset sizes of ``imbucket bench``."""
-
-    tiny = "tiny"
-    small = "small"
-    medium = "medium"
-    large = "large"
-
-
-# bench's two repeatable options, named here so that bench's signature stays readable.
-_BackendOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--backend",
-        "-b",
-        help="ID[+redis][@URL], repeatable; e.g. sql-row@postgresql+psycopg://u@host/db, "
-        "memory+redis. Default: memory, sql-row and sql-bucket on a temporary SQLite file.",
-    ),
-]
-_WorkloadOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--workload",
-        "-w",
-        help="run only these workloads (ingest always runs: it loads the data)",
-    ),
-]
-
-
-@cli.command()
-def bench(
-    backend: _BackendOption = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML/JSON file listing backends (see docs/benchmark.md)")
-    ] = None,
-    scale: Annotated[ScaleName | None, typer.Option(help="dataset size (default small)")] = None,
-    seed: Annotated[int | None, typer.Option(help="dataset seed (default 42)")] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="report folder (default reports/<timestamp>/)")
-    ] = None,
-    compare: Annotated[
-        Path | None, typer.Option(help="an earlier results.json to compare this run with")
-    ] = None,
-    redis_url: Annotated[
-        str, typer.Option(help="Redis URL of +redis backends (default: settings cache.url)")
-    ] = "",
-    workload: _WorkloadOption = None,
-    bucket_size: Annotated[
-        str | None,
-        typer.Option(
-            "--bucket-size",
-            help="sweep: run every bucket backend at each of these sizes, e.g. 20,50,100,200,500",
-        ),
-    ] = None,
-    traffic: Annotated[
-        Path | None,
-        typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
-    ] = None,
-    contention: Annotated[
-        bool, typer.Option(help="run the contention workloads (N concurrent workers)")
-    ] = True,
-) -> None:
-    """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
-    from app.bench import console as bench_console
-    from app.bench import report, runner
-
-    try:
-        specs, options, previous = _bench_plan(
-            backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
-        )
-    except (ImbucketError, OSError, ValueError) as error:
-        console.print(f"[red]bench:[/] {error}")
-        raise typer.Exit(2) from None
-    options = replace(options, contention=contention)
-    with bench_console.RichObserver(Console(stderr=True)) as observer:
-        results = runner.run(specs, options, observer)
-    folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    files = report.write(results, folder, previous)
-    _print_bench(results, previous)
-    console.print(f"report: {files.html}")
-    console.print(f"        {files.markdown}")
-    console.print(f"        {files.results}")
-    if all(not b.ok for b in results.backends):
-        raise typer.Exit(1)
-
-
-def _bench_plan(
-    backend: list[str] | None,
-    config: Path | None,
-    scale: ScaleName | None,
-    seed: int | None,
-    compare: Path | None,
-    redis_url: str,
-    workload: list[str] | None,
-    bucket_size: str | None,
-    traffic: Path | None,
-) -> tuple[list[BackendSpec], RunnerOptions, RunResults | None]:
-    """The backends, run options and earlier results a ``bench`` command line asks for."""
-    from app.bench import report, runner, spec
-    from app.bench.traffic import load_traffic
-    from app.bench.workloads import WORKLOAD_NAMES
-
-    file = spec.load_config(config, redis_url) if config else None
-    specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
-    specs += list(file.backends) if file else []
-    if not specs:
-        specs = [spec.parse_backend(text) for text in spec.DEFAULT_BACKENDS]
-    sizes = spec.parse_sizes(bucket_size) if bucket_size else (file.bucket_sizes if file else ())
-    specs = spec.sweep(specs, sizes) if sizes else specs
-    shape = load_traffic(traffic) if traffic else (file.traffic if file else None)
-    unknown = set(workload or ()) - set(WORKLOAD_NAMES)
-    if unknown:
-        raise ConfigError(f"unknown workloads {sorted(unknown)}; known: {WORKLOAD_NAMES}")
-    previous = report.load(compare) if compare else None
-    options = runner.Options(
-        scale=(scale.value if scale else None) or (file and file.scale) or "small",
-        seed=seed if seed is not None else (file.seed if file and file.seed is not None else 42),
-        workloads=tuple(workload or ()),
-        traffic=shape,
-        bucket_sizes=sizes,
-    )
-    return specs, options, previous
-
-
-def _print_bench(results: RunResults, previous: RunResults | None) -> None:
-    """The run's tables, verdicts, targets, comparison and skipped backends on the console."""
-    from app.bench import console as bench_console
-    from app.bench.compare import compare as compare_runs
-    from app.bench.compare import name_run
-
-    console.print(bench_console.summary_table(results))
-    for line in [*bench_console.verdicts(results), *bench_console.contention_lines(results)]:
-        console.print(escape(line))
-    console.print(bench_console.targets_table(results))
-    if previous is not None:
-        console.print(
-            bench_console.compare_table(compare_runs(previous, results), name_run(previous))
-        )
-    for b in results.backends:
-        if not b.ok:
-            console.print(f"[yellow]skipped[/] {escape(b.label)}: {escape(b.reason or '')}")
-
-
-@cli.command()
-def profile(
-    config: Annotated[
-        Path, typer.Option(help="TOML/JSON file naming the store and its conversations")
-    ],
-    out: Annotated[
-        Path | None, typer.Option(help="where to write the [traffic] table (default: print it)")
-    ] = None,
-) -> None:
-    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store."""
-    from app.bench import profile as profiling
-    from app.bench.traffic import to_toml
-
-    try:
-        request = profiling.load_request(config)
-        with open_service(request.store_config()) as service:
-            found = profiling.profile(service, request)
-    except ImbucketError as error:
-        console.print(f"[red]profile:[/] {escape(str(error))}")
-        raise typer.Exit(2) from None
-    text = to_toml(found.traffic(request.messages), found.summary())
-    if out is None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
-    else:
-        out.write_text(text)
-        console.print(f"{found.summary()}\nwrote {out}")
-
-
-@cli.command("compare")
-def compare_command(
-    old: Annotated[Path, typer.Argument(help="the earlier results.json")],
-    new: Annotated[Path, typer.Argument(help="the later results.json")],
-) -> None:
-    """Show the change between two benchmark runs."""
-    from app.bench import console as bench_console
-    from app.bench import report
-    from app.bench.compare import compare as compare_runs
-    from app.bench.compare import name_run
-
-    try:
-        before, after = report.load(old), report.load(new)
-    except (OSError, ValueError) as error:
-        console.print(f"[red]compare:[/] {error}")
-        raise typer.Exit(2) from None
-    console.print(bench_console.compare_table(compare_runs(before, after), name_run(before)))
-
-
 @cli.command("migrate")
 def migrate_command(
     source: Annotated[
@@ -366,8 +173,8 @@ def migrate_command(
     Safe to interrupt and run again; a target entry that differs is reported, never
     overwritten (exit 1). See docs/migrate.md.
     """
-    from app import migrate as migration
-    from app.migrate_console import MigrateProgress, differences, summary
+    from imbucket.app import migrate as migration
+    from imbucket.app.migrate_console import MigrateProgress, differences, summary
 
     err = Console(stderr=True)
     try:
@@ -398,6 +205,18 @@ def migrate_command(
                     console.print(f"  {line}")
     if failed:
         raise typer.Exit(1)
+
+
+COMMANDS_GROUP = "imbucket.commands"
+
+
+def add_plugin_commands(app: typer.Typer) -> None:
+    """Let every ``imbucket.commands`` entry point add its commands to app."""
+    for entry in entry_points(group=COMMANDS_GROUP):
+        entry.load()(app)
+
+
+add_plugin_commands(cli)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Dependency-injector container: picks adapters from config without touching unselected ones.
 
-Backend factories live in ``app.backends`` and import their drivers only when called, so a
+Backend factories live in ``imbucket.app.backends`` and import their drivers only when called, so a
 configuration naming ``memory`` never imports pymongo or connects anywhere.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dependency_injector import containers, providers
 
-from adapters.timeouts import Timeouts
-from app import backends
-from app.service import MessageService
-from app.settings import layout_of, limits_of, tag_budget
-from domain.budget import TagBudget
-from domain.layout import BucketLayout
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.app import backends
+from imbucket.app.service import MessageService
+from imbucket.app.settings import layout_of, limits_of, tag_budget
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
 
 
 def _backend_selector(
@@ -65,7 +65,7 @@ def _cached(
 
 
 class Container(containers.DeclarativeContainer):
-    """Wires MessageService from a config dict shaped like ``app.settings.Settings``."""
+    """Wires MessageService from a config dict shaped like ``imbucket.app.settings.Settings``."""
 
     config = providers.Configuration(strict=True)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.service import MessageService
-from domain.model import Actor, Message, Role, SessionType
-from domain.projection import Entry, MessageView
+from imbucket.app.service import MessageService
+from imbucket.domain.model import Actor, Message, Role, SessionType
+from imbucket.domain.projection import Entry, MessageView
 
 DEMO_CONVERSATION = "demo-conversation"
 USERS = ("olivia", "bob", "carol", "dave")

@@ -23,14 +23,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from app import open_service
-from app.service import MessageService
-from domain.errors import ConfigError, ImbucketError, StoreUnavailable
-from domain.migration import normalized, reachable, same_views
-from domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
-from domain.scan import Counters, ScannedSlot, SendClaim, SeqPage, UserSeqs
-from ports.message_store import MessageStore
-from ports.seq_store import SeqStore
+from imbucket.app import open_service
+from imbucket.app.service import MessageService
+from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
+from imbucket.domain.migration import normalized, reachable, same_views
+from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
+from imbucket.domain.scan import Counters, ScannedSlot, SendClaim, SeqPage, UserSeqs
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.seq_store import SeqStore
 
 Endpoint = MessageService | Mapping[str, Any] | Path | str
 DEFAULT_BATCH = 500

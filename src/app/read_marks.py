@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from domain.tags import Guard
-from ports.message_store import MessageStore
-from ports.seq_store import SeqStore
+from imbucket.domain.tags import Guard
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.seq_store import SeqStore
 
 
 class SeparateReadMarks:
     """``ReadMarks`` from a message store and a seq store: the raise is a write of its own.
 
     The path of memory, a store behind a cache and a third-party backend (MongoDB's
-    ``adapters.mongo.read_marks.MongoReadMarks`` also writes twice, but reads less).
+    ``imbucket.adapters.mongo.read_marks.MongoReadMarks`` also writes twice, but reads less).
     """
 
     def __init__(self, store: MessageStore, seqs: SeqStore) -> None:

@@ -9,18 +9,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
-from app.read_marks import SeparateReadMarks
-from app.views import SeparateViews
-from domain import policy, sending
-from domain.errors import (
+from imbucket.app.read_marks import SeparateReadMarks
+from imbucket.app.views import SeparateViews
+from imbucket.domain import policy, sending
+from imbucket.domain.errors import (
     InvalidArgument,
     InvalidMessage,
     SeqNotAllocated,
     StoreUnavailable,
     WriteRefused,
 )
-from domain.layout import BucketLayout
-from domain.model import (
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import (
     DEFAULT_LIMITS,
     Actor,
     Draft,
@@ -42,12 +42,12 @@ from domain.model import (
     check_seqs,
     check_short_text,
 )
-from domain.projection import Entry, project
-from domain.tags import Guard, takes_revoke
-from ports.message_store import MessageStore
-from ports.read_marks import ReadMarks
-from ports.seq_store import SeqStore
-from ports.view_reads import ViewReads
+from imbucket.domain.projection import Entry, project
+from imbucket.domain.tags import Guard, takes_revoke
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.read_marks import ReadMarks
+from imbucket.ports.seq_store import SeqStore
+from imbucket.ports.view_reads import ViewReads
 
 DEFAULT_CLAIM_RETENTION_SECONDS = 7 * 24 * 3600
 # Expired send claims are pruned at most once a minute per service, in bounded batches.

@@ -16,24 +16,24 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from adapters.timeouts import (
+from imbucket.adapters.timeouts import (
     DEFAULT_CACHE_SECONDS,
     DEFAULT_CONNECT_SECONDS,
     DEFAULT_POOL_SECONDS,
     DEFAULT_STATEMENT_SECONDS,
 )
-from app.backends import STORE_FACTORIES, check_store_backend
-from app.service import DEFAULT_CLAIM_RETENTION_SECONDS
-from domain.budget import (
+from imbucket.app.backends import STORE_FACTORIES, check_store_backend
+from imbucket.app.service import DEFAULT_CLAIM_RETENTION_SECONDS
+from imbucket.domain.budget import (
     DEFAULT_MAX_BUCKET_BYTES,
     DEFAULT_MAX_DELETERS_PER_SLOT,
     MAX_DELETERS_PER_SLOT,
     BucketBounds,
     TagBudget,
 )
-from domain.errors import ConfigError
-from domain.layout import BucketLayout
-from domain.model import Limits
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Limits
 
 # A built-in backend or the name of an ``imbucket.backends`` entry point (docs/plugins.md);
 # an unknown name is a ConfigError listing the known ones.

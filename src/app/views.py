@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from domain.model import Pick
-from ports.message_store import MessageStore
-from ports.seq_store import SeqStore
-from ports.view_reads import View
+from imbucket.domain.model import Pick
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.seq_store import SeqStore
+from imbucket.ports.view_reads import View
 
 
 class SeparateViews:
@@ -13,7 +13,7 @@ class SeparateViews:
 
     The reference answer every fused implementation must equal (the contract suite compares
     them), the path of a third-party backend, and what a cached backend without a fused view
-    reads on a watermark miss (``adapters.cached_views.CachedViews``).
+    reads on a watermark miss (``imbucket.adapters.cached_views.CachedViews``).
     """
 
     def __init__(self, store: MessageStore, seqs: SeqStore) -> None:

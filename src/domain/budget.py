@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from domain.errors import ConfigError
-from domain.model import DEFAULT_LIMITS, Limits, Slot, SlotPatch
-from domain.sizes import (
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.model import DEFAULT_LIMITS, Limits, Slot, SlotPatch
+from imbucket.domain.sizes import (
     BOOL_BYTES,
     DOC_OVERHEAD,
     ENTRY_OVERHEAD,

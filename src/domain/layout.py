@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from domain.errors import InvalidArgument, InvalidSeq
+from imbucket.domain.errors import InvalidArgument, InvalidSeq
 
 DEFAULT_BUCKET_SIZE = 100
 # How a bucket's slots are written: OpenIM's named fields in every pre-allocated slot, or

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from domain.model import Slot, Watermarks
-from domain.projection import Entry, project
+from imbucket.domain.model import Slot, Watermarks
+from imbucket.domain.projection import Entry, project
 
 ANONYMOUS = ""  # a viewer who is nobody in particular: sees what any non-deleter sees
 

@@ -8,10 +8,15 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 from typing import get_type_hints
 
-from domain.construct import quick_constructor
-from domain.errors import ContentTooLarge, ConversationMismatch, InvalidArgument, InvalidMessage
-from domain.layout import check_seq
-from domain.sizes import (
+from imbucket.domain.construct import quick_constructor
+from imbucket.domain.errors import (
+    ContentTooLarge,
+    ConversationMismatch,
+    InvalidArgument,
+    InvalidMessage,
+)
+from imbucket.domain.layout import check_seq
+from imbucket.domain.sizes import (
     BOOL_BYTES,
     CHAR_BYTES,
     DOC_OVERHEAD,
@@ -63,7 +68,7 @@ class Limits:
     max_content_bytes: int = 64 * 1024
     max_seqs_per_call: int = 1000
     # The whole message as stored (content, ex, ids, options, keys), an upper bound over
-    # every encoding (domain.sizes): what lets a bucket of messages stay under its limit.
+    # every encoding (imbucket.domain.sizes): what lets a bucket of messages stay under its limit.
     max_message_bytes: int = 70 * 1024
 
 
@@ -128,7 +133,7 @@ def stored_message(conversation_id: str, seq: int, values: Sequence[object]) -> 
     a store itself wrote: everything entering a store is checked on the way in
     (``check_message``, ``check_draft``), so a read does not pay for the checks again. The
     values are passed positionally, with no per-field conversion, through Message's quick
-    constructor (``domain.construct``).
+    constructor (``imbucket.domain.construct``).
     """
     return _quick_message(conversation_id, seq, *values)
 
@@ -254,7 +259,7 @@ class SlotPatch:
 
 EMPTY_SLOT = Slot()
 PURGED_SLOT = Slot(purged=True)
-# Slot(...) for the read paths that build one per pulled seq (see domain.construct).
+# Slot(...) for the read paths that build one per pulled seq (see imbucket.domain.construct).
 stored_slot: Callable[..., Slot] = quick_constructor(Slot)
 
 # In a viewer's read (``MessageStore.get`` with a viewer) ``deleted_by`` is ``{viewer}`` when
@@ -487,7 +492,7 @@ def _check_content(content: object, limits: Limits) -> None:
 
 
 def message_bytes(item: Message | Draft, max_id_length: int) -> int:
-    """Upper bound of item once stored, in every encoding (domain.sizes).
+    """Upper bound of item once stored, in every encoding (imbucket.domain.sizes).
 
     A Draft's stamped fields count at their largest (None: the longest id; every int counts
     at its largest), so that a draft that passes gives a message that passes.

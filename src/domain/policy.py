@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from domain.errors import NotPermitted
-from domain.model import GROUP_SESSION_TYPES, Actor, Message, Revoke, Role
+from imbucket.domain.errors import NotPermitted
+from imbucket.domain.model import GROUP_SESSION_TYPES, Actor, Message, Revoke, Role
 
 _MODERATORS = frozenset({Role.OWNER, Role.APP_ADMIN})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from domain.model import Slot
+from imbucket.domain.model import Slot
 
 T = TypeVar("T")
 

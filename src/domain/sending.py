@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from domain.errors import InvalidMessage, WriteConflict
-from domain.model import DRAFT_FIELDS, Draft, InsertResult, Message, Slot
+from imbucket.domain.errors import InvalidMessage, WriteConflict
+from imbucket.domain.model import DRAFT_FIELDS, Draft, InsertResult, Message, Slot
 
 
 def check_unique(drafts: Sequence[Draft]) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from domain.budget import EARLY_READERS_KEPT
-from domain.model import InsertOutcome, Message, Slot, SlotPatch
-from domain.policy import may_mark_read
+from imbucket.domain.budget import EARLY_READERS_KEPT
+from imbucket.domain.model import InsertOutcome, Message, Slot, SlotPatch
+from imbucket.domain.policy import may_mark_read
 
 Decision = Callable[[Slot], SlotPatch | None]
 # What a tag write calls after its read and before any write, with the seqs the read found

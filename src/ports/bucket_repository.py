@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from domain.budget import TagBudget
-from domain.layout import BucketLayout
-from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
 
 # One deleter kept outside its bucket: (doc_id, slot index, user_id).
 Spilled = tuple[str, int, str]
@@ -66,7 +66,7 @@ class BucketRepository(Protocol):
         """``read`` scoped to one viewer, in one round trip, whatever the number of deleters.
 
         Each slot's inline ``deleted_by`` is ``{viewer}``, ``{OTHER_DELETERS}`` or empty
-        (``domain.model.viewed_deleters``), computed by the engine; next to it the count of
+        (``imbucket.domain.model.viewed_deleters``), computed by the engine; next to it the count of
         inline deleters.
         """
         ...

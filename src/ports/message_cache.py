@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from domain.model import Pick, Slot, Watermarks
+from imbucket.domain.model import Pick, Slot, Watermarks
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
-from domain.layout import BucketLayout
-from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
-from domain.scan import SlotPage
-from domain.tags import Guard
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from imbucket.domain.scan import SlotPage
+from imbucket.domain.tags import Guard
 
 
 @runtime_checkable
@@ -47,7 +47,7 @@ class MessageStore(Protocol):
 
         With ``viewer`` the read is scoped to that user and independent of how many users
         deleted a seq: ``deleted_by`` is ``{viewer}`` if the viewer deleted it,
-        ``{OTHER_DELETERS}`` if only others did, else empty (``domain.model``); the engine
+        ``{OTHER_DELETERS}`` if only others did, else empty (``imbucket.domain.model``); the engine
         answers it, so no deleter list travels. Without it (migrate, scan, inspect) every
         deleter is returned.
         """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from domain.tags import Guard
+from imbucket.domain.tags import Guard
 
 
 @runtime_checkable
@@ -15,7 +15,7 @@ class ReadMarks(Protocol):
     Backends whose store and seq store live in one database raise the read seq in the tag
     write's own round trips (its read, one statement), so a mark-read costs what every tag
     write costs: the read and one conditional write. A backend without it is served by
-    ``app.read_marks.SeparateReadMarks``: one more round trip, the same outcome.
+    ``imbucket.app.read_marks.SeparateReadMarks``: one more round trip, the same outcome.
     """
 
     def mark_read(

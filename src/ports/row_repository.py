@@ -1,6 +1,6 @@
 """The RowRepository port: the few storage primitives the row state machine needs.
 
-The twin of ``BucketRepository``: ``adapters.row.RowMessageStore`` holds the insert state
+The twin of ``BucketRepository``: ``imbucket.adapters.row.RowMessageStore`` holds the insert state
 machine (insert, collide, classify, fill) and the tag rules once, and a row repository only
 stores and reads rows. A row holds one seq of a conversation: its message, revoke, is_read,
 purged mark and tags; it exists once the seq holds anything and is never deleted (a purge
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from domain.layout import BucketLayout
-from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
-from domain.scan import SlotPage
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from imbucket.domain.scan import SlotPage
 
 
 @runtime_checkable

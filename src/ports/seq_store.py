@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
-from domain.model import TableStats, Watermarks
-from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.domain.model import TableStats, Watermarks
+from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 
 @runtime_checkable

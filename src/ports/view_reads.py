@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from domain.model import Pick, Slot, Watermarks
+from imbucket.domain.model import Pick, Slot, Watermarks
 
 View = tuple[Watermarks, dict[int, Slot]]
 
@@ -15,7 +15,7 @@ class ViewReads(Protocol):
 
     Backends whose store and seq store live on one engine answer both in one round trip
     (one statement, command or pipeline; one more only when a slot read has spilled
-    deleters). A backend without it is served by ``app.views.SeparateViews``: two round
+    deleters). A backend without it is served by ``imbucket.app.views.SeparateViews``: two round
     trips, the same answers. Behind a cache, ``adapters.cached_views.CachedViews`` answers a
     fully cached pull in one cache round trip and no store round trip.
     """

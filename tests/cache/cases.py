@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app import MessageService
-from domain.model import Actor, Message, Role, SessionType
-from domain.projection import Entry, MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import messages
+from imbucket.app import MessageService
+from imbucket.domain.model import Actor, Message, Role, SessionType
+from imbucket.domain.projection import Entry, MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import messages
 
 CONV = "si_alice_bob"
 OWNER = Actor("olivia", Role.OWNER)

@@ -11,16 +11,16 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from adapters.bucket import BucketMessageStore
-from adapters.cached_store import CachedMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.redis_cache import RedisMessageCache, client_options, make_client
-from app import MessageService
-from app.backends import Backend, cached
-from domain.model import InsertResult, Message, Revoke, Slot, StoreStats
-from domain.tags import Guard
-from ports.message_store import MessageStore
-from ports.seq_store import SeqStore
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.cached_store import CachedMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.redis_cache import RedisMessageCache, client_options, make_client
+from imbucket.app import MessageService
+from imbucket.app.backends import Backend, cached
+from imbucket.domain.model import InsertResult, Message, Revoke, Slot, StoreStats
+from imbucket.domain.tags import Guard
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.seq_store import SeqStore
 from tests.redis_server import redis_prefix, redis_url
 
 

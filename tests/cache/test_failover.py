@@ -31,15 +31,15 @@ from typing import Any
 import pytest
 from redis.cluster import key_slot
 
-from adapters.bucket import BucketMessageStore
-from adapters.cached_store import CachedMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.redis_cache import RedisMessageCache
-from app import MessageService
-from domain.model import Actor
-from domain.projection import Entry
-from imbucket_contract.factories import messages
-from ports.message_store import MessageStore
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.cached_store import CachedMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.redis_cache import RedisMessageCache
+from imbucket.app import MessageService
+from imbucket.domain.model import Actor
+from imbucket.domain.projection import Entry
+from imbucket.ports.message_store import MessageStore
+from imbucket.testing.factories import messages
 from tests.cache.cases import CONV, MUTATIONS, seed
 from tests.cache.conftest import NOW_MS, Rig, SpyStore, Target
 from tests.redis_cluster import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.projection import Entry, MessageView, TombstoneReason
+from imbucket.domain.projection import Entry, MessageView, TombstoneReason
 from tests.cache.cases import CONV, MUTATIONS, OWNER, Mutation, chat, seed, tombstone
 from tests.cache.conftest import Rig
 

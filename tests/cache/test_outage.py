@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import redis
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository
-from adapters.redis_cache import MarksOf, RedisMessageCache, client_options
-from app import MessageService
-from domain.model import Actor
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository
+from imbucket.adapters.redis_cache import MarksOf, RedisMessageCache, client_options
+from imbucket.app import MessageService
+from imbucket.domain.model import Actor
 from tests.cache.cases import CONV, MUTATIONS, chat, seed
 from tests.cache.conftest import (
     CacheFactory,
@@ -58,7 +58,7 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "adapters.redis_cache" and r.levelno == logging.WARNING
+        if r.name == "imbucket.adapters.redis_cache" and r.levelno == logging.WARNING
     ]
 
 

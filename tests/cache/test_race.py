@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.redis_cache import RedisMessageCache
-from app import MessageService
-from domain.model import Slot
-from domain.projection import Entry
+from imbucket.adapters.redis_cache import RedisMessageCache
+from imbucket.app import MessageService
+from imbucket.domain.model import Slot
+from imbucket.domain.projection import Entry
 from tests.cache.cases import CONV, MUTATIONS, Mutation, seed
 from tests.cache.conftest import CacheFactory, Rig, SpyStore, cached_service
 

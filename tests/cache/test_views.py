@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-from adapters.redis_cache import RedisMessageCache
-from adapters.timeouts import Timeouts
-from app import MessageService, backends
-from app.instrument.roundtrips import RoundTrips, watch
-from domain.budget import TagBudget
-from domain.layout import BucketLayout
-from domain.model import Draft, Pick, SessionType, Slot, Watermarks
-from domain.projection import Entry, MessageView
+from imbucket.adapters.redis_cache import RedisMessageCache
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.app import MessageService, backends
+from imbucket.bench.instrument.roundtrips import RoundTrips, watch
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Draft, Pick, SessionType, Slot, Watermarks
+from imbucket.domain.projection import Entry, MessageView
 from tests.cache.cases import CONV, OWNER, chat, seed
 from tests.cache.conftest import (
     NOW_MS,

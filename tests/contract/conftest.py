@@ -1,7 +1,7 @@
 """The backend table: every contract test runs once per row, unchanged.
 
 This directory is the contract suite's one home; the wheel ships it as
-``imbucket_contract.suite``, where ``pytest --imbucket-backend NAME`` runs it on one backend
+``imbucket.testing.suite``, where ``pytest --imbucket-backend NAME`` runs it on one backend
 (docs/plugins.md). So nothing here imports from ``tests``: the rows name fixtures, and the
 fixtures that reach a server (``postgres_url``, ``mariadb_url``, ``mongo_url``,
 ``redis_cache``, ``redis_cluster_cache``) live in ``tests/conftest.py``.
@@ -9,7 +9,7 @@ fixtures that reach a server (``postgres_url``, ``mariadb_url``, ``mongo_url``,
 A row names a fixture that returns the config mapping for ``open_service``; server rows
 resolve their URL lazily (env, then testcontainers, then skip with a reason) and give each
 test a namespace of its own. Later backends add a row here and a config fixture, never a
-change to the tests. Rows also list their capabilities (``imbucket_contract.rows``); a test
+change to the tests. Rows also list their capabilities (``imbucket.testing.rows``); a test
 that needs one runs on the rows having it::
 
     @pytest.mark.parametrize("backend_config", backends(PERSISTENT), indirect=True)
@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from app import MessageService, open_service
-from imbucket_contract import selected
-from imbucket_contract.rows import (
+from imbucket.app import MessageService, open_service
+from imbucket.ports.message_store import MessageStore
+from imbucket.testing import selected
+from imbucket.testing.rows import (
     BUCKETS,
     PERSISTENT,
     ROW_LAYOUT,
@@ -35,7 +36,6 @@ from imbucket_contract.rows import (
     store_config,
     use,
 )
-from ports.message_store import MessageStore
 
 # sqlite:// is in memory, so a second open_service sees a new, empty database.
 ROWS = [
@@ -65,7 +65,7 @@ ROWS = [
     ),
 ]
 
-# `pytest --imbucket-backend NAME` (imbucket_contract.plugin, docs/plugins.md): NAME alone.
+# `pytest --imbucket-backend NAME` (imbucket.testing.plugin, docs/plugins.md): NAME alone.
 if (chosen := selected()) is not None:
     ROWS = [Row(chosen.name, "imbucket_selected_config", chosen.capabilities)]
 use(ROWS)

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from domain.errors import NotPermitted
-from domain.model import Actor, ContentType, Role, SessionType
-from domain.projection import Entry, MessageView, Tombstone, TombstoneReason
-from imbucket_contract.dump import dump
-from imbucket_contract.factories import CONV, message
+from imbucket.app import MessageService
+from imbucket.domain.errors import NotPermitted
+from imbucket.domain.model import Actor, ContentType, Role, SessionType
+from imbucket.domain.projection import Entry, MessageView, Tombstone, TombstoneReason
+from imbucket.testing.dump import dump
+from imbucket.testing.factories import CONV, message
 
 SINGLE = "si_alice_bob"
 USERS = ("alice", "bob", "carol", "adam", "olivia", "root")

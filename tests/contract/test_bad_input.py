@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from app import MessageService
-from domain.errors import (
+from imbucket.app import MessageService
+from imbucket.domain.errors import (
     ContentTooLarge,
     ConversationMismatch,
     ImbucketError,
@@ -16,9 +16,9 @@ from domain.errors import (
     InvalidMessage,
     InvalidSeq,
 )
-from domain.model import Actor, Role
-from imbucket_contract.dump import dump
-from imbucket_contract.factories import CONV, draft, message, messages
+from imbucket.domain.model import Actor, Role
+from imbucket.testing.dump import dump
+from imbucket.testing.factories import CONV, draft, message, messages
 
 BAD_CALLS: dict[str, tuple[type[ImbucketError], Callable[[MessageService], object]]] = {
     "seq zero": (InvalidSeq, lambda s: s.pull(CONV, "bob", [0])),

@@ -8,15 +8,19 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from domain.budget import DEFAULT_MAX_BUCKET_BYTES, DEFAULT_MAX_DELETERS_PER_SLOT, BucketBounds
-from domain.errors import ContentTooLarge
-from domain.model import Actor, Limits, Message, Role, SessionType, message_bytes
-from domain.projection import MessageView, Tombstone, TombstoneReason, project
-from imbucket_contract.concurrency import run_together
-from imbucket_contract.factories import CONV, draft, message, messages
-from imbucket_contract.rows import BUCKETS, backends
-from ports.bucket_repository import BucketRepository
+from imbucket.app import MessageService
+from imbucket.domain.budget import (
+    DEFAULT_MAX_BUCKET_BYTES,
+    DEFAULT_MAX_DELETERS_PER_SLOT,
+    BucketBounds,
+)
+from imbucket.domain.errors import ContentTooLarge
+from imbucket.domain.model import Actor, Limits, Message, Role, SessionType, message_bytes
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason, project
+from imbucket.ports.bucket_repository import BucketRepository
+from imbucket.testing.concurrency import run_together
+from imbucket.testing.factories import CONV, draft, message, messages
+from imbucket.testing.rows import BUCKETS, backends
 
 HOT_DELETERS = 5_000
 WORKERS = 4

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from domain.model import InsertResult, Revoke, Role
-from imbucket_contract.factories import messages
-from imbucket_contract.migration_data import CONVERSATIONS, USERS, fill
+from imbucket.app import MessageService
+from imbucket.domain.model import InsertResult, Revoke, Role
+from imbucket.testing.factories import messages
+from imbucket.testing.migration_data import CONVERSATIONS, USERS, fill
 
 
 def test_insert_many_answers_per_conversation_what_insert_answers(

@@ -3,7 +3,7 @@
 Hypothesis draws calls with junk in at least one argument (wrong types, empty or huge ids,
 NUL and other control characters, dict-shaped ids such as {"$ne": 1}, negative and enormous
 seqs, oversized content, malformed drafts, messages, actors and roles; see
-imbucket_contract/strategies.py) against a seeded store. Each call must raise an ImbucketError
+imbucket.testing/strategies.py) against a seeded store. Each call must raise an ImbucketError
 subclass, never anything else, and a full dump of the store must be the same before and after it.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from app import MessageService
-from domain.errors import ImbucketError, InvalidMessage
-from domain.model import MAX_INT64, MAX_SEQ, Actor, Role, SessionType
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.dump import dump
-from imbucket_contract.factories import CONV, draft, message, messages
-from imbucket_contract.strategies import junk_calls
+from imbucket.app import MessageService
+from imbucket.domain.errors import ImbucketError, InvalidMessage
+from imbucket.domain.model import MAX_INT64, MAX_SEQ, Actor, Role, SessionType
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.dump import dump
+from imbucket.testing.factories import CONV, draft, message, messages
+from imbucket.testing.strategies import junk_calls
 
 EXAMPLES = int(os.environ.get("IMBUCKET_HOSTILE_EXAMPLES", "100" if os.environ.get("CI") else "25"))
 SINGLE = "si_alice_bob"

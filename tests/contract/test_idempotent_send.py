@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from app.service import now_ms
-from domain.errors import InvalidMessage, WriteConflict
-from domain.model import Actor, Role
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.concurrency import WRITERS, run_together
-from imbucket_contract.dump import dump
-from imbucket_contract.factories import CONV, draft
-from ports.seq_store import SeqStore
+from imbucket.app import MessageService
+from imbucket.app.service import now_ms
+from imbucket.domain.errors import InvalidMessage, WriteConflict
+from imbucket.domain.model import Actor, Role
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.ports.seq_store import SeqStore
+from imbucket.testing.concurrency import WRITERS, run_together
+from imbucket.testing.dump import dump
+from imbucket.testing.factories import CONV, draft
 
 
 def stored_seqs(service: MessageService) -> list[int]:

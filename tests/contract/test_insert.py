@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app import MessageService
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, message, messages
+from imbucket.app import MessageService
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, message, messages
 
 
 def contents(entries: list[MessageView | Tombstone]) -> list[str | TombstoneReason]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from app import MessageService
-from domain.model import DEFAULT_LIMITS as LIMITS
-from domain.model import message_bytes
-from domain.projection import MessageView
-from imbucket_contract.factories import WIDE, largest_draft
+from imbucket.app import MessageService
+from imbucket.domain.model import DEFAULT_LIMITS as LIMITS
+from imbucket.domain.model import message_bytes
+from imbucket.domain.projection import MessageView
+from imbucket.testing.factories import WIDE, largest_draft
 
 pytestmark = pytest.mark.slow
 

@@ -18,11 +18,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from app import MessageService
-from domain.errors import ImbucketError
-from domain.model import Actor, Draft, Message, Role, SessionType
-from domain.projection import Entry, MessageView
-from imbucket_contract.reference import ReferenceConversation
+from imbucket.app import MessageService
+from imbucket.domain.errors import ImbucketError
+from imbucket.domain.model import Actor, Draft, Message, Role, SessionType
+from imbucket.domain.projection import Entry, MessageView
+from imbucket.testing.reference import ReferenceConversation
 
 USERS = ("u1", "u2", "u3")
 ROLES = (Role.MEMBER, Role.ADMIN, Role.OWNER, Role.APP_ADMIN)

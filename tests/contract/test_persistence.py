@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from domain.errors import LayoutMismatch
-from imbucket_contract.concurrency import WRITERS, run_together
-from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import PERSISTENT, Config, backends
+from imbucket.app import MessageService
+from imbucket.domain.errors import LayoutMismatch
+from imbucket.testing.concurrency import WRITERS, run_together
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import PERSISTENT, Config, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(PERSISTENT), indirect=True)
 

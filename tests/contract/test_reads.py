@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from app import MessageService
-from domain.model import Actor, Role
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, messages
+from imbucket.app import MessageService
+from imbucket.domain.model import Actor, Role
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, messages
 
 
 def test_pull_keeps_the_requested_order_across_buckets(service: MessageService) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from domain.errors import InvalidArgument, StoreUnavailable, WriteConflict, WriteRefused
-from domain.model import InsertResult, Message
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, draft
+from imbucket.app import MessageService
+from imbucket.domain.errors import InvalidArgument, StoreUnavailable, WriteConflict, WriteRefused
+from imbucket.domain.model import InsertResult, Message
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, draft
 
 
 def refuse_inserts(service: MessageService, error: Exception, stored: int) -> list[int]:

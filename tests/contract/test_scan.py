@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import MessageService
-from domain.model import Slot
-from domain.scan import Counters, SendClaim, UserSeqs
-from imbucket_contract.factories import messages
-from imbucket_contract.migration_data import CLIENT_MSG_IDS, CONVERSATIONS, GROUP, USERS, fill
+from imbucket.app import MessageService
+from imbucket.domain.model import Slot
+from imbucket.domain.scan import Counters, SendClaim, UserSeqs
+from imbucket.testing.factories import messages
+from imbucket.testing.migration_data import CLIENT_MSG_IDS, CONVERSATIONS, GROUP, USERS, fill
 
 
 def _scan_slots(service: MessageService, limit: int) -> tuple[list[Any], list[int]]:

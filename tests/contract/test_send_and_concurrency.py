@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from app import MessageService
-from domain.projection import MessageView
-from imbucket_contract.concurrency import WRITERS, run_together
-from imbucket_contract.factories import CONV, draft, messages
+from imbucket.app import MessageService
+from imbucket.domain.projection import MessageView
+from imbucket.testing.concurrency import WRITERS, run_together
+from imbucket.testing.factories import CONV, draft, messages
 
 
 @pytest.fixture(autouse=True)

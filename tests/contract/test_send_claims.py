@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from app import MessageService
-from app.service import PRUNE_INTERVAL_MS
-from domain.model import Draft
+from imbucket.app import MessageService
+from imbucket.app.service import PRUNE_INTERVAL_MS
+from imbucket.domain.model import Draft
 
 CONV = "si_alice_bob"
 RETENTION_SECONDS = 3600

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy.sql.dml import Update
 
-from app import MessageService
-from domain.model import Actor, ContentType, Role
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, draft, message
-from imbucket_contract.rows import BUCKETS, SQL, backends
+from imbucket.app import MessageService
+from imbucket.domain.model import Actor, ContentType, Role
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, draft, message
+from imbucket.testing.rows import BUCKETS, SQL, backends
 
 OWNER = Actor("olivia", Role.OWNER)
 SEQ = 101  # the first seq of the second bucket at the default bucket size

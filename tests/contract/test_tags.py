@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from app import MessageService
-from domain.errors import NotPermitted, SeqNotAllocated
-from domain.model import Actor, ContentType, Role, SessionType
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, message, messages
+from imbucket.app import MessageService
+from imbucket.domain.errors import NotPermitted, SeqNotAllocated
+from imbucket.domain.model import Actor, ContentType, Role, SessionType
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, message, messages
 
 OWNER = Actor("olivia", Role.OWNER)
 

@@ -7,10 +7,10 @@ kind of pick and every state a slot can be in.
 
 from __future__ import annotations
 
-from app import MessageService
-from app.views import SeparateViews
-from domain.model import Actor, Pick, Role
-from imbucket_contract.factories import CONV, messages
+from imbucket.app import MessageService
+from imbucket.app.views import SeparateViews
+from imbucket.domain.model import Actor, Pick, Role
+from imbucket.testing.factories import CONV, messages
 
 OWNER = Actor("olivia", Role.OWNER)
 VIEWERS = ("bob", "carol", "dave", "stranger")

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
-from adapters.sql.engine import Database
-from app import MessageService, open_service
-from imbucket_contract.rows import store_config
+from imbucket.adapters.sql.engine import Database
+from imbucket.app import MessageService, open_service
+from imbucket.testing.rows import store_config
 from tests.faults.scenario import BUCKET_SIZE
 from tests.proxy import TcpProxy
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server

@@ -13,12 +13,12 @@ import logging
 
 import pytest
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from app import MessageService
-from domain.layout import BucketLayout
-from domain.model import InsertResult, Message, Revoke, Role
-from imbucket_contract.factories import messages
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.app import MessageService
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import InsertResult, Message, Revoke, Role
+from imbucket.testing.factories import messages
 
 BUCKET_SIZE = 10
 LAST = 21
@@ -76,5 +76,5 @@ def retries(caplog: pytest.LogCaptureFixture) -> int:
     return sum(
         1
         for record in caplog.records
-        if record.name == "adapters.sql.engine" and record.levelno == logging.WARNING
+        if record.name == "imbucket.adapters.sql.engine" and record.levelno == logging.WARNING
     )

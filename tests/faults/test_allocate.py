@@ -14,9 +14,9 @@ from itertools import count
 
 import pytest
 
-from domain.errors import OutcomeUnknown, StoreUnavailable
-from domain.projection import Tombstone, TombstoneReason
-from imbucket_contract.factories import draft
+from imbucket.domain.errors import OutcomeUnknown, StoreUnavailable
+from imbucket.domain.projection import Tombstone, TombstoneReason
+from imbucket.testing.factories import draft
 from tests.faults.conftest import ENGINES, KILL, LOSE_REPLY, MODES, Rig
 
 MARIADB = [engine for engine in ENGINES if engine.values[0][1] == "mariadb"]

@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from app import MessageService, open_service
-from domain.errors import StoreUnavailable
-from domain.model import Draft
-from domain.projection import MessageView
-from imbucket_contract.rows import store_config
+from imbucket.app import MessageService, open_service
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.model import Draft
+from imbucket.domain.projection import MessageView
+from imbucket.testing.rows import store_config
 from tests.faults.conftest import _ENGINES, STORES
 from tests.proxy import TcpProxy
 from tests.redis_server import redis_prefix, redis_url

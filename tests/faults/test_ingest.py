@@ -11,8 +11,8 @@ from itertools import count
 
 import pytest
 
-from adapters.sql.engine import ATTEMPTS, Fault
-from domain.errors import StoreUnavailable
+from imbucket.adapters.sql.engine import ATTEMPTS, Fault
+from imbucket.domain.errors import StoreUnavailable
 from tests.faults.conftest import MODES, STORES, Rig
 from tests.faults.scenario import (
     LAST,

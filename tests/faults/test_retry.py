@@ -12,13 +12,13 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import event
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.sql.engine import ATTEMPTS, Fault
-from app import MessageService
-from domain.errors import StoreUnavailable
-from domain.model import Actor, Role
-from imbucket_contract.factories import draft, messages
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.sql.engine import ATTEMPTS, Fault
+from imbucket.app import MessageService
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.model import Actor, Role
+from imbucket.testing.factories import draft, messages
 from tests.faults.conftest import MODES, STORES, Rig
 from tests.faults.scenario import REVOKE, retries
 

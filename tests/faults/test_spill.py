@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.sql.bucket import SqlBucketStore
-from domain.model import Slot
-from imbucket_contract.factories import messages
+from imbucket.adapters.sql.bucket import SqlBucketStore
+from imbucket.domain.model import Slot
+from imbucket.testing.factories import messages
 from tests.faults.conftest import MODES, STORES, Rig
 from tests.faults.scenario import retries
 

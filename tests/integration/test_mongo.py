@@ -18,18 +18,18 @@ from pymongo.monitoring import (
     CommandSucceededEvent,
 )
 
-from adapters.bucket import BucketMessageStore
-from adapters.mongo import commands
-from adapters.mongo.bucket import MongoBucketRepository
-from adapters.mongo.connection import MongoConnection
-from adapters.mongo.row import MongoRowRepository
-from adapters.mongo.seq import MongoSeqStore
-from adapters.row import RowMessageStore
-from app import open_service
-from domain.errors import LayoutMismatch
-from domain.layout import BucketLayout
-from domain.model import Slot, SlotPatch
-from imbucket_contract.factories import message, messages
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.bucket import MongoBucketRepository
+from imbucket.adapters.mongo.connection import MongoConnection
+from imbucket.adapters.mongo.row import MongoRowRepository
+from imbucket.adapters.mongo.seq import MongoSeqStore
+from imbucket.adapters.row import RowMessageStore
+from imbucket.app import open_service
+from imbucket.domain.errors import LayoutMismatch
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Slot, SlotPatch
+from imbucket.testing.factories import message, messages
 
 CONV = "sg_mongo"
 

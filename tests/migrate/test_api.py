@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from app import MessageService, open_service
-from app.migrate import TargetConflict, migrate, verify
-from domain.errors import StoreUnavailable
-from domain.layout import BucketLayout
-from domain.model import Draft, Revoke, Role
-from domain.scan import SlotPage
-from imbucket_contract.factories import message, messages
-from imbucket_contract.migration_data import GROUP, LAST, SINGLE, fill, views
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.app import MessageService, open_service
+from imbucket.app.migrate import TargetConflict, migrate, verify
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Draft, Revoke, Role
+from imbucket.domain.scan import SlotPage
+from imbucket.testing.factories import message, messages
+from imbucket.testing.migration_data import GROUP, LAST, SINGLE, fill, views
 from tests.migrate.endpoints import SMALL_MESSAGES
 
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from app import open_service
-from app.cli import cli
-from app.migrate import verify
-from domain.model import Draft
-from imbucket_contract.factories import messages
-from imbucket_contract.migration_data import GROUP, fill, views
+from imbucket.app import open_service
+from imbucket.app.cli import cli
+from imbucket.app.migrate import verify
+from imbucket.domain.model import Draft
+from imbucket.testing.factories import messages
+from imbucket.testing.migration_data import GROUP, fill, views
 
 IMBUCKET = str(Path(sys.executable).parent / "imbucket")
 
@@ -39,7 +39,7 @@ def _files(
 
 
 def _config(path: Path) -> dict[str, Any]:
-    from app.migrate import load_config
+    from imbucket.app.migrate import load_config
 
     return load_config(path)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app import open_service
-from app.migrate import migrate, verify
-from imbucket_contract.migration_data import fill, views
+from imbucket.app import open_service
+from imbucket.app.migrate import migrate, verify
+from imbucket.testing.migration_data import fill, views
 from tests.migrate.endpoints import ROWS, config
 
 SIZES = (100, 37, 500)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.bench.dataset import SCALES
-from app.bench.results import RunResults, to_json
+from imbucket.bench.dataset import SCALES
+from imbucket.bench.results import RunResults, to_json
 
 
 def typed(data: dict[str, Any]) -> RunResults:

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemorySeqStore
-from app import open_service
-from app.cli import cli
-from app.service import MessageService
-from app.settings import load_settings
-from domain.errors import ConfigError
-from imbucket_contract.factories import CONV, draft
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemorySeqStore
+from imbucket.app import open_service
+from imbucket.app.cli import cli
+from imbucket.app.service import MessageService
+from imbucket.app.settings import load_settings
+from imbucket.domain.errors import ConfigError
+from imbucket.testing.factories import CONV, draft
 
 
 def test_defaults_are_the_embedded_memory_backend(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +101,7 @@ def test_limits_come_from_config() -> None:
 
 def test_selecting_memory_imports_no_server_driver() -> None:
     code = (
-        "import sys; from app import open_service; open_service().max_seq('c'); "
+        "import sys; from imbucket.app import open_service; open_service().max_seq('c'); "
         "print(sorted(m for m in ('pymongo', 'redis', 'psycopg', 'pymysql') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from adapters import contention as counters
-from adapters.bucket import BucketMessageStore
-from adapters.sql.engine import Database
-from app import open_service
-from app.bench import concurrency, contention
-from app.bench.results import BackendResult, from_json
-from domain.model import Message, Revoke, Role, Slot
-from imbucket_contract.factories import CONV, message, messages
+from imbucket.adapters import contention as counters
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.sql.engine import Database
+from imbucket.app import open_service
+from imbucket.bench import concurrency, contention
+from imbucket.bench.results import BackendResult, from_json
+from imbucket.domain.model import Message, Revoke, Role, Slot
+from imbucket.testing.factories import CONV, message, messages
 from tests.unit.test_bucket_state_machine import RecordingRepository
 
 

@@ -11,9 +11,9 @@ import pytest
 from PIL import Image, ImageStat
 from typer.testing import CliRunner
 
-from app.bench.spec import DEFAULT_BACKENDS
-from app.bench.workloads import WORKLOAD_NAMES
-from app.cli import cli
+from imbucket.app.cli import cli
+from imbucket.bench.spec import DEFAULT_BACKENDS
+from imbucket.bench.workloads import WORKLOAD_NAMES
 
 CHROMIUM = Path("/usr/bin/chromium")
 LATENCY_KEYS = {"p50", "p95", "p99", "max", "mean"}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.dataset import SCALES, Dataset
-from app.bench.spec import load_config, parse_backend, redact
-from app.instrument.roundtrips import sql_is_write
-from domain.errors import ConfigError
+from imbucket.bench.dataset import SCALES, Dataset
+from imbucket.bench.instrument.roundtrips import sql_is_write
+from imbucket.bench.spec import load_config, parse_backend, redact
+from imbucket.domain.errors import ConfigError
 
 
 def test_backend_spec_with_cache_and_sqlalchemy_url() -> None:

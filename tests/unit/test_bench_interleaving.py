@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from app.bench import runner
-from app.bench.runner import Observer
-from app.bench.workloads import Op, Subject, Workload
-from app.instrument.roundtrips import RoundTrips
+from imbucket.bench import runner
+from imbucket.bench.instrument.roundtrips import RoundTrips
+from imbucket.bench.runner import Observer
+from imbucket.bench.workloads import Op, Subject, Workload
 
 
 def _plan(calls: list[str], arm: str, count: int) -> list[Op]:

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from app.bench import report
-from app.bench.analysis import analysis, pairs
-from app.bench.compare import compare
-from app.bench.document import Table, to_markdown
-from app.bench.results import to_json
-from app.bench.targets import targets
-from app.cli import cli
+from imbucket.app.cli import cli
+from imbucket.bench import report
+from imbucket.bench.analysis import pairs
+from imbucket.bench.compare import compare
+from imbucket.bench.document import Table, to_markdown
+from imbucket.bench.report import analysis
+from imbucket.bench.results import to_json
+from imbucket.bench.targets import targets
 from tests.unit import bench_fakes
 from tests.unit.bench_fakes import typed
 
@@ -150,7 +151,7 @@ def test_the_console_tables_keep_a_label_in_brackets() -> None:
     """An encoding variant's label ("…[openim]") is text, not Rich markup to strip."""
     from rich.console import Console
 
-    from app.bench import console as bench_console
+    from imbucket.bench import console as bench_console
 
     data = bench_fakes.results()
     data["backends"][2]["label"] = "sql-bucket/sqlite[openim]"

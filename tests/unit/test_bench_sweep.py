@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from app.bench import report, sweep
-from app.bench.analysis import pairs
-from app.bench.spec import load_config, parse_backend, parse_sizes
-from app.bench.spec import sweep as expand
-from domain.budget import DEFAULT_MAX_BUCKET_BYTES
-from domain.errors import ConfigError
+from imbucket.bench import report, sweep
+from imbucket.bench.analysis import pairs
+from imbucket.bench.spec import load_config, parse_backend, parse_sizes
+from imbucket.bench.spec import sweep as expand
+from imbucket.domain.budget import DEFAULT_MAX_BUCKET_BYTES
+from imbucket.domain.errors import ConfigError
 from tests.unit import bench_fakes
 from tests.unit.bench_fakes import typed
 

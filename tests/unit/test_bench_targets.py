@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.bench import amplification
-from app.bench.document import Table, to_markdown
-from app.bench.results import TargetLine, to_json
-from app.bench.targets import targets
+from imbucket.bench import amplification
+from imbucket.bench.document import Table, to_markdown
+from imbucket.bench.results import TargetLine, to_json
+from imbucket.bench.targets import targets
 from tests.unit import bench_fakes
 from tests.unit.bench_fakes import typed
 

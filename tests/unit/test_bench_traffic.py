@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from app import open_service
-from app.bench import profile
-from app.bench.dataset import SCALES, Dataset
-from app.bench.traffic import Traffic, default_mix, load_traffic, parse_traffic, to_toml
-from domain.errors import ConfigError
+from imbucket.app import open_service
+from imbucket.bench import profile
+from imbucket.bench.dataset import SCALES, Dataset
+from imbucket.bench.traffic import Traffic, default_mix, load_traffic, parse_traffic, to_toml
+from imbucket.bench.workloads import WORKLOAD_NAMES
+from imbucket.domain.errors import ConfigError
 
 TINY = SCALES["tiny"]
 
@@ -79,7 +80,7 @@ def test_group_share_sets_the_group_messages_against_the_singles() -> None:
 )
 def test_bad_traffic_is_refused_naming_the_key(table: dict) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match="traffic"):
-        parse_traffic(table)
+        parse_traffic(table, known_workloads=WORKLOAD_NAMES)
 
 
 def test_the_mix_follows_the_read_share_unless_given() -> None:
@@ -139,8 +140,8 @@ def test_a_profile_request_needs_a_store_and_conversations(tmp_path: Path) -> No
 def test_the_profile_command_writes_a_traffic_table_bench_can_read(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from app.cli import cli
-    from imbucket_contract.factories import draft
+    from imbucket.app.cli import cli
+    from imbucket.testing.factories import draft
 
     url = f"sqlite:///{tmp_path / 'chat.sqlite'}"
     with open_service({"store": {"backend": "sql-row", "url": url}}) as service:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository
-from domain.budget import TagBudget
-from domain.model import OTHER_DELETERS, Message, Revoke, Role, Slot, SlotPatch
-from imbucket_contract.factories import CONV, message, messages
-from ports.bucket_repository import Spilled, Viewed
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.model import OTHER_DELETERS, Message, Revoke, Role, Slot, SlotPatch
+from imbucket.ports.bucket_repository import Spilled, Viewed
+from imbucket.testing.factories import CONV, message, messages
 
 
 class RecordingRepository(MemoryBucketRepository):

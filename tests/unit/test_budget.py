@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.codec import message_to_doc, revoke_to_doc
-from app import open_service
-from app.settings import load_settings
-from domain.budget import BucketBounds, TagBudget
-from domain.errors import ConfigError
-from domain.model import (
+from imbucket.adapters.codec import message_to_doc, revoke_to_doc
+from imbucket.app import open_service
+from imbucket.app.settings import load_settings
+from imbucket.domain.budget import BucketBounds, TagBudget
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.model import (
     DEFAULT_LIMITS,
     Limits,
     Message,
@@ -26,9 +26,9 @@ from domain.model import (
     message_bytes,
     message_bytes_at_most,
 )
-from domain.model import DRAFT_FIELDS as _DRAFT_FIELDS
-from domain.sizes import entry_bytes, revoke_bytes, text_bytes
-from imbucket_contract.factories import CONV, draft
+from imbucket.domain.model import DRAFT_FIELDS as _DRAFT_FIELDS
+from imbucket.domain.sizes import entry_bytes, revoke_bytes, text_bytes
+from imbucket.testing.factories import CONV, draft
 
 L = 12
 # Characters whose stored size differs most between encodings: escaped in JSON, wide in UTF-8.

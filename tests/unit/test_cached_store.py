@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from adapters.bucket import BucketMessageStore
-from adapters.cached_store import CachedMessageStore
-from adapters.memory import MemoryBucketRepository
-from domain.errors import StoreUnavailable
-from domain.model import InsertResult, Message, Revoke, Role, Slot
-from domain.tags import Guard
-from imbucket_contract.factories import CONV, messages
-from ports.message_cache import CacheRead, MessageCache
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.cached_store import CachedMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.model import InsertResult, Message, Revoke, Role, Slot
+from imbucket.domain.tags import Guard
+from imbucket.ports.message_cache import CacheRead, MessageCache
+from imbucket.testing.factories import CONV, messages
 
 
 class RecordingCache:

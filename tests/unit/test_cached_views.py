@@ -6,15 +6,15 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from adapters.bucket import BucketMessageStore
-from adapters.cached_views import CachedViews, InvalidatingSeqStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from app.views import SeparateViews
-from domain.errors import StoreUnavailable
-from domain.model import Pick, Slot, Watermarks
-from imbucket_contract.factories import CONV, messages
-from ports.message_cache import ViewCache, ViewRead
-from ports.seq_store import SeqStore
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.cached_views import CachedViews, InvalidatingSeqStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.app.views import SeparateViews
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.model import Pick, Slot, Watermarks
+from imbucket.ports.message_cache import ViewCache, ViewRead
+from imbucket.ports.seq_store import SeqStore
+from imbucket.testing.factories import CONV, messages
 from tests.unit.test_cached_store import RecordingCache
 
 

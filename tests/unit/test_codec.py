@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.codec import COMPACT, OPENIM, SlotCodec
-from domain.model import PURGED_SLOT, Message, Revoke, Role, Slot
-from imbucket_contract.factories import CONV, message, messages
+from imbucket.adapters.codec import COMPACT, OPENIM, SlotCodec
+from imbucket.domain.model import PURGED_SLOT, Message, Revoke, Role, Slot
+from imbucket.testing.factories import CONV, message, messages
 
 CODECS = [pytest.param(codec, id=codec.name) for codec in (COMPACT, OPENIM)]
 USERS = st.frozensets(st.sampled_from(["bob", "carol", "dave"]), max_size=3)

@@ -1,4 +1,4 @@
-"""domain.construct: a quick constructor builds exactly what calling the class builds."""
+"""imbucket.domain.construct: a quick constructor builds exactly what calling the class builds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from domain.construct import quick_constructor
-from domain.model import Message, Revoke, Role, Slot, stored_message, stored_slot
-from domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.domain.construct import quick_constructor
+from imbucket.domain.model import Message, Revoke, Role, Slot, stored_message, stored_slot
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 
 MESSAGE = Message("si_a_b", 7, "a", "c-7", "hi", recv_id="b", options={"history": True})
 

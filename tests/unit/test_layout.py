@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import InvalidArgument, InvalidSeq
-from domain.layout import BucketLayout
+from imbucket.domain.errors import InvalidArgument, InvalidSeq
+from imbucket.domain.layout import BucketLayout
 
 
 @pytest.mark.parametrize(

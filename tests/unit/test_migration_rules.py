@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from domain.migration import reachable, same_views
-from domain.model import EMPTY_SLOT, PURGED_SLOT, Revoke, Role, SessionType, Slot
-from imbucket_contract.factories import message
+from imbucket.domain.migration import reachable, same_views
+from imbucket.domain.model import EMPTY_SLOT, PURGED_SLOT, Revoke, Role, SessionType, Slot
+from imbucket.testing.factories import message
 
 MESSAGE = message(1)
 REVOKE = Revoke("alice", Role.MEMBER)

@@ -6,14 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from domain.errors import (
+from imbucket.domain.errors import (
     ContentTooLarge,
     ConversationMismatch,
     InvalidArgument,
     InvalidMessage,
     InvalidSeq,
 )
-from domain.model import (
+from imbucket.domain.model import (
     EMPTY_SLOT,
     PURGED_SLOT,
     Limits,
@@ -27,7 +27,7 @@ from domain.model import (
     check_message,
     check_seqs,
 )
-from imbucket_contract.factories import draft, message
+from imbucket.testing.factories import draft, message
 
 
 def test_valid_message_passes() -> None:

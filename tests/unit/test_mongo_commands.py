@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.mongo import commands as c
-from adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
-from domain.budget import TagBudget
-from domain.model import Message, Pick, Revoke, Role, Slot, SlotPatch
-from imbucket_contract.factories import message
+from imbucket.adapters.mongo import commands as c
+from imbucket.adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.model import Message, Pick, Revoke, Role, Slot, SlotPatch
+from imbucket.testing.factories import message
 
 CONV = "sg_g1"
 EMPTY = {

@@ -8,12 +8,12 @@ from typing import Any
 import bson
 import pytest
 
-from adapters.codec import plain_int
-from adapters.mongo import commands, replies
-from app.instrument.scratch import is_emulated
-from domain.errors import LayoutMismatch, StoreUnavailable
-from domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
-from imbucket_contract.factories import message
+from imbucket.adapters.codec import plain_int
+from imbucket.adapters.mongo import commands, replies
+from imbucket.bench.instrument.scratch import is_emulated
+from imbucket.domain.errors import LayoutMismatch, StoreUnavailable
+from imbucket.domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
+from imbucket.testing.factories import message
 
 CONV = "sg_g1"
 

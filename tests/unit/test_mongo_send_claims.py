@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pymongo.errors import BulkWriteError
 
-from adapters.mongo import commands
-from adapters.mongo.seq import MongoSeqStore
-from domain.errors import StoreUnavailable
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.seq import MongoSeqStore
+from imbucket.domain.errors import StoreUnavailable
 
 CONV = "sg_g1"
 

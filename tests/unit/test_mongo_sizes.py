@@ -2,7 +2,7 @@
 
 A document or a command over ``maxBsonObjectSize`` (16 MiB; a command may exceed it by the
 16 KiB of its envelope) is refused every time. Measured with pymongo's own BSON encoder on
-the largest messages the limits allow (imbucket_contract.factories.largest_message): a full bucket's
+the largest messages the limits allow (imbucket.testing.factories.largest_message): a full bucket's
 write and creation, and every row. ``insert_many`` and ``bulk_write`` of rows are split into
 messages under ``maxMessageSizeBytes`` by pymongo itself, so only each document counts.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 import bson
 import pytest
 
-from adapters.mongo import commands
-from app.settings import MONGO_MAX_DOCUMENT_BYTES, load_settings
-from domain.budget import BucketBounds
-from domain.errors import ConfigError
-from domain.model import DEFAULT_LIMITS, Message, Slot
-from imbucket_contract.factories import WIDE, largest_message
+from imbucket.adapters.mongo import commands
+from imbucket.app.settings import MONGO_MAX_DOCUMENT_BYTES, load_settings
+from imbucket.domain.budget import BucketBounds
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.model import DEFAULT_LIMITS, Message, Slot
+from imbucket.testing.factories import WIDE, largest_message
 
 CONVERSATION = "sg_" + WIDE * (DEFAULT_LIMITS.max_id_length - 3)
 BUCKET_SIZE = 100

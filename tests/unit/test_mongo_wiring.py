@@ -10,11 +10,11 @@ import pytest
 from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 from typer.testing import CliRunner
 
-from adapters.mongo.connection import MongoConnection, translated
-from app import open_service
-from app.backends import Backend, version_of
-from app.cli import cli
-from domain.errors import ConfigError, StoreUnavailable
+from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.app import open_service
+from imbucket.app.backends import Backend, version_of
+from imbucket.app.cli import cli
+from imbucket.domain.errors import ConfigError, StoreUnavailable
 
 # Nothing listens on port 1: the connection is refused at once, and the short timeout
 # ends server selection quickly.
@@ -88,8 +88,8 @@ def test_a_backend_may_name_its_server_version() -> None:
 
 def test_importing_the_app_does_not_import_the_driver() -> None:
     code = (
-        "import sys, app, app.backends, app.container, app.cli;"
-        "app.open_service({'store': {'backend': 'memory'}}).close();"
+        "import sys, imbucket, imbucket.app.backends, imbucket.app.container, imbucket.app.cli;"
+        "imbucket.open_service({'store': {'backend': 'memory'}}).close();"
         "print('pymongo' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.timeouts import Timeouts
-from app import backends, open_service
-from app.backends import Backend
-from app.cli import cli
-from app.settings import load_settings
-from domain.budget import TagBudget
-from domain.errors import ConfigError
-from domain.layout import BucketLayout
-from imbucket_contract import suite_dir
-from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import CAPABILITIES
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.app import backends, open_service
+from imbucket.app.backends import Backend
+from imbucket.app.cli import cli
+from imbucket.app.settings import load_settings
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.errors import ConfigError
+from imbucket.domain.layout import BucketLayout
+from imbucket.testing import suite_dir
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import CAPABILITIES
 
 opened: list[tuple[str, int]] = []  # (url, bucket size) of each fake_store opened
 
@@ -131,10 +131,11 @@ def test_the_wheel_ships_every_package_of_src_and_the_contract_suite() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     src = ROOT / "src"
     found = {
-        ".".join(path.parent.relative_to(src).parts)
+        ".".join(("imbucket", *path.parent.relative_to(src).parts))
         for path in src.rglob("*.py")
         if "egg-info" not in str(path)
     }
-    assert set(setuptools["packages"]) == found | {"imbucket_contract.suite"}
-    assert setuptools["package-dir"]["imbucket_contract.suite"] == "tests/contract"
+    assert set(setuptools["packages"]) == found | {"imbucket.testing.suite"}
+    assert setuptools["package-dir"]["imbucket"] == "src"
+    assert setuptools["package-dir"]["imbucket.testing.suite"] == "tests/contract"
     assert suite_dir() == ROOT / "tests" / "contract"  # the editable install maps it there

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import NotPermitted
-from domain.model import Actor, Message, Role, SessionType
-from domain.policy import check_moderator, check_revoke, may_mark_read
+from imbucket.domain.errors import NotPermitted
+from imbucket.domain.model import Actor, Message, Role, SessionType
+from imbucket.domain.policy import check_moderator, check_revoke, may_mark_read
 
 
 def msg(sender: str = "alice", session_type: int = SessionType.GROUP) -> Message:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from domain.model import (
+from imbucket.domain.model import (
     ContentType,
     Message,
     Revoke,
@@ -14,7 +14,7 @@ from domain.model import (
     Slot,
     Watermarks,
 )
-from domain.projection import MessageView, Tombstone, TombstoneReason, project
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason, project
 
 MARKS = Watermarks(max_seq=10, min_seq=2, user_min_seq=0)
 

@@ -12,12 +12,12 @@ import pytest
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
-from adapters.mongo import commands
-from adapters.mongo.read_marks import MongoReadMarks, raise_needed
-from adapters.mongo.replies import DUPLICATE_KEY, ReaderMarks
-from adapters.mongo.riding import RidingWrites
-from domain.errors import SeqNotAllocated
-from domain.tags import Guard, checked_beyond
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.read_marks import MongoReadMarks, raise_needed
+from imbucket.adapters.mongo.replies import DUPLICATE_KEY, ReaderMarks
+from imbucket.adapters.mongo.riding import RidingWrites
+from imbucket.domain.errors import SeqNotAllocated
+from imbucket.domain.tags import Guard, checked_beyond
 
 
 def refusing(empty: list[int]) -> None:

@@ -1,4 +1,4 @@
-"""app.instrument.received counts the reply bytes the drivers hand over, and changes nothing."""
+"""bench.instrument.received counts the reply bytes the drivers hand over, and changes nothing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.instrument import received
+from imbucket.bench.instrument import received
 from tests.redis_server import redis_prefix, redis_url
 
 

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from adapters.bucket import BucketMessageStore
-from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from app import MessageService
-from domain.errors import WriteConflict
-from domain.model import InsertResult, Message
-from imbucket_contract.factories import CONV, draft, message
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.app import MessageService
+from imbucket.domain.errors import WriteConflict
+from imbucket.domain.model import InsertResult, Message
+from imbucket.testing.factories import CONV, draft, message
 
 
 class RetriedStore(BucketMessageStore):

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from domain import sending
-from domain.budget import TagBudget
-from domain.errors import InvalidMessage, WriteConflict
-from domain.model import (
+from imbucket.domain import sending
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.errors import InvalidMessage, WriteConflict
+from imbucket.domain.model import (
     EMPTY_SLOT,
     MESSAGE_FIELDS,
     PURGED_SLOT,
@@ -23,8 +23,8 @@ from domain.model import (
     SlotPatch,
     Watermarks,
 )
-from domain.tags import takes_revoke
-from imbucket_contract.factories import CONV, draft, message
+from imbucket.domain.tags import takes_revoke
+from imbucket.testing.factories import CONV, draft, message
 
 
 def test_stamp_copies_the_draft_and_adds_seq_server_id_and_time() -> None:

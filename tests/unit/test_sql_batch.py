@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, event, text
 
-from adapters.sql.engine import Database
-from app import open_service
-from app.instrument.roundtrips import EngineStatements
-from app.migrate import migrate
-from imbucket_contract.factories import messages
+from imbucket.adapters.sql.engine import Database
+from imbucket.app import open_service
+from imbucket.app.migrate import migrate
+from imbucket.bench.instrument.roundtrips import EngineStatements
+from imbucket.testing.factories import messages
 
 
 class _Boom(Exception):

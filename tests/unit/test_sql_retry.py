@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import Connection, event, select
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
-from adapters.sql.engine import ATTEMPTS, Database, Fault
-from adapters.sql.schema import row_schema
-from adapters.sql.seq import SqlSeqStore
-from app import open_service
-from domain.errors import InvalidArgument, OutcomeUnknown, StoreUnavailable
+from imbucket.adapters.sql.engine import ATTEMPTS, Database, Fault
+from imbucket.adapters.sql.schema import row_schema
+from imbucket.adapters.sql.seq import SqlSeqStore
+from imbucket.app import open_service
+from imbucket.domain.errors import InvalidArgument, OutcomeUnknown, StoreUnavailable
 
 
 class Deadlock(Exception):
@@ -54,7 +54,7 @@ def db() -> Iterator[Database]:
 
 
 def retries(caplog: pytest.LogCaptureFixture) -> int:
-    return sum(1 for r in caplog.records if r.name == "adapters.sql.engine")
+    return sum(1 for r in caplog.records if r.name == "imbucket.adapters.sql.engine")
 
 
 @pytest.mark.parametrize("atomic", [False, True], ids=["autocommit", "transaction"])

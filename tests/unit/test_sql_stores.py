@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from adapters.sql.engine import Database
-from adapters.sql.schema import KEY_LENGTH, drop_schema, row_schema
-from app import MessageService, open_service
-from app.instrument.roundtrips import EngineStatements
-from domain.errors import ConfigError, InvalidArgument, LayoutMismatch, StoreUnavailable
-from imbucket_contract.factories import CONV, messages
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.schema import KEY_LENGTH, drop_schema, row_schema
+from imbucket.app import MessageService, open_service
+from imbucket.bench.instrument.roundtrips import EngineStatements
+from imbucket.domain.errors import ConfigError, InvalidArgument, LayoutMismatch, StoreUnavailable
+from imbucket.testing.factories import CONV, messages
 
 STORES = ("sql-row", "sql-bucket")
 
@@ -88,7 +88,7 @@ def test_an_unreachable_server_is_store_unavailable(url: str) -> None:
 
 @pytest.mark.parametrize("backend", STORES)
 def test_ids_longer_than_a_key_column_are_refused_before_writing(backend: str) -> None:
-    # Ids this long need bigger buckets than the default limit allows (domain.budget).
+    # Ids this long need bigger buckets than the default limit allows (imbucket.domain.budget).
     store = {"backend": backend, "max_bucket_bytes": 16 * 1024 * 1024}
     config = {"store": store, "limits": {"max_id_length": 1000}}
     with open_service(config) as service:

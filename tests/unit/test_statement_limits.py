@@ -12,18 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy.exc import OperationalError
 
-from adapters.sql.engine import translate
-from adapters.sql.sizing import (
+from imbucket.adapters.sql.engine import translate
+from imbucket.adapters.sql.sizing import (
     STATEMENT_OVERHEAD,
     StatementLimits,
     batches,
     value_bytes,
 )
-from app import MessageService, open_service
-from app.instrument.roundtrips import EngineStatements
-from domain.errors import WriteRefused
-from domain.model import PURGED_SLOT, Slot
-from imbucket_contract.factories import CONV, message
+from imbucket.app import MessageService, open_service
+from imbucket.bench.instrument.roundtrips import EngineStatements
+from imbucket.domain.errors import WriteRefused
+from imbucket.domain.model import PURGED_SLOT, Slot
+from imbucket.testing.factories import CONV, message
 
 WIDE = "\U0001f600"
 BIG = WIDE * 10_000  # 40,000 bytes of UTF-8, 10,000 characters

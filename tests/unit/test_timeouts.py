@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
-from adapters.mongo.connection import MongoConnection
-from adapters.sql.engine import _WAIT_MAX, ATTEMPTS, Database, Fault
-from adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
-from app import open_service
-from domain.errors import StoreUnavailable
-from domain.model import Draft
+from imbucket.adapters.mongo.connection import MongoConnection
+from imbucket.adapters.sql.engine import _WAIT_MAX, ATTEMPTS, Database, Fault
+from imbucket.adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
+from imbucket.app import open_service
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.model import Draft
 from tests.sql_servers import postgres_server
 from tests.unit.test_sql_retry import SERVERS, closed_port
 from tests.waits import returned

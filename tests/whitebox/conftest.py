@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.instrument.probe import Probe, probing
-from app.service import MessageService
-from imbucket_contract.rows import Config
+from imbucket.app.service import MessageService
+from imbucket.bench.instrument.probe import Probe, probing
+from imbucket.testing.rows import Config
 from tests.contract.conftest import *  # noqa: F403  (the backend rows and their fixtures)
 
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from app import MessageService
-from app.instrument.probe import Probe
-from imbucket_contract.factories import CONV, messages
+from imbucket.app import MessageService
+from imbucket.bench.instrument.probe import Probe
+from imbucket.testing.factories import CONV, messages
 
 CACHE = "redis"
 

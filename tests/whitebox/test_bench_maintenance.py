@@ -1,7 +1,7 @@
 """The benchmark's routine maintenance: VACUUM of a PostgreSQL store's tables, nothing elsewhere.
 
 The servers here run with ``autovacuum = off``; the benchmark vacuums what autovacuum would,
-after each workload (app/instrument/maintenance.py). It must reach every table of the store,
+after each workload (bench/instrument/maintenance.py). It must reach every table of the store,
 on a connection the round-trip counters never see, and leave the data as it was.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from app.instrument.maintenance import routine_maintenance
-from app.instrument.probe import probing
-from domain.model import Actor
-from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import store_config
+from imbucket.bench.instrument.maintenance import routine_maintenance
+from imbucket.bench.instrument.probe import probing
+from imbucket.domain.model import Actor
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import store_config
 
 
 @pytest.mark.parametrize("backend", ["sql-row", "sql-bucket"])

@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from domain.budget import TagBudget
-from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
-from imbucket_contract.factories import message
-from imbucket_contract.rows import BUCKETS, backends
-from ports.bucket_repository import BucketRepository
-from ports.message_store import MessageStore
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
+from imbucket.ports.bucket_repository import BucketRepository
+from imbucket.ports.message_store import MessageStore
+from imbucket.testing.factories import message
+from imbucket.testing.rows import BUCKETS, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(BUCKETS), indirect=True)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.instrument.wal import Unmetered, log_meter
+from imbucket.bench.instrument.wal import Unmetered, log_meter
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
 PAGE = 4096

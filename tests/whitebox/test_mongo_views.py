@@ -12,14 +12,14 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.mongo.views import MongoBucketViews, MongoRowViews
-from app import MessageService
-from app.instrument.probe import Probe
-from app.views import SeparateViews
-from domain.model import MAX_SEQ, Actor, Pick, Role, Watermarks
-from domain.projection import Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import Config
+from imbucket.adapters.mongo.views import MongoBucketViews, MongoRowViews
+from imbucket.app import MessageService
+from imbucket.app.views import SeparateViews
+from imbucket.bench.instrument.probe import Probe
+from imbucket.domain.model import MAX_SEQ, Actor, Pick, Role, Watermarks
+from imbucket.domain.projection import Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import Config
 from tests.contract.conftest import spilling
 
 OWNER = Actor("olivia", Role.OWNER)

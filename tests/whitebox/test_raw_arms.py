@@ -1,6 +1,6 @@
 """The benchmark's raw-driver arms: what they read, and that each pull is one round trip.
 
-Each arm is one hand-written driver query per pull (app/instrument/raw*.py); the benchmark's
+Each arm is one hand-written driver query per pull (bench/instrument/raw*.py); the benchmark's
 "service overhead" target divides the service's pull_latest by it, so it must read what the
 service reads (the same seqs, the viewer's floors applied) and never cost more than one
 round trip. Counts only, never times.
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from app import MessageService
-from app.instrument.probe import Probe
-from app.instrument.raw import raw_arm
-from domain.layout import BucketLayout
-from domain.projection import MessageView
-from imbucket_contract.factories import CONV, messages
+from imbucket.app import MessageService
+from imbucket.bench.instrument.probe import Probe
+from imbucket.bench.instrument.raw import raw_arm
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.projection import MessageView
+from imbucket.testing.factories import CONV, messages
 from tests.contract.conftest import ROWS
 
 # Every uncached store of the SQL engines and MongoDB has an arm (the spill row is sql-bucket).

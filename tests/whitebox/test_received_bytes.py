@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from sqlalchemy import insert
 
-from adapters.bucket import BucketMessageStore
-from adapters.mongo import commands
-from adapters.mongo.row import MongoRowRepository
-from adapters.row import RowMessageStore
-from adapters.sql.row import SqlRowRepository
-from app import MessageService
-from app.instrument import received
-from domain.model import Slot
-from domain.projection import Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, messages
-from ports.message_store import MessageStore
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.row import MongoRowRepository
+from imbucket.adapters.row import RowMessageStore
+from imbucket.adapters.sql.row import SqlRowRepository
+from imbucket.app import MessageService
+from imbucket.bench.instrument import received
+from imbucket.domain.model import Slot
+from imbucket.domain.projection import Tombstone, TombstoneReason
+from imbucket.ports.message_store import MessageStore
+from imbucket.testing.factories import CONV, messages
 
 HOT_DELETERS = 5_000
 HOT, TWIN = 2, 1  # seq 2 is deleted by every user, seq 1 (same size) by nobody

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
-from imbucket_contract.factories import message, messages
-from imbucket_contract.rows import ROW_LAYOUT, backends
-from ports.message_store import MessageStore
-from ports.row_repository import RowRepository
+from imbucket.domain.model import PURGED_SLOT, Revoke, Role, Slot, SlotPatch
+from imbucket.ports.message_store import MessageStore
+from imbucket.ports.row_repository import RowRepository
+from imbucket.testing.factories import message, messages
+from imbucket.testing.rows import ROW_LAYOUT, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(ROW_LAYOUT), indirect=True)
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy.sql import coercions
 
-from adapters.sql.engine import Database
-from app import MessageService
-from imbucket_contract.factories import CONV, messages
+from imbucket.adapters.sql.engine import Database
+from imbucket.app import MessageService
+from imbucket.testing.factories import CONV, messages
 from tests.contract.conftest import SQL, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)

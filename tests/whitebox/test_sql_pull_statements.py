@@ -12,13 +12,13 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.bucket import BucketMessageStore
-from app import MessageService
-from app.instrument.roundtrips import EngineStatements
-from domain.model import Actor, Role, Slot
-from domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import BUCKETS, SQL, backends
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.app import MessageService
+from imbucket.bench.instrument.roundtrips import EngineStatements
+from imbucket.domain.model import Actor, Role, Slot
+from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import BUCKETS, SQL, backends
 
 Pull = Callable[[MessageService, str], list[object]]
 PULLS: dict[str, Pull] = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app import MessageService
-from app.instrument.roundtrips import EngineStatements
-from imbucket_contract.factories import CONV, draft, messages
-from imbucket_contract.rows import SQL, backends
+from imbucket.app import MessageService
+from imbucket.bench.instrument.roundtrips import EngineStatements
+from imbucket.testing.factories import CONV, draft, messages
+from imbucket.testing.rows import SQL, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
 

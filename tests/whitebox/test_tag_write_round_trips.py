@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from adapters.sql.bucket import SqlBucketStore
-from adapters.sql.schema import SPILLING
-from app import MessageService, open_service
-from app.instrument.probe import Probe, probing
-from domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
-from domain.errors import SeqNotAllocated
-from domain.model import Actor, Role, Slot
-from imbucket_contract.factories import CONV, messages
-from imbucket_contract.rows import Config, store_config
+from imbucket.adapters.sql.bucket import SqlBucketStore
+from imbucket.adapters.sql.schema import SPILLING
+from imbucket.app import MessageService, open_service
+from imbucket.bench.instrument.probe import Probe, probing
+from imbucket.domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
+from imbucket.domain.errors import SeqNotAllocated
+from imbucket.domain.model import Actor, Role, Slot
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import Config, store_config
 from tests.contract.conftest import spilling
 
 CACHE = "redis"

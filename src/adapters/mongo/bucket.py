@@ -1,6 +1,6 @@
 """BucketRepository on OpenIM's ``msg`` collection: ``{doc_id, msgs: [size slots]}``.
 
-Every method is one driver call built by ``adapters.mongo.commands``; the state machine
+Every method is one driver call built by ``imbucket.adapters.mongo.commands``; the state machine
 that combines them is ``adapters.bucket.BucketMessageStore``, shared with every bucket backend.
 Every call addresses buckets by doc_id, the shard key.
 """
@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from adapters.bucket import BucketMessageStore
-from adapters.codec import conversation_of, slot_from_doc
-from adapters.mongo import commands
-from adapters.mongo.connection import MongoConnection, translated
-from adapters.mongo.read_marks import raise_needed
-from adapters.mongo.replies import (
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.codec import conversation_of, slot_from_doc
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.read_marks import raise_needed
+from imbucket.adapters.mongo.replies import (
     ReaderMarks,
     bucket_bytes,
     bucket_slots,
@@ -27,13 +27,13 @@ from adapters.mongo.replies import (
     store_stats,
     viewed_slots,
 )
-from adapters.mongo.riding import RidingWrites
-from domain.budget import TagBudget
-from domain.errors import StoreUnavailable
-from domain.layout import BucketLayout
-from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
-from domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
-from ports.bucket_repository import Spilled, Viewed
+from imbucket.adapters.mongo.riding import RidingWrites
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from imbucket.domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
+from imbucket.ports.bucket_repository import Spilled, Viewed
 
 # Filled slots one create_buckets command carries at most.
 _CREATE_SLOTS = 200
@@ -115,7 +115,7 @@ class MongoBucketRepository:
     ) -> tuple[dict[str, dict[int, Slot]], ReaderMarks]:
         """``read`` of one conversation's buckets with max_seq and reader_id's read seq.
 
-        One aggregate; see ``adapters.mongo.read_marks``.
+        One aggregate; see ``imbucket.adapters.mongo.read_marks``.
         """
         pipeline = commands.marked_buckets(conversation_id, reader_id, wanted)
         with translated("read buckets"):

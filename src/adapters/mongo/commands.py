@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
-from adapters.timeouts import Timeouts, millis
-from domain.budget import BudgetConditions, TagBudget
-from domain.model import (
+from imbucket.adapters.codec import message_to_doc, revoke_to_doc, slot_to_doc
+from imbucket.adapters.timeouts import Timeouts, millis
+from imbucket.domain.budget import BudgetConditions, TagBudget
+from imbucket.domain.model import (
     EMPTY_SLOT,
     OTHER_DELETERS,
     PURGED_SLOT,
@@ -231,7 +231,7 @@ def _entries(index: int, name: str) -> Doc:
 
 
 # A spilled deleter is a document of ``msg``: ``{doc_id: "<doc_id>\x1f<slot>\x1f<user_id>"}``.
-# Ids never hold control characters (domain.model.check_id), so the separator sorts below
+# Ids never hold control characters (imbucket.domain.model.check_id), so the separator sorts below
 # every character of an id: the deleters of one slot are exactly the doc_ids in [prefix,
 # prefix with "\x1f" → "\x20"), beside their bucket and apart from its user documents
 # (``UserDocs``: one separator, not two). In ``msg`` and not a collection of its own, so the
@@ -364,7 +364,7 @@ def _viewed_slot(slot: Doc, viewer: str, extra: Doc | None = None) -> Doc:
 
 
 def viewed_deleters(field: str, viewer: str) -> Doc:
-    """Expression: what ``domain.model.viewed_deleters`` says of the array field.
+    """Expression: what ``imbucket.domain.model.viewed_deleters`` says of the array field.
 
     ``[viewer]`` if the field holds viewer, ``[""]`` if it holds others, else ``[]``;
     viewer is ``$literal``.
@@ -533,7 +533,7 @@ def conversation_seqs(conversation_id: str) -> Doc:
 
 
 # Between a conversation id and a user id in a user document's key; ids never hold control
-# characters (domain.model.check_id), so the key sorts as (conversation_id, user_id) does.
+# characters (imbucket.domain.model.check_id), so the key sorts as (conversation_id, user_id) does.
 USER_SEPARATOR = "\x1f"
 
 
@@ -690,7 +690,7 @@ def bucket_view(conversation_id: str, viewer: str, pick: Pick, size: int) -> lis
     """One aggregate: the viewer's watermarks, then the slots of ``pick.of(marks)``.
 
     The buckets holding those seqs are joined by doc_id (``$lookup`` on its unique index;
-    the doc_ids are computed from the seqs as ``domain.layout`` does, in exact decimal
+    the doc_ids are computed from the seqs as ``imbucket.domain.layout`` does, in exact decimal
     arithmetic), each projecting only the wanted slots, viewer-scoped as ``read_buckets``
     does, each with its ``seq``. Reply: ``view_reply``.
     """

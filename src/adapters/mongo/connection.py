@@ -19,12 +19,17 @@ from pymongo.errors import (
 )
 from pymongo.monitoring import CommandListener
 
-from adapters.mongo import commands
-from adapters.mongo.commands import Doc, FindAndUpdate
-from adapters.mongo.replies import checked_layout, checked_moved, server_version, version_tuple
-from adapters.timeouts import Timeouts
-from domain.errors import ConfigError, StoreUnavailable
-from domain.layout import BucketLayout
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.commands import Doc, FindAndUpdate
+from imbucket.adapters.mongo.replies import (
+    checked_layout,
+    checked_moved,
+    server_version,
+    version_tuple,
+)
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.domain.errors import ConfigError, StoreUnavailable
+from imbucket.domain.layout import BucketLayout
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 A mark-read writes its tags and raises the reader's read seq. Both live in the data
 collection (``msg`` or ``msg_row``; the user's document is a ``commands.UserDocs`` key of
 it), so the raise is one more upsert of the tag write's own ``update`` command
-(``adapters.mongo.riding``): no command before MongoDB 8.0 writes two collections, which is
+(``imbucket.adapters.mongo.riding``): no command before MongoDB 8.0 writes two collections, which is
 why the user documents are not in OpenIM's ``seq_user``.
 
 The read is one aggregate on the data collection: the slots, the reader's document by its
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from adapters.mongo import commands
-from adapters.mongo.replies import ReaderMarks
-from domain.tags import Guard
-from ports.message_store import MessageStore
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.replies import ReaderMarks
+from imbucket.domain.tags import Guard
+from imbucket.ports.message_store import MessageStore
 
 
 class MarkingStore(MessageStore, Protocol):
@@ -71,7 +71,7 @@ class MongoReadMarks:
     def mark_read(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
     ) -> int:
-        """See ``ports.read_marks.ReadMarks.mark_read``."""
+        """See ``imbucket.ports.read_marks.ReadMarks.mark_read``."""
         if not seqs:
             return self.store.mark_read(conversation_id, seqs, reader_id, guard)
         return self.store.mark_read_raising(conversation_id, seqs, reader_id, guard)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.codec import conversation_of, slot_from_doc
-from adapters.mongo.commands import spill_entry
-from domain.errors import LayoutMismatch, StoreUnavailable
-from domain.model import Slot, StoreStats, TableStats, Watermarks
+from imbucket.adapters.codec import conversation_of, slot_from_doc
+from imbucket.adapters.mongo.commands import spill_entry
+from imbucket.domain.errors import LayoutMismatch, StoreUnavailable
+from imbucket.domain.model import Slot, StoreStats, TableStats, Watermarks
 
 Doc = dict[str, Any]
 

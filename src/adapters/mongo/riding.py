@@ -19,9 +19,9 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from adapters.mongo.commands import Doc, Update
-from adapters.mongo.connection import translated
-from adapters.mongo.replies import duplicate_positions
+from imbucket.adapters.mongo.commands import Doc, Update
+from imbucket.adapters.mongo.connection import translated
+from imbucket.adapters.mongo.replies import duplicate_positions
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,19 +12,19 @@ from collections.abc import Mapping, Sequence
 
 from pymongo.errors import DuplicateKeyError
 
-from adapters import contention
-from adapters.codec import slot_from_doc
-from adapters.mongo import commands
-from adapters.mongo.connection import MongoConnection, translated
-from adapters.mongo.read_marks import raise_needed
-from adapters.mongo.replies import ReaderMarks, marked_reply, row_slots, store_stats
-from adapters.mongo.riding import RidingWrites
-from adapters.row import RowMessageStore
-from domain.errors import StoreUnavailable
-from domain.layout import BucketLayout
-from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
-from domain.scan import ScannedSlot, SlotPage
-from domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
+from imbucket.adapters import contention
+from imbucket.adapters.codec import slot_from_doc
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.read_marks import raise_needed
+from imbucket.adapters.mongo.replies import ReaderMarks, marked_reply, row_slots, store_stats
+from imbucket.adapters.mongo.riding import RidingWrites
+from imbucket.adapters.row import RowMessageStore
+from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from imbucket.domain.scan import ScannedSlot, SlotPage
+from imbucket.domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
 
 _BULK = 200  # upserts one insert_new_many command carries at most
 
@@ -103,7 +103,7 @@ class MongoRowRepository:
     ) -> tuple[dict[int, Slot], ReaderMarks]:
         """``read`` (no viewer) with max_seq and reader_id's read seq: one aggregate.
 
-        See ``adapters.mongo.read_marks``.
+        See ``imbucket.adapters.mongo.read_marks``.
         """
         pipeline = commands.marked_rows(conversation_id, reader_id, seqs)
         with translated("read messages"):

@@ -16,17 +16,17 @@ from contextlib import AbstractContextManager, nullcontext
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
-from adapters.mongo import commands, replies
-from adapters.mongo.commands import (
+from imbucket.adapters.mongo import commands, replies
+from imbucket.adapters.mongo.commands import (
     CONVERSATION_COUNTERS,
     USER_COUNTERS,
     Doc,
     FindAndUpdate,
     UserDocs,
 )
-from adapters.mongo.connection import MongoConnection, translated
-from domain.model import TableStats, Watermarks
-from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.domain.model import TableStats, Watermarks
+from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 
 class MongoSeqStore:

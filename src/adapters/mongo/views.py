@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from adapters.bucket import BucketMessageStore
-from adapters.mongo import commands, replies
-from adapters.mongo.commands import Doc
-from adapters.mongo.connection import MongoConnection, translated
-from domain.model import Pick, Watermarks
-from ports.view_reads import View
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.mongo import commands, replies
+from imbucket.adapters.mongo.commands import Doc
+from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.domain.model import Pick, Watermarks
+from imbucket.ports.view_reads import View
 
 
 class MongoBucketViews:

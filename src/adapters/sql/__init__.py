@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from adapters.sql.bucket import SqlBucketRepository, SqlBucketStore
-from adapters.sql.engine import Database
-from adapters.sql.row import SqlRowRepository, SqlRowStore
-from adapters.sql.schema import Schema, bucket_schema, row_schema
-from adapters.sql.seq import SqlSeqStore
-from adapters.timeouts import Timeouts
-from domain.budget import TagBudget
-from domain.layout import BucketLayout
+from imbucket.adapters.sql.bucket import SqlBucketRepository, SqlBucketStore
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.row import SqlRowRepository, SqlRowStore
+from imbucket.adapters.sql.schema import Schema, bucket_schema, row_schema
+from imbucket.adapters.sql.seq import SqlSeqStore
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
 
 __all__ = [
     "SqlBucketRepository",

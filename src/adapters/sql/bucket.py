@@ -39,10 +39,10 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
-from adapters.bucket import BucketMessageStore, SpilledBy
-from adapters.codec import CODECS, conversation_of
-from adapters.sql.engine import Database, Kind
-from adapters.sql.json_sql import (
+from imbucket.adapters.bucket import BucketMessageStore, SpilledBy
+from imbucket.adapters.codec import CODECS, conversation_of
+from imbucket.adapters.sql.engine import Database, Kind
+from imbucket.adapters.sql.json_sql import (
     MARIADB,
     MARIADB_VIEW,
     POSTGRES,
@@ -53,14 +53,14 @@ from adapters.sql.json_sql import (
     Path,
     ViewSql,
 )
-from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
-from adapters.sql.schema import SPILLING, BucketSchema, check_key, ensure_schema
-from adapters.sql.seq import watermarks_sql
-from adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
-from adapters.sql.stats import footprint
-from domain.budget import BudgetConditions, TagBudget
-from domain.layout import BucketLayout
-from domain.model import (
+from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
+from imbucket.adapters.sql.schema import SPILLING, BucketSchema, check_key, ensure_schema
+from imbucket.adapters.sql.seq import watermarks_sql
+from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
+from imbucket.adapters.sql.stats import footprint
+from imbucket.domain.budget import BudgetConditions, TagBudget
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import (
     EMPTY_SLOT,
     PURGED_SLOT,
     Message,
@@ -72,9 +72,9 @@ from domain.model import (
     Watermarks,
     viewed_deleters,
 )
-from domain.tags import Guard, marking_read
-from ports.bucket_repository import Spilled, Viewed
-from ports.view_reads import View
+from imbucket.domain.tags import Guard, marking_read
+from imbucket.ports.bucket_repository import Spilled, Viewed
+from imbucket.ports.view_reads import View
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
 _VIEW: dict[Kind, ViewSql] = {
@@ -284,7 +284,7 @@ class SqlBucketRepository:
     ) -> tuple[dict[str, dict[int, Slot]], Raised]:
         """``read`` riding on the raise of user_id's read seq to seq: one statement.
 
-        See ``adapters.sql.read_marks``.
+        See ``imbucket.adapters.sql.read_marks``.
         """
         query, keys = self._select_sql(wanted, lambda i: [self._json.slot(i)])
         rows = text(query).bindparams(**keys).columns(column("doc_id"), column("slots"))
@@ -339,7 +339,7 @@ class SqlBucketRepository:
         UPDATE writes: a data-modifying CTE on PostgreSQL (the UPDATE's RETURNING feeds an
         INSERT … ON CONFLICT DO NOTHING); on SQLite and MariaDB the UPDATE sets each
         bucket's entries in its ``spilling`` column, which the schema's trigger on the
-        bucket table moves to the side table and clears (``adapters.sql.schema``).
+        bucket table moves to the side table and clears (``imbucket.adapters.sql.schema``).
         """
         if len(patches) == 1 and not spills:
             [(doc_id, only)] = patches.items()

@@ -48,11 +48,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from adapters import contention
-from adapters.sql.sizing import StatementLimits, ask_limits
-from adapters.sql.watchdog import Watchdog
-from adapters.timeouts import Timeouts
-from domain.errors import (
+from imbucket.adapters import contention
+from imbucket.adapters.sql.sizing import StatementLimits, ask_limits
+from imbucket.adapters.sql.watchdog import Watchdog
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.domain.errors import (
     ConfigError,
     InvalidArgument,
     OutcomeUnknown,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from adapters.codec import SlotCodec
+from imbucket.adapters.codec import SlotCodec
 
 Path = tuple[int] | tuple[int, str]  # a whole slot, or one field of it
 
@@ -27,7 +27,7 @@ class JsonSql:
 
     Templates take ``{index}``, ``{name}``, ``{field}`` (the field's JSON) and ``{param}``
     (a bind parameter name) where they apply. Methods take the slot field names of
-    ``adapters.codec`` (``msg``, ``del_list``, …) and write the stored keys of the bucket
+    ``imbucket.adapters.codec`` (``msg``, ``del_list``, …) and write the stored keys of the bucket
     encoding (``keyed``): a missing key reads as the field's empty value (null, false, []),
     so a compact slot stores only what differs from an empty one.
     """

@@ -21,10 +21,10 @@ from sqlalchemy import ColumnElement, Insert, Subquery, bindparam, case, func, l
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert
 
-from adapters.sql.engine import Database
-from adapters.sql.schema import Schema, check_keys
-from domain.tags import Guard, checked_beyond
-from ports.seq_store import SeqStore
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.schema import Schema, check_keys
+from imbucket.domain.tags import Guard, checked_beyond
+from imbucket.ports.seq_store import SeqStore
 
 
 class RaisingStore(Protocol):
@@ -151,7 +151,7 @@ class SqlReadMarks:
     def mark_read(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
     ) -> int:
-        """See ``ports.read_marks.ReadMarks.mark_read``."""
+        """See ``imbucket.ports.read_marks.ReadMarks.mark_read``."""
         if not seqs:
             return self.store.mark_read(conversation_id, seqs, reader_id, guard)
         changed, raised = self.store.mark_read_raising(conversation_id, seqs, reader_id, guard)

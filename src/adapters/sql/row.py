@@ -42,17 +42,17 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.selectable import Subquery
 
-from adapters.codec import message_to_doc
-from adapters.row import RowMessageStore
-from adapters.sql.engine import Database
-from adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
-from adapters.sql.schema import RowSchema, check_keys, ensure_schema
-from adapters.sql.seq import watermarks_query
-from adapters.sql.sizing import batches, row_bytes
-from adapters.sql.sizing import batches as batches_of
-from adapters.sql.stats import footprint
-from domain.layout import BucketLayout
-from domain.model import (
+from imbucket.adapters.codec import message_to_doc
+from imbucket.adapters.row import RowMessageStore
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
+from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema
+from imbucket.adapters.sql.seq import watermarks_query
+from imbucket.adapters.sql.sizing import batches, row_bytes
+from imbucket.adapters.sql.sizing import batches as batches_of
+from imbucket.adapters.sql.stats import footprint
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import (
     MESSAGE_FIELDS,
     OTHER_DELETERS,
     PURGED_SLOT,
@@ -67,9 +67,9 @@ from domain.model import (
     stored_message,
     stored_slot,
 )
-from domain.scan import ScannedSlot, SlotPage
-from domain.tags import Guard, marking_read
-from ports.view_reads import View
+from imbucket.domain.scan import ScannedSlot, SlotPage
+from imbucket.domain.tags import Guard, marking_read
+from imbucket.ports.view_reads import View
 
 _MESSAGE = 0
 _DELETION = 1
@@ -205,7 +205,7 @@ class SqlRowRepository:
     ) -> tuple[dict[int, Slot], Raised]:
         """``read`` (no viewer) riding on the raise of user_id's read seq: one statement.
 
-        See ``adapters.sql.read_marks``.
+        See ``imbucket.adapters.sql.read_marks``.
         """
         check_keys(conversation_id)
         scattered, params = _bound(conversation_id, seqs)

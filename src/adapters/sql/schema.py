@@ -34,10 +34,10 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.types import TypeEngine
 
-from adapters.sql.engine import Database, translate
-from domain.errors import InvalidArgument, LayoutMismatch
-from domain.layout import BucketLayout
-from domain.model import INT_FIELDS, MESSAGE_FIELDS, SHORT_TEXT_FIELDS
+from imbucket.adapters.sql.engine import Database, translate
+from imbucket.domain.errors import InvalidArgument, LayoutMismatch
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import INT_FIELDS, MESSAGE_FIELDS, SHORT_TEXT_FIELDS
 
 LAYOUT_VERSION = 1  # rows, and buckets in OpenIM's encoding
 COMPACT_VERSION = 2  # buckets in the compact encoding

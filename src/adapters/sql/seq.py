@@ -37,11 +37,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.selectable import TextualSelect
 
-from adapters.sql.engine import Database
-from adapters.sql.schema import Schema, check_key, check_keys
-from adapters.sql.stats import footprint
-from domain.model import TableStats, Watermarks
-from domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.schema import Schema, check_key, check_keys
+from imbucket.adapters.sql.stats import footprint
+from imbucket.domain.model import TableStats, Watermarks
+from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
 R = TypeVar("R", Counters, UserSeqs, SendClaim)
 # An upsert's statements: the write, and on MariaDB for an allocation the read after it.

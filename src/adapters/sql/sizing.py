@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
-from domain.errors import WriteRefused
+from imbucket.domain.errors import WriteRefused
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import OperationalError
 
-from adapters.sql.engine import Database, Kind
+from imbucket.adapters.sql.engine import Database, Kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,16 +11,16 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from adapters.bucket import BucketMessageStore
-from adapters.codec import conversation_of, slot_from_doc, slot_to_doc
-from adapters.memory import MemorySeqStore
-from adapters.timeouts import Timeouts
-from app.backends import Backend
-from domain.budget import TagBudget
-from domain.layout import BucketLayout
-from domain.model import Message, Revoke, Slot, SlotPatch, StoreStats, viewed_deleters
-from domain.tags import takes_revoke
-from ports.bucket_repository import BucketRepository, Spilled, Viewed
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.codec import conversation_of, slot_from_doc, slot_to_doc
+from imbucket.adapters.memory import MemorySeqStore
+from imbucket.adapters.timeouts import Timeouts
+from imbucket.app.backends import Backend
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats, viewed_deleters
+from imbucket.domain.tags import takes_revoke
+from imbucket.ports.bucket_repository import BucketRepository, Spilled, Viewed
 
 
 def open_backend(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:

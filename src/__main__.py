@@ -1,0 +1,5 @@
+"""``python -m imbucket``: the command line."""
+
+from imbucket.app.cli import main
+
+main()

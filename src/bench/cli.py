@@ -1,0 +1,221 @@
+"""The benchmark lab's commands: bench, profile and compare (added to the imbucket CLI).
+
+Registered through the ``imbucket.commands`` entry point; the lab's own dependencies (the
+``[bench]`` extra) are imported by the commands only, so the CLI starts without them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from imbucket.app import open_service
+from imbucket.domain.errors import ConfigError, ImbucketError
+
+if TYPE_CHECKING:
+    from imbucket.bench.results import RunResults
+    from imbucket.bench.runner import Options as RunnerOptions
+    from imbucket.bench.spec import BackendSpec
+
+console = Console(width=120) if not Console().is_terminal else Console()
+
+
+class ScaleName(StrEnum):
+    """Dataset sizes of ``imbucket bench``."""
+
+    tiny = "tiny"
+    small = "small"
+    medium = "medium"
+    large = "large"
+
+
+# bench's two repeatable options, named here so that bench's signature stays readable.
+_BackendOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--backend",
+        "-b",
+        help="ID[+redis][@URL], repeatable; e.g. sql-row@postgresql+psycopg://u@host/db, "
+        "memory+redis. Default: memory, sql-row and sql-bucket on a temporary SQLite file.",
+    ),
+]
+_WorkloadOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--workload",
+        "-w",
+        help="run only these workloads (ingest always runs: it loads the data)",
+    ),
+]
+
+
+def bench(
+    backend: _BackendOption = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML/JSON file listing backends (see docs/benchmark.md)")
+    ] = None,
+    scale: Annotated[ScaleName | None, typer.Option(help="dataset size (default small)")] = None,
+    seed: Annotated[int | None, typer.Option(help="dataset seed (default 42)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="report folder (default reports/<timestamp>/)")
+    ] = None,
+    compare: Annotated[
+        Path | None, typer.Option(help="an earlier results.json to compare this run with")
+    ] = None,
+    redis_url: Annotated[
+        str, typer.Option(help="Redis URL of +redis backends (default: settings cache.url)")
+    ] = "",
+    workload: _WorkloadOption = None,
+    bucket_size: Annotated[
+        str | None,
+        typer.Option(
+            "--bucket-size",
+            help="sweep: run every bucket backend at each of these sizes, e.g. 20,50,100,200,500",
+        ),
+    ] = None,
+    traffic: Annotated[
+        Path | None,
+        typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
+    ] = None,
+    contention: Annotated[
+        bool, typer.Option(help="run the contention workloads (N concurrent workers)")
+    ] = True,
+) -> None:
+    """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import report, runner
+
+    try:
+        specs, options, previous = _bench_plan(
+            backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
+        )
+    except (ImbucketError, OSError, ValueError) as error:
+        console.print(f"[red]bench:[/] {error}")
+        raise typer.Exit(2) from None
+    options = replace(options, contention=contention)
+    with bench_console.RichObserver(Console(stderr=True)) as observer:
+        results = runner.run(specs, options, observer)
+    folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    files = report.write(results, folder, previous)
+    _print_bench(results, previous)
+    console.print(f"report: {files.html}")
+    console.print(f"        {files.markdown}")
+    console.print(f"        {files.results}")
+    if all(not b.ok for b in results.backends):
+        raise typer.Exit(1)
+
+
+def _bench_plan(
+    backend: list[str] | None,
+    config: Path | None,
+    scale: ScaleName | None,
+    seed: int | None,
+    compare: Path | None,
+    redis_url: str,
+    workload: list[str] | None,
+    bucket_size: str | None,
+    traffic: Path | None,
+) -> tuple[list[BackendSpec], RunnerOptions, RunResults | None]:
+    """The backends, run options and earlier results a ``bench`` command line asks for."""
+    from imbucket.bench import report, runner, spec
+    from imbucket.bench.traffic import load_traffic
+    from imbucket.bench.workloads import WORKLOAD_NAMES
+
+    file = spec.load_config(config, redis_url) if config else None
+    specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
+    specs += list(file.backends) if file else []
+    if not specs:
+        specs = [spec.parse_backend(text) for text in spec.DEFAULT_BACKENDS]
+    sizes = spec.parse_sizes(bucket_size) if bucket_size else (file.bucket_sizes if file else ())
+    specs = spec.sweep(specs, sizes) if sizes else specs
+    shape = load_traffic(traffic, WORKLOAD_NAMES) if traffic else (file.traffic if file else None)
+    unknown = set(workload or ()) - set(WORKLOAD_NAMES)
+    if unknown:
+        raise ConfigError(f"unknown workloads {sorted(unknown)}; known: {WORKLOAD_NAMES}")
+    previous = report.load(compare) if compare else None
+    options = runner.Options(
+        scale=(scale.value if scale else None) or (file and file.scale) or "small",
+        seed=seed if seed is not None else (file.seed if file and file.seed is not None else 42),
+        workloads=tuple(workload or ()),
+        traffic=shape,
+        bucket_sizes=sizes,
+    )
+    return specs, options, previous
+
+
+def _print_bench(results: RunResults, previous: RunResults | None) -> None:
+    """The run's tables, verdicts, targets, comparison and skipped backends on the console."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench.compare import compare as compare_runs
+    from imbucket.bench.compare import name_run
+
+    console.print(bench_console.summary_table(results))
+    for line in [*bench_console.verdicts(results), *bench_console.contention_lines(results)]:
+        console.print(escape(line))
+    console.print(bench_console.targets_table(results))
+    if previous is not None:
+        console.print(
+            bench_console.compare_table(compare_runs(previous, results), name_run(previous))
+        )
+    for b in results.backends:
+        if not b.ok:
+            console.print(f"[yellow]skipped[/] {escape(b.label)}: {escape(b.reason or '')}")
+
+
+def profile(
+    config: Annotated[
+        Path, typer.Option(help="TOML/JSON file naming the store and its conversations")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="where to write the [traffic] table (default: print it)")
+    ] = None,
+) -> None:
+    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store."""
+    from imbucket.bench import profile as profiling
+    from imbucket.bench.traffic import to_toml
+
+    try:
+        request = profiling.load_request(config)
+        with open_service(request.store_config()) as service:
+            found = profiling.profile(service, request)
+    except ImbucketError as error:
+        console.print(f"[red]profile:[/] {escape(str(error))}")
+        raise typer.Exit(2) from None
+    text = to_toml(found.traffic(request.messages), found.summary())
+    if out is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.write_text(text)
+        console.print(f"{found.summary()}\nwrote {out}")
+
+
+def compare_command(
+    old: Annotated[Path, typer.Argument(help="the earlier results.json")],
+    new: Annotated[Path, typer.Argument(help="the later results.json")],
+) -> None:
+    """Show the change between two benchmark runs."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import report
+    from imbucket.bench.compare import compare as compare_runs
+    from imbucket.bench.compare import name_run
+
+    try:
+        before, after = report.load(old), report.load(new)
+    except (OSError, ValueError) as error:
+        console.print(f"[red]compare:[/] {error}")
+        raise typer.Exit(2) from None
+    console.print(bench_console.compare_table(compare_runs(before, after), name_run(before)))
+
+
+def register(app: typer.Typer) -> None:
+    """Add bench, profile and compare to the imbucket command line."""
+    app.command()(bench)
+    app.command()(profile)
+    app.command("compare")(compare_command)

@@ -1,0 +1,465 @@
+"""Runs every workload on every chosen backend, in one process, one operation at a time.
+
+All backends are opened first; then each workload runs on every backend in turn before the
+next workload starts. Backends never run at the same time, and a burst of load on a shared
+machine hits the same workload of every backend alike instead of whichever backend was
+running then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from imbucket.app.service import MessageService
+from imbucket.bench import contention
+from imbucket.bench.dataset import SCALES, Dataset
+from imbucket.bench.instrument import received
+from imbucket.bench.instrument.maintenance import routine_maintenance
+from imbucket.bench.instrument.probe import Probe, probing
+from imbucket.bench.instrument.scratch import (
+    is_emulated,
+    scratch_redis,
+    scratch_store,
+    server_version,
+)
+from imbucket.bench.instrument.wal import LogMeter, Unmetered, log_meter
+from imbucket.bench.metrics import Recorder
+from imbucket.bench.results import (
+    SCHEMA,
+    BackendResult,
+    ContentionRun,
+    DatasetSummary,
+    Footprint,
+    GitInfo,
+    LogWrites,
+    Machine,
+    Parameters,
+    Plan,
+    Received,
+    RunResults,
+    Unsized,
+    WorkloadInfo,
+    WorkloadResult,
+)
+from imbucket.bench.spec import BackendSpec, redact
+from imbucket.bench.traffic import Traffic
+from imbucket.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
+from imbucket.domain.model import StoreStats
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How big the run is and which workloads it includes."""
+
+    scale: str = "small"
+    seed: int = 42
+    workloads: tuple[str, ...] = ()  # empty: all
+    traffic: Traffic | None = None  # None: the built-in shape of the scale
+    bucket_sizes: tuple[int, ...] = ()  # the sweep's sizes (the specs are already expanded)
+    contention: bool = True  # run the contention workloads after the others
+
+
+class Observer:
+    """Progress callbacks of a run; the CLI draws Rich progress bars from them."""
+
+    def backend(self, label: str, ops: int) -> None:
+        """A backend is open; ops is the number of operations it will run."""
+
+    def workload(self, label: str, title: str, ops: int) -> None:
+        """A workload starts on a backend."""
+
+    def advance(self, label: str) -> None:
+        """One operation of the backend is done."""
+
+    def done(self, label: str, status: str, note: str) -> None:
+        """A backend finished (status ``ok``) or was skipped (with the reason in note)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """One backend of a run, resolved: where it runs and what it is called."""
+
+    spec: BackendSpec
+    label: str
+    url: str
+    version: str
+    namespace: str  # scratch schema, database or key prefix of this backend
+
+
+@dataclass
+class _Open:
+    """A backend being benchmarked: its subject and its results so far."""
+
+    setup: Setup
+    subject: Subject
+    result: BackendResult
+    seconds: float = 0.0
+    config: dict[str, Any] | None = None  # what another process opens the store with
+    meter: LogMeter | None = None  # bytes the engine writes to its log; None: not measured
+    maintain: Callable[[], None] | None = None  # the engine's routine between workloads
+
+
+def run(
+    specs: Sequence[BackendSpec], options: Options, observer: Observer | None = None
+) -> RunResults:
+    """Run the benchmark and return its results (the content of results.json)."""
+    observer = observer or Observer()
+    if options.scale not in SCALES:
+        raise ValueError(f"unknown scale {options.scale!r}; known: {', '.join(SCALES)}")
+    started = time.perf_counter()
+    dataset = Dataset(SCALES[options.scale], options.seed, options.traffic)
+    # ingest always runs: it loads the data every other workload reads or tags
+    wanted = {"ingest", *options.workloads} if options.workloads else {w.name for w in WORKLOADS}
+    plans = {w.name: w.plan(dataset) for w in WORKLOADS if w.name in wanted}
+    # A workload with nothing to do at this scale (hot_delete_spilled at tiny) does not run.
+    chosen = [w for w in WORKLOADS if plans.get(w.name) or w.name == "ingest"]
+    loaded = "redeliver" if "redeliver" in plans else "ingest"
+    run_id = uuid.uuid4().hex[:8]
+    results: list[BackendResult] = []
+    plan = contention.PLANS.get(options.scale) if options.contention else None
+    with tempfile.TemporaryDirectory(prefix="imbucket-bench-") as workdir, ExitStack() as stack:
+        received.prepare()  # before any MongoDB client exists, like the round-trip probe
+        probe = stack.enter_context(probing())
+        labels: set[str] = set()
+        backends: list[_Open] = []
+        for n, spec in enumerate(specs):
+            setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
+            result = _backend_result(setup)
+            results.append(result)
+            ops = {w.name: len(plans[w.name]) for w in chosen}
+            opened = _open_backend(setup, result, stack, probe, observer, ops)
+            backends += [] if opened is None else [opened]
+        for workload in chosen:
+            twin = _raw_twin(workload, chosen)
+            for backend in backends:
+                if workload.raw:
+                    continue  # measured interleaved with the service workload it mirrors
+                paired = twin if backend.subject.raw is not None else None
+                twin_plan = plans[paired.name] if paired is not None else None
+                runs = (workload, plans[workload.name], paired, twin_plan)
+                _measure(runs, backend, probe, observer, loaded)
+        for backend in backends:
+            backend.result.footprint.end = footprint(backend.subject.service)
+        for backend in backends if plan is not None else ():
+            assert plan is not None
+            if backend.setup.spec.encoding is not None:
+                continue  # an encoding variant: its layout's contention is the default's
+            clock = time.perf_counter()
+            backend.result.contention = _contend(backend, plan, run_id, observer)
+            backend.result.contention_s = round(time.perf_counter() - clock, 2)
+            backend.seconds += time.perf_counter() - clock
+        for backend in backends:
+            backend.result.status = "ok"
+            backend.result.duration_s = round(backend.seconds, 2)
+            observer.done(backend.setup.label, "ok", "")
+    return RunResults(
+        schema=SCHEMA,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        duration_s=round(time.perf_counter() - started, 2),
+        parameters=_parameters(options, dataset, chosen, plans, plan),
+        machine=machine(),
+        git=git_info(),
+        backends=results,
+    )
+
+
+def _open_backend(
+    setup: Setup,
+    result: BackendResult,
+    stack: ExitStack,
+    probe: Probe,
+    observer: Observer,
+    ops: dict[str, int],
+) -> _Open | None:
+    """Open one backend, or record in result why it was skipped (None)."""
+    try:
+        subject, config = _open(setup, stack, probe)
+    except Exception as error:  # any failure to open means: skip this backend, say why
+        result.reason = f"{type(error).__name__}: {error}"
+        observer.done(setup.label, "skipped", result.reason)
+        return None
+    result.raw_arm = subject.raw is not None
+    meter = _meter(config["store"]["url"], result, stack)
+    runs = {w.name for w in WORKLOADS if not w.raw or subject.raw is not None}
+    observer.backend(setup.label, sum(n for name, n in ops.items() if name in runs))
+    shareable = setup.spec.store != "memory"  # another process sees the same data
+    opened = _Open(setup, subject, result, config=config if shareable else None, meter=meter)
+    routine = routine_maintenance(subject.service.store)
+    if routine is not None:
+        opened.maintain, result.maintenance = routine
+    return opened
+
+
+def _meter(url: str, result: BackendResult, stack: ExitStack) -> LogMeter | None:
+    """The meter of the store's log, or None with the reason in result."""
+    if result.emulated:
+        result.log_missing = "not measured on the emulator: mongoeco keeps no journal"
+        return None
+    try:
+        meter = log_meter(url)
+    except Unmetered as error:
+        result.log_missing = str(error)
+        return None
+    stack.callback(meter.close)
+    result.log_source = meter.source
+    return meter
+
+
+def _raw_twin(workload: Workload, chosen: list[Workload]) -> Workload | None:
+    """The raw-driver workload mirroring workload (``raw_<name>``), if one was chosen."""
+    return next((w for w in chosen if w.raw and w.name == f"raw_{workload.name}"), None)
+
+
+_Runs = tuple[Workload, list[Op], Workload | None, list[Op] | None]
+
+
+def _measure(runs: _Runs, backend: _Open, probe: Probe, observer: Observer, loaded: str) -> None:
+    """Run one workload (and its raw twin, interleaved) on one backend.
+
+    After the loading workload, size the store.
+    """
+    workload = runs[0]
+    clock = time.perf_counter()
+    for name, result in _run_workload(runs, backend, probe, observer).items():
+        backend.result.workloads[name] = result
+    if backend.maintain is not None:
+        backend.maintain()
+    if workload.name == loaded:
+        backend.result.footprint.after_ingest = footprint(backend.subject.service)
+    backend.seconds += time.perf_counter() - clock
+
+
+def _parameters(
+    options: Options,
+    dataset: Dataset,
+    chosen: list[Workload],
+    plans: dict[str, list[Op]],
+    plan: Plan | None,
+) -> Parameters:
+    traffic = dataset.reported_traffic()
+    return Parameters(
+        scale=options.scale,
+        seed=options.seed,
+        scale_detail=dataset.scale,
+        dataset=DatasetSummary(**dataset.summary(), traffic=traffic),
+        workloads=[WorkloadInfo(w.name, w.title, w.about, len(plans[w.name])) for w in chosen],
+        bucket_sizes=list(options.bucket_sizes) or None,
+        traffic=None if options.traffic is None else traffic,
+        contention=plan,
+    )
+
+
+def _contend(backend: _Open, plan: Plan, run_id: str, observer: Observer) -> list[ContentionRun]:
+    label = backend.setup.label
+    return contention.measure(
+        backend.subject.service,
+        backend.config,
+        plan,
+        f"c{run_id}{_digits(label)}",
+        lambda title: observer.workload(label, f"contention: {title}", 0),
+    )
+
+
+def _digits(label: str) -> str:
+    """A short tag of a label, so that two backends on one server never share a group."""
+    return f"{zlib.crc32(label.encode()) % 10_000:04d}"
+
+
+def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -> Setup:
+    url = store_url(spec, workdir)
+    version = _version(spec, url)
+    spec = replace(spec, flavour="mariadb" if "mariadb" in version.lower() else "")
+    return Setup(spec, _unique(spec.label, labels), url, version, namespace)
+
+
+def _backend_result(setup: Setup) -> BackendResult:
+    spec = setup.spec
+    return BackendResult(
+        label=setup.label,
+        store=spec.store,
+        layout=spec.layout,
+        family=spec.family,
+        engine=spec.engine,
+        url=redact(setup.url),
+        cache=spec.cache,
+        status="skipped",
+        version=setup.version,
+        bucket_size=spec.bucket_size,
+        encoding=spec.encoding,
+        emulated=is_emulated(setup.version),
+    )
+
+
+def _open(setup: Setup, stack: ExitStack, probe: Probe) -> tuple[Subject, dict[str, Any]]:
+    """Open the backend in a scratch namespace released by stack; raises if it cannot.
+
+    Returns the subject and the config it was opened with.
+    """
+    spec = setup.spec
+    config = spec.config()
+    config["store"]["url"] = stack.enter_context(scratch_store(setup.url, setup.namespace))
+    if spec.cache != "none":
+        config["cache"]["key_prefix"] = stack.enter_context(
+            scratch_redis(spec.cache_url, setup.namespace)
+        )
+    service = probe.open_service(config)
+    stack.callback(service.close)
+    service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
+    return Subject(service, _raw_arm(spec, service)), config
+
+
+def _unique(label: str, taken: set[str]) -> str:
+    candidate, n = label, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{label}#{n}"
+    taken.add(candidate)
+    return candidate
+
+
+def store_url(spec: BackendSpec, workdir: Path) -> str:
+    """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
+    if spec.url or spec.family != "sql":
+        return spec.url
+    size = "" if spec.bucket_size is None else f"-{spec.bucket_size}"
+    encoding = "" if spec.encoding is None else f"-{spec.encoding}"
+    return f"sqlite:///{workdir / (spec.store + size + encoding + '.sqlite')}"
+
+
+def _version(spec: BackendSpec, url: str) -> str:
+    version = (
+        server_version(url)
+        if url
+        else f"Python {platform.python_implementation()} {platform.python_version()}"
+    )
+    if spec.cache != "none":
+        version += f" + {server_version(spec.cache_url)}"
+    return version
+
+
+def _run_workload(
+    runs: _Runs, backend: _Open, probe: Probe, observer: Observer
+) -> dict[str, WorkloadResult]:
+    """The results of a workload and, when given, of its raw twin, by workload name.
+
+    A twin's operations alternate with the workload's, the first of each pair taking turns,
+    so that both arms meet the same machine noise and warm the same caches for each other:
+    their ratio (goal 2) compares two halves of one loop, not two loops minutes apart.
+    """
+    workload, plan, twin, twin_plan = runs
+    label = backend.setup.label
+    observer.workload(label, workload.title, len(plan) + len(twin_plan or ()))
+    recorder, twin_recorder = Recorder(probe.round_trips), Recorder(probe.round_trips)
+    meter = backend.meter
+    if meter is not None:
+        meter.begin()
+    counting: AbstractContextManager[Counter[str]] = (
+        received.counting() if workload.received else nullcontext(Counter())
+    )
+    with counting as replies:
+        unpaired: list[Op | None] = [None] * len(plan)
+        pairs = zip(plan, twin_plan or unpaired, strict=True)
+        for n, (op, twin_op) in enumerate(pairs):
+            timed = [(recorder, op)]
+            if twin_op is not None:
+                timed.insert(n % 2, (twin_recorder, twin_op))
+            for timing, each in timed:
+                timing.time(each.prepare(backend.subject), each.items)
+                observer.advance(label)
+            if meter is not None:
+                meter.after_op()  # untimed: the clock stopped inside recorder.time
+    found = {workload.name: recorder.result()}
+    if twin is not None:
+        found[twin.name] = twin_recorder.result()
+    if workload.received:
+        result = found[workload.name]
+        ops = max(result.ops, 1)
+        by_driver = {k: round(v / ops, 1) for k, v in sorted(replies.items())}
+        count = Received(round(sum(replies.values()) / ops, 1), by_driver)
+        found[workload.name] = replace(result, received=count)
+    if meter is None:
+        return found
+    written = meter.written()  # the service workload's: a raw twin only reads
+    result = found[workload.name]
+    per_op, per_item = written / max(result.ops, 1), written / max(result.items, 1)
+    log = LogWrites(written, round(per_op, 1), round(per_item, 1))
+    found[workload.name] = replace(result, log=log)
+    return found
+
+
+def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
+    """The hand-written driver arm of an uncached store, where its engine has one."""
+    if spec.cache != "none":
+        return None
+    from imbucket.bench.instrument.raw import raw_arm
+
+    return raw_arm(service.store)
+
+
+def footprint(service: MessageService) -> Footprint | Unsized:
+    """Storage footprint from stats(), with bytes per stored message."""
+    try:
+        stats: StoreStats = service.stats()
+    except Exception as error:  # reported, not fatal: some engines cannot size themselves
+        return Unsized(f"{type(error).__name__}: {error}")
+    per = max(stats.messages, 1)
+    return Footprint(
+        messages=stats.messages,
+        documents=stats.documents,
+        data_bytes=stats.data_bytes,
+        index_bytes=stats.index_bytes,
+        data_bytes_per_message=round(stats.data_bytes / per, 1),
+        index_bytes_per_message=round(stats.index_bytes / per, 2),
+        messages_per_document=round(stats.messages / max(stats.documents, 1), 2),
+    )
+
+
+def machine() -> Machine:
+    """Where the run happened."""
+    cpu = platform.processor() or platform.machine()
+    memory_gb = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory_gb = round(int(line.split()[1]) / 1024**2, 1)
+                break
+    except OSError:
+        pass
+    return Machine(platform.platform(), sys.version.split()[0], os.cpu_count(), cpu, memory_gb)
+
+
+def git_info() -> GitInfo:
+    """Commit of the code that ran (empty when not in a git checkout)."""
+    root = Path(__file__).resolve().parents[3]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        return GitInfo(
+            commit=git("rev-parse", "HEAD"),
+            branch=git("rev-parse", "--abbrev-ref", "HEAD"),
+            dirty=bool(git("status", "--porcelain", "--untracked-files=no")),
+        )
+    except (OSError, subprocess.SubprocessError):
+        return GitInfo()
