@@ -4,24 +4,32 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from enum import StrEnum
+from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from adapters.codec import slot_to_doc
 from app import open_container, open_service
 from app.backends import plugin_names
 from app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
-from app.service import MessageService
 from app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
-from domain.errors import ConfigError, ImbucketError
+from domain.errors import (
+    ConfigError,
+    ImbucketError,
+    InvalidArgument,
+    LayoutMismatch,
+    NotPermitted,
+)
 from domain.projection import MessageView, Tombstone
 
 if TYPE_CHECKING:  # the benchmark is imported by its commands only
@@ -29,10 +37,83 @@ if TYPE_CHECKING:  # the benchmark is imported by its commands only
     from app.bench.runner import Options as RunnerOptions
     from app.bench.spec import BackendSpec
 
+# Mistakes the user can fix (exit 2); any other ImbucketError is an outage or a refusal (exit 1).
+USER_ERRORS: tuple[type[ImbucketError], ...] = (
+    ConfigError,
+    InvalidArgument,
+    LayoutMismatch,
+    NotPermitted,
+)
+
+
+def refuse(command: str, error: BaseException, code: int) -> NoReturn:
+    """Say what went wrong on one stderr line (no traceback), then exit with code."""
+    typer.echo(f"imbucket {command}: {type(error).__name__}: {error}", err=True)
+    raise typer.Exit(code)
+
+
+class _Commands(TyperGroup):
+    """imbucket's command group: every subcommand's ImbucketError ends as one line."""
+
+    # Any: the click Context type lives in click or, in newer typer releases, in typer's own copy.
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ImbucketError as error:
+            code = 2 if isinstance(error, USER_ERRORS) else 1
+            refuse(ctx.invoked_subcommand or "", error, code)
+
+
+# Plain help: rich markup would take "[traffic]" in a help text for a style and drop it.
 cli = typer.Typer(
-    help="imbucket: an IM message store on OpenIM's bucket layout.", no_args_is_help=True
+    cls=_Commands,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 console = Console(width=120) if not Console().is_terminal else Console()
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"imbucket {metadata.version('imbucket')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _imbucket(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """imbucket: an IM message store on OpenIM's bucket layout.
+
+    Settings come from defaults, then the TOML/JSON file named by IMBUCKET_CONFIG, then
+    IMBUCKET_* environment variables (nested keys joined by a double underscore, e.g.
+    IMBUCKET_STORE__BACKEND=sql-bucket IMBUCKET_STORE__URL=sqlite:///chat.db), then the file
+    a command's --config names. A mistake in them is one line on stderr and exit 2.
+    """
+
+
+SettingsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="TOML/JSON settings file, merged over IMBUCKET_CONFIG and the IMBUCKET_* "
+        "variables (e.g. IMBUCKET_STORE__BACKEND=sql-row)",
+    ),
+]
+
+
+def _overrides(config: Path | None) -> Mapping[str, Any] | None:
+    """The settings a --config file holds, None without one."""
+    from app.migrate import load_config
+
+    return load_config(config) if config is not None else None
+
 
 _STYLES = {
     "deleted": "red",
@@ -43,16 +124,8 @@ _STYLES = {
 }
 
 
-def _open() -> MessageService:
-    try:
-        return open_service()
-    except ImbucketError as error:
-        console.print(f"[red]cannot open the store:[/] {error}")
-        raise typer.Exit(2) from None
-
-
-def _backend_line() -> str:
-    settings = load_settings()
+def _backend_line(overrides: Mapping[str, Any] | None) -> str:
+    settings = load_settings(overrides)
     url = f" @ {escape(_redacted(settings.store.url))}" if settings.store.url else ""
     return f"store [bold]{settings.store.backend}[/]{url}, cache [bold]{settings.cache.backend}[/]"
 
@@ -67,9 +140,10 @@ def _redacted(url: str) -> str:
 
 
 @cli.command()
-def demo() -> None:
+def demo(config: SettingsOption = None) -> None:
     """Play the article's scenario and show what each user sees for the same seqs."""
-    with _open() as service:
+    overrides = _overrides(config)
+    with open_service(overrides) as service:
         replayed = play(service)
         result = views(service, replayed)
         table = Table(
@@ -91,7 +165,7 @@ def demo() -> None:
                 text = escape(cell_text(entry))
                 cells.append(f"[{style}]{text}[/]" if style else text)
             table.add_row(str(seq), location, *cells)
-        console.print(_backend_line())
+        console.print(_backend_line(overrides))
         if not replayed:
             console.print("(the demo conversation was already stored here; showing it as it is)")
         console.print(table)
@@ -106,18 +180,17 @@ def demo() -> None:
 def inspect(
     conversation: Annotated[str, typer.Argument(help="conversation id")],
     seq: Annotated[int, typer.Argument(help="message seq")],
+    config: SettingsOption = None,
 ) -> None:
     """Show where a seq lives (doc_id, slot) and the raw slot stored there."""
-    with _open() as service:
-        if conversation == DEMO_CONVERSATION and load_settings().store.backend == "memory":
+    overrides = _overrides(config)
+    with open_service(overrides) as service:
+        memory = load_settings(overrides).store.backend == "memory"
+        if conversation == DEMO_CONVERSATION and memory:
             play(service)
             console.print("(memory backend keeps nothing between runs: the demo was played first)")
-        try:
-            found = service.inspect(conversation, seq)
-        except ImbucketError as error:
-            console.print(f"[red]{type(error).__name__}:[/] {error}")
-            raise typer.Exit(2) from None
-        console.print(_backend_line())
+        found = service.inspect(conversation, seq)
+        console.print(_backend_line(overrides))
         console.print(f"conversation  {found.conversation_id}  (max_seq {found.max_seq})")
         console.print(f"seq           {found.seq}")
         console.print(f"doc index     {found.doc_index}   = (seq - 1) // {service.layout.size}")
@@ -131,9 +204,10 @@ def inspect(
 
 
 @cli.command()
-def backends() -> None:
+def backends(config: SettingsOption = None) -> None:
     """List the backends (plugins too) and check that the configured one is reachable."""
-    settings = load_settings()
+    overrides = _overrides(config)
+    settings = load_settings(overrides)
     table = Table(title="backends")
     table.add_column("kind")
     table.add_column("id")
@@ -146,14 +220,16 @@ def backends() -> None:
         table.add_row("cache", name, "yes" if name == settings.cache.backend else "")
     console.print(table)
     try:
-        container = open_container()
+        container = open_container(overrides)
         with container.service() as service:
             service.max_seq("imbucket-healthcheck")
             version = container.version()
         suffix = f" ({escape(version)})" if version else ""
-        console.print(f"[green]reachable[/]: {_backend_line()}{suffix}")
+        console.print(f"[green]reachable[/]: {_backend_line(overrides)}{suffix}")
     except ImbucketError as error:
-        console.print(f"[red]unreachable[/]: {_backend_line()}: {escape(str(error))}")
+        if isinstance(error, USER_ERRORS):
+            raise
+        console.print(f"[red]unreachable[/]: {_backend_line(overrides)}: {escape(str(error))}")
         raise typer.Exit(1) from None
 
 
@@ -216,10 +292,19 @@ def bench(
         typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
     ] = None,
     contention: Annotated[
-        bool, typer.Option(help="run the contention workloads (N concurrent workers)")
+        bool,
+        typer.Option(
+            "--contention/--no-contention",
+            help="run the contention workloads (N concurrent workers)",
+        ),
     ] = True,
 ) -> None:
-    """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
+    """Run the same workloads on every chosen backend and write a bucket-vs-row report.
+
+    Each backend's settings are merged over IMBUCKET_CONFIG and the IMBUCKET_* variables
+    (e.g. IMBUCKET_LIMITS__MAX_CONTENT_BYTES=65536). A run in which every backend is skipped
+    says why on stderr, writes no report and exits 1.
+    """
     from app.bench import console as bench_console
     from app.bench import report, runner
 
@@ -227,20 +312,21 @@ def bench(
         specs, options, previous = _bench_plan(
             backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
         )
-    except (ImbucketError, OSError, ValueError) as error:
-        console.print(f"[red]bench:[/] {error}")
-        raise typer.Exit(2) from None
+    except (OSError, ValueError) as error:
+        refuse("bench", error, 2)
     options = replace(options, contention=contention)
     with bench_console.RichObserver(Console(stderr=True)) as observer:
         results = runner.run(specs, options, observer)
+    if not any(b.ok for b in results.backends):  # the observer said why each was skipped
+        labels = ", ".join(b.label for b in results.backends)
+        typer.echo(f"imbucket bench: every backend was skipped ({labels}); no report", err=True)
+        raise typer.Exit(1)
     folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     files = report.write(results, folder, previous)
     _print_bench(results, previous)
     console.print(f"report: {files.html}")
     console.print(f"        {files.markdown}")
     console.print(f"        {files.results}")
-    if all(not b.ok for b in results.backends):
-        raise typer.Exit(1)
 
 
 def _bench_plan(
@@ -259,6 +345,7 @@ def _bench_plan(
     from app.bench.traffic import load_traffic
     from app.bench.workloads import WORKLOAD_NAMES
 
+    load_settings()  # a settings mistake is refused here, not once per skipped backend
     file = spec.load_config(config, redis_url) if config else None
     specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
     specs += list(file.backends) if file else []
@@ -309,17 +396,17 @@ def profile(
         Path | None, typer.Option(help="where to write the [traffic] table (default: print it)")
     ] = None,
 ) -> None:
-    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store."""
+    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store.
+
+    The store's settings are merged over IMBUCKET_CONFIG and the IMBUCKET_* variables
+    (e.g. IMBUCKET_STORE__BACKEND=sql-row).
+    """
     from app.bench import profile as profiling
     from app.bench.traffic import to_toml
 
-    try:
-        request = profiling.load_request(config)
-        with open_service(request.store_config()) as service:
-            found = profiling.profile(service, request)
-    except ImbucketError as error:
-        console.print(f"[red]profile:[/] {escape(str(error))}")
-        raise typer.Exit(2) from None
+    request = profiling.load_request(config)
+    with open_service(request.store_config()) as service:
+        found = profiling.profile(service, request)
     text = to_toml(found.traffic(request.messages), found.summary())
     if out is None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -342,8 +429,7 @@ def compare_command(
     try:
         before, after = report.load(old), report.load(new)
     except (OSError, ValueError) as error:
-        console.print(f"[red]compare:[/] {error}")
-        raise typer.Exit(2) from None
+        refuse("compare", error, 2)
     console.print(bench_console.compare_table(compare_runs(before, after), name_run(before)))
 
 
@@ -354,7 +440,10 @@ def migrate_command(
     ],
     target: Annotated[Path, typer.Option("--to", help="TOML/JSON settings of the store to fill")],
     verify: Annotated[
-        bool, typer.Option("--verify", help="then compare both stores; exit 1 if they differ")
+        bool,
+        typer.Option(
+            "--verify/--no-verify", help="then compare both stores; exit 1 if they differ"
+        ),
     ] = False,
     verify_only: Annotated[
         bool, typer.Option("--verify-only", help="compare without copying anything")
@@ -364,18 +453,15 @@ def migrate_command(
     """Copy everything one store holds into another (any backend, layout or bucket size).
 
     Safe to interrupt and run again; a target entry that differs is reported, never
-    overwritten (exit 1). See docs/migrate.md.
+    overwritten (exit 1). Both files are merged over IMBUCKET_CONFIG and the IMBUCKET_*
+    variables (e.g. IMBUCKET_STORE__BACKEND=sql-row). See docs/migrate.md.
     """
     from app import migrate as migration
     from app.migrate_console import MigrateProgress, differences, summary
 
     err = Console(stderr=True)
-    try:
-        src = migration.open_endpoint(source)
-        dst = migration.open_endpoint(target)
-    except ImbucketError as error:
-        console.print(f"[red]migrate:[/] {error}")
-        raise typer.Exit(2) from None
+    src = migration.open_endpoint(source)
+    dst = migration.open_endpoint(target)
     failed = False
     with src, dst:
         total = src.store.stats().messages
@@ -401,5 +487,9 @@ def migrate_command(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Console-script entry point (also ``python -m app`` and ``python -m app.cli``)."""
+    cli(prog_name="imbucket")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""``python -m app``: the imbucket command line."""
+
+from app.cli import main
+
+main()
