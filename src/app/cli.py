@@ -7,29 +7,109 @@ Other packages add their own commands through the ``imbucket.commands`` entry po
 from __future__ import annotations
 
 import json
-from importlib.metadata import entry_points
+from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from imbucket.adapters.codec import slot_to_doc
 from imbucket.app import open_container, open_service
 from imbucket.app.backends import plugin_names
 from imbucket.app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
-from imbucket.app.service import MessageService
 from imbucket.app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
-from imbucket.domain.errors import ImbucketError
+from imbucket.domain.errors import (
+    ConfigError,
+    ImbucketError,
+    InvalidArgument,
+    LayoutMismatch,
+    NotPermitted,
+)
 from imbucket.domain.projection import MessageView, Tombstone
 
+# Mistakes the user can fix (exit 2); any other ImbucketError is an outage or a refusal (exit 1).
+USER_ERRORS: tuple[type[ImbucketError], ...] = (
+    ConfigError,
+    InvalidArgument,
+    LayoutMismatch,
+    NotPermitted,
+)
+
+
+def refuse(command: str, error: BaseException, code: int) -> NoReturn:
+    """Say what went wrong on one stderr line (no traceback), then exit with code."""
+    typer.echo(f"imbucket {command}: {type(error).__name__}: {error}", err=True)
+    raise typer.Exit(code)
+
+
+class _Commands(TyperGroup):
+    """imbucket's command group: every subcommand's ImbucketError ends as one line."""
+
+    # Any: the click Context type lives in click or, in newer typer releases, in typer's own copy.
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ImbucketError as error:
+            code = 2 if isinstance(error, USER_ERRORS) else 1
+            refuse(ctx.invoked_subcommand or "", error, code)
+
+
+# Plain help: rich markup would take "[traffic]" in a help text for a style and drop it.
 cli = typer.Typer(
-    help="imbucket: an IM message store on OpenIM's bucket layout.", no_args_is_help=True
+    cls=_Commands,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 console = Console(width=120) if not Console().is_terminal else Console()
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"imbucket {metadata.version('imbucket')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _imbucket(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """imbucket: an IM message store on OpenIM's bucket layout.
+
+    Settings come from defaults, then the TOML/JSON file named by IMBUCKET_CONFIG, then
+    IMBUCKET_* environment variables (nested keys joined by a double underscore, e.g.
+    IMBUCKET_STORE__BACKEND=sql-bucket IMBUCKET_STORE__URL=sqlite:///chat.db), then the file
+    a command's --config names. A mistake in them is one line on stderr and exit 2.
+    """
+
+
+SettingsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="TOML/JSON settings file, merged over IMBUCKET_CONFIG and the IMBUCKET_* "
+        "variables (e.g. IMBUCKET_STORE__BACKEND=sql-row)",
+    ),
+]
+
+
+def _overrides(config: Path | None) -> Mapping[str, Any] | None:
+    """The settings a --config file holds, None without one."""
+    from imbucket.app.migrate import load_config
+
+    return load_config(config) if config is not None else None
+
 
 _STYLES = {
     "deleted": "red",
@@ -40,16 +120,8 @@ _STYLES = {
 }
 
 
-def _open() -> MessageService:
-    try:
-        return open_service()
-    except ImbucketError as error:
-        console.print(f"[red]cannot open the store:[/] {error}")
-        raise typer.Exit(2) from None
-
-
-def _backend_line() -> str:
-    settings = load_settings()
+def _backend_line(overrides: Mapping[str, Any] | None) -> str:
+    settings = load_settings(overrides)
     url = f" @ {escape(_redacted(settings.store.url))}" if settings.store.url else ""
     return f"store [bold]{settings.store.backend}[/]{url}, cache [bold]{settings.cache.backend}[/]"
 
@@ -64,9 +136,10 @@ def _redacted(url: str) -> str:
 
 
 @cli.command()
-def demo() -> None:
+def demo(config: SettingsOption = None) -> None:
     """Play the article's scenario and show what each user sees for the same seqs."""
-    with _open() as service:
+    overrides = _overrides(config)
+    with open_service(overrides) as service:
         replayed = play(service)
         result = views(service, replayed)
         table = Table(
@@ -88,7 +161,7 @@ def demo() -> None:
                 text = escape(cell_text(entry))
                 cells.append(f"[{style}]{text}[/]" if style else text)
             table.add_row(str(seq), location, *cells)
-        console.print(_backend_line())
+        console.print(_backend_line(overrides))
         if not replayed:
             console.print("(the demo conversation was already stored here; showing it as it is)")
         console.print(table)
@@ -103,18 +176,17 @@ def demo() -> None:
 def inspect(
     conversation: Annotated[str, typer.Argument(help="conversation id")],
     seq: Annotated[int, typer.Argument(help="message seq")],
+    config: SettingsOption = None,
 ) -> None:
     """Show where a seq lives (doc_id, slot) and the raw slot stored there."""
-    with _open() as service:
-        if conversation == DEMO_CONVERSATION and load_settings().store.backend == "memory":
+    overrides = _overrides(config)
+    with open_service(overrides) as service:
+        memory = load_settings(overrides).store.backend == "memory"
+        if conversation == DEMO_CONVERSATION and memory:
             play(service)
             console.print("(memory backend keeps nothing between runs: the demo was played first)")
-        try:
-            found = service.inspect(conversation, seq)
-        except ImbucketError as error:
-            console.print(f"[red]{type(error).__name__}:[/] {error}")
-            raise typer.Exit(2) from None
-        console.print(_backend_line())
+        found = service.inspect(conversation, seq)
+        console.print(_backend_line(overrides))
         console.print(f"conversation  {found.conversation_id}  (max_seq {found.max_seq})")
         console.print(f"seq           {found.seq}")
         console.print(f"doc index     {found.doc_index}   = (seq - 1) // {service.layout.size}")
@@ -128,9 +200,10 @@ def inspect(
 
 
 @cli.command()
-def backends() -> None:
+def backends(config: SettingsOption = None) -> None:
     """List the backends (plugins too) and check that the configured one is reachable."""
-    settings = load_settings()
+    overrides = _overrides(config)
+    settings = load_settings(overrides)
     table = Table(title="backends")
     table.add_column("kind")
     table.add_column("id")
@@ -143,14 +216,16 @@ def backends() -> None:
         table.add_row("cache", name, "yes" if name == settings.cache.backend else "")
     console.print(table)
     try:
-        container = open_container()
+        container = open_container(overrides)
         with container.service() as service:
             service.max_seq("imbucket-healthcheck")
             version = container.version()
         suffix = f" ({escape(version)})" if version else ""
-        console.print(f"[green]reachable[/]: {_backend_line()}{suffix}")
+        console.print(f"[green]reachable[/]: {_backend_line(overrides)}{suffix}")
     except ImbucketError as error:
-        console.print(f"[red]unreachable[/]: {_backend_line()}: {escape(str(error))}")
+        if isinstance(error, USER_ERRORS):
+            raise
+        console.print(f"[red]unreachable[/]: {_backend_line(overrides)}: {escape(str(error))}")
         raise typer.Exit(1) from None
 
 
@@ -161,7 +236,10 @@ def migrate_command(
     ],
     target: Annotated[Path, typer.Option("--to", help="TOML/JSON settings of the store to fill")],
     verify: Annotated[
-        bool, typer.Option("--verify", help="then compare both stores; exit 1 if they differ")
+        bool,
+        typer.Option(
+            "--verify/--no-verify", help="then compare both stores; exit 1 if they differ"
+        ),
     ] = False,
     verify_only: Annotated[
         bool, typer.Option("--verify-only", help="compare without copying anything")
@@ -171,18 +249,15 @@ def migrate_command(
     """Copy everything one store holds into another (any backend, layout or bucket size).
 
     Safe to interrupt and run again; a target entry that differs is reported, never
-    overwritten (exit 1). See docs/migrate.md.
+    overwritten (exit 1). Both files are merged over IMBUCKET_CONFIG and the IMBUCKET_*
+    variables (e.g. IMBUCKET_STORE__BACKEND=sql-row). See docs/migrate.md.
     """
     from imbucket.app import migrate as migration
     from imbucket.app.migrate_console import MigrateProgress, differences, summary
 
     err = Console(stderr=True)
-    try:
-        src = migration.open_endpoint(source)
-        dst = migration.open_endpoint(target)
-    except ImbucketError as error:
-        console.print(f"[red]migrate:[/] {error}")
-        raise typer.Exit(2) from None
+    src = migration.open_endpoint(source)
+    dst = migration.open_endpoint(target)
     failed = False
     with src, dst:
         total = src.store.stats().messages
@@ -212,7 +287,7 @@ COMMANDS_GROUP = "imbucket.commands"
 
 def add_plugin_commands(app: typer.Typer) -> None:
     """Let every ``imbucket.commands`` entry point add its commands to app."""
-    for entry in entry_points(group=COMMANDS_GROUP):
+    for entry in metadata.entry_points(group=COMMANDS_GROUP):
         entry.load()(app)
 
 
@@ -220,5 +295,5 @@ add_plugin_commands(cli)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Console-script entry point (also ``python -m imbucket``)."""
+    cli(prog_name="imbucket")

@@ -17,14 +17,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from imbucket.app import open_service
-from imbucket.domain.errors import ConfigError, ImbucketError
+from imbucket.app.cli import console, refuse
+from imbucket.app.settings import load_settings
+from imbucket.domain.errors import ConfigError
 
 if TYPE_CHECKING:
     from imbucket.bench.results import RunResults
     from imbucket.bench.runner import Options as RunnerOptions
     from imbucket.bench.spec import BackendSpec
-
-console = Console(width=120) if not Console().is_terminal else Console()
 
 
 class ScaleName(StrEnum):
@@ -85,10 +85,19 @@ def bench(
         typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
     ] = None,
     contention: Annotated[
-        bool, typer.Option(help="run the contention workloads (N concurrent workers)")
+        bool,
+        typer.Option(
+            "--contention/--no-contention",
+            help="run the contention workloads (N concurrent workers)",
+        ),
     ] = True,
 ) -> None:
-    """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
+    """Run the same workloads on every chosen backend and write a bucket-vs-row report.
+
+    Each backend's settings are merged over IMBUCKET_CONFIG and the IMBUCKET_* variables
+    (e.g. IMBUCKET_LIMITS__MAX_CONTENT_BYTES=65536). A run in which every backend is skipped
+    says why on stderr, writes no report and exits 1.
+    """
     from imbucket.bench import console as bench_console
     from imbucket.bench import report, runner
 
@@ -96,20 +105,21 @@ def bench(
         specs, options, previous = _bench_plan(
             backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
         )
-    except (ImbucketError, OSError, ValueError) as error:
-        console.print(f"[red]bench:[/] {error}")
-        raise typer.Exit(2) from None
+    except (OSError, ValueError) as error:
+        refuse("bench", error, 2)
     options = replace(options, contention=contention)
     with bench_console.RichObserver(Console(stderr=True)) as observer:
         results = runner.run(specs, options, observer)
+    if not any(b.ok for b in results.backends):  # the observer said why each was skipped
+        labels = ", ".join(b.label for b in results.backends)
+        typer.echo(f"imbucket bench: every backend was skipped ({labels}); no report", err=True)
+        raise typer.Exit(1)
     folder = out or Path("reports") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     files = report.write(results, folder, previous)
     _print_bench(results, previous)
     console.print(f"report: {files.html}")
     console.print(f"        {files.markdown}")
     console.print(f"        {files.results}")
-    if all(not b.ok for b in results.backends):
-        raise typer.Exit(1)
 
 
 def _bench_plan(
@@ -128,6 +138,7 @@ def _bench_plan(
     from imbucket.bench.traffic import load_traffic
     from imbucket.bench.workloads import WORKLOAD_NAMES
 
+    load_settings()  # a settings mistake is refused here, not once per skipped backend
     file = spec.load_config(config, redis_url) if config else None
     specs = [spec.parse_backend(text, redis_url) for text in backend or ()]
     specs += list(file.backends) if file else []
@@ -177,17 +188,17 @@ def profile(
         Path | None, typer.Option(help="where to write the [traffic] table (default: print it)")
     ] = None,
 ) -> None:
-    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store."""
+    """Derive a [traffic] table for `imbucket bench --traffic` from an existing store.
+
+    The store's settings are merged over IMBUCKET_CONFIG and the IMBUCKET_* variables
+    (e.g. IMBUCKET_STORE__BACKEND=sql-row).
+    """
     from imbucket.bench import profile as profiling
     from imbucket.bench.traffic import to_toml
 
-    try:
-        request = profiling.load_request(config)
-        with open_service(request.store_config()) as service:
-            found = profiling.profile(service, request)
-    except ImbucketError as error:
-        console.print(f"[red]profile:[/] {escape(str(error))}")
-        raise typer.Exit(2) from None
+    request = profiling.load_request(config)
+    with open_service(request.store_config()) as service:
+        found = profiling.profile(service, request)
     text = to_toml(found.traffic(request.messages), found.summary())
     if out is None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -209,8 +220,7 @@ def compare_command(
     try:
         before, after = report.load(old), report.load(new)
     except (OSError, ValueError) as error:
-        console.print(f"[red]compare:[/] {error}")
-        raise typer.Exit(2) from None
+        refuse("compare", error, 2)
     console.print(bench_console.compare_table(compare_runs(before, after), name_run(before)))
 
 
