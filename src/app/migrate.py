@@ -13,9 +13,7 @@ every viewer sees) and watermark by watermark. See docs/migrate.md.
 
 from __future__ import annotations
 
-import json
 import time
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from typing import Any
 
 from app import open_service
 from app.service import MessageService
+from app.settings import read_config_file
 from domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from domain.migration import normalized, reachable, same_views
 from domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
@@ -105,20 +104,7 @@ Progress = Callable[[Tally], None]
 
 def load_config(path: Path | str) -> dict[str, Any]:
     """A settings dict from a TOML or JSON file shaped like an IMBUCKET_CONFIG file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path} is not a file")
-    try:
-        if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
-            loaded = json.loads(path.read_text())
-            if isinstance(loaded, dict):
-                return loaded
-            raise ConfigError(f"{path} must hold a JSON object")
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read {path}: {error}") from None
-    raise ConfigError(f"a store config must be a .toml or .json file, got {path}")
+    return read_config_file(path)
 
 
 def open_endpoint(endpoint: Endpoint) -> MessageService:
