@@ -47,6 +47,7 @@ CacheBackend = Literal["none", "redis", "redis-cluster"]
 STORE_BACKENDS: tuple[str, ...] = tuple(STORE_FACTORIES)  # the built-in ones
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
 BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
+SQL_BACKENDS = ("sql-row", "sql-bucket")
 # MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
 # messages, must fit it.
 MONGO_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import orjson
@@ -509,6 +510,30 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
     return kind, engine
+
+
+def location(url: str) -> tuple[str, ...] | None:
+    """Where url keeps its data, equal for two URLs naming one database; None when nowhere.
+
+    None: an in-memory SQLite database (``sqlite://``, ``:memory:``, ``mode=memory``), gone
+    when the store is closed. A SQLite file is named by its resolved path; a server database
+    by engine, host, port, database and the URL's options (a PostgreSQL search_path).
+    """
+    try:
+        parsed = make_url(url or DEFAULT_URL)
+    except ArgumentError as error:
+        raise ConfigError(f"not a database URL: {url!r}") from error
+    kind = _DRIVERS.get(parsed.get_backend_name(), (parsed.get_backend_name(), ""))[0]
+    database = parsed.database or ""
+    if kind == "sqlite":
+        memory = database in ("", ":memory:") or "mode=memory" in database
+        if memory or parsed.query.get("mode") == "memory":
+            return None
+        path = database.removeprefix("file:").split("?")[0]
+        return (kind, str(Path(path).expanduser().resolve()))
+    port = parsed.port or {"postgresql": 5432, "mariadb": 3306}.get(kind, 0)
+    options = tuple(f"{key}={parsed.query[key]}" for key in sorted(parsed.query))
+    return (kind, (parsed.host or "localhost").lower(), str(port), database, *options)
 
 
 def _driver_options(kind: Kind, timeouts: Timeouts) -> dict[str, Any]:
