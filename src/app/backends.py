@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from adapters.bucket import BucketMessageStore
+from adapters.extras import missing, needs_extra
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
 from adapters.timeouts import Timeouts
 from domain.budget import TagBudget
@@ -53,8 +54,9 @@ def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeout
     Rows have no buckets to bound: budget is not used. The store reads a pull's watermarks
     and slots in one statement (its ``view``).
     """
-    from adapters.sql import open_row
-    from adapters.sql.read_marks import SqlReadMarks
+    with needs_extra("store backend 'sql-row'"):
+        from adapters.sql import open_row
+        from adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_row(url, layout, timeouts)
     marks = SqlReadMarks(store, seqs)
@@ -66,8 +68,9 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 
     The store reads a pull's watermarks and slots in one statement (its ``view``).
     """
-    from adapters.sql import open_bucket
-    from adapters.sql.read_marks import SqlReadMarks
+    with needs_extra("store backend 'sql-bucket'"):
+        from adapters.sql import open_bucket
+        from adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_bucket(url, layout, budget, timeouts)
     marks = SqlReadMarks(store, seqs)
@@ -76,9 +79,10 @@ def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Time
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
-    from adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
-    from adapters.mongo.commands import BUCKETS
-    from adapters.mongo.views import MongoBucketViews
+    with needs_extra("store backend 'mongo-bucket'"):
+        from adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
+        from adapters.mongo.commands import BUCKETS
+        from adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
         raise ConfigError(
@@ -95,9 +99,10 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
-    from adapters.mongo.commands import ROWS
-    from adapters.mongo.row import MongoRowRepository, MongoRowStore
-    from adapters.mongo.views import MongoRowViews
+    with needs_extra("store backend 'mongo-row'"):
+        from adapters.mongo.commands import ROWS
+        from adapters.mongo.row import MongoRowRepository, MongoRowStore
+        from adapters.mongo.views import MongoRowViews
 
     def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
         store = MongoRowStore(MongoRowRepository(connection, layout))
@@ -116,10 +121,11 @@ def _mongo(
 
     collection: the data collection, which also keeps the user documents (``UserDocs``).
     """
-    from adapters.mongo.commands import UserDocs
-    from adapters.mongo.connection import MongoConnection
-    from adapters.mongo.read_marks import MongoReadMarks
-    from adapters.mongo.seq import MongoSeqStore
+    with needs_extra("a MongoDB store backend"):
+        from adapters.mongo.commands import UserDocs
+        from adapters.mongo.connection import MongoConnection
+        from adapters.mongo.read_marks import MongoReadMarks
+        from adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url, timeouts=timeouts)
     try:
@@ -238,7 +244,7 @@ def redis_cached(
     try:
         from adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
     except ImportError as error:
-        raise ConfigError(f"cache backend {name!r} needs imbucket[redis]: {error}") from None
+        raise missing(error, f"cache backend {name!r}") from None
     try:
         cache = RedisMessageCache.from_url(
             url,

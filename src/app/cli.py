@@ -220,15 +220,17 @@ def bench(
     ] = True,
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report."""
-    from app.bench import console as bench_console
-    from app.bench import report, runner
+    from adapters.extras import needs_extra
 
     try:
+        with needs_extra("imbucket bench"):
+            from app.bench import console as bench_console
+            from app.bench import report, runner
         specs, options, previous = _bench_plan(
             backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
         )
     except (ImbucketError, OSError, ValueError) as error:
-        console.print(f"[red]bench:[/] {error}")
+        console.print(f"[red]bench:[/] {escape(str(error))}")
         raise typer.Exit(2) from None
     options = replace(options, contention=contention)
     with bench_console.RichObserver(Console(stderr=True)) as observer:
@@ -389,7 +391,7 @@ def migrate_command(
         src = migration.open_endpoint(source)
         dst = migration.open_endpoint(target)
     except ImbucketError as error:
-        console.print(f"[red]migrate:[/] {error}")
+        console.print(f"[red]migrate:[/] {escape(str(error))}")
         raise typer.Exit(2) from None
     failed = False
     with src, dst:

@@ -50,6 +50,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 
 from adapters import contention
+from adapters.extras import missing
 from adapters.sql.sizing import StatementLimits, ask_limits
 from adapters.sql.watchdog import Watchdog
 from adapters.timeouts import Timeouts
@@ -505,7 +506,9 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
         options["poolclass"] = StaticPool  # one connection, or every thread sees a new DB
     try:
         engine = create_engine(parsed, **options)
-    except (ArgumentError, NoSuchModuleError, ImportError) as error:
+    except ImportError as error:
+        raise missing(error, f"{_NAMES[kind]} ({parsed.drivername}://)") from None
+    except (ArgumentError, NoSuchModuleError) as error:
         raise ConfigError(f"cannot use {parsed.drivername}: {error}") from error
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
