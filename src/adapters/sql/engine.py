@@ -17,6 +17,7 @@ import enum
 import logging
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -108,6 +109,34 @@ _RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (Mar
 # A statement over MariaDB's max_allowed_packet; the same from SQLite and psycopg by message.
 _TOO_LARGE_MYSQL_CODES = frozenset({1153, 1301})
 _TOO_LARGE_SIGNS = ("too many SQL variables", "string or blob too big", "number of parameters")
+# Faults of the configuration, not of the moment: another attempt fails the same way, so
+# they are ConfigErrors at once, with the fix. What each class of fault asks the user to do:
+_FIX_DATABASE = "create that database, or name an existing one in store.url"
+_FIX_LOGIN = "check the user and password in store.url and what the server grants them"
+_FIX_SCHEMA = (
+    "create the schema search_path names (CREATE SCHEMA …), or point search_path in "
+    "store.url (options=-csearch_path=…) at an existing one"
+)
+_FIX_NO_DATABASE = "name a database in store.url (mysql+pymysql://user@host/<database>)"
+_CONFIG_SQLSTATES = {
+    "3D000": _FIX_DATABASE,  # invalid_catalog_name
+    "28000": _FIX_LOGIN,  # invalid_authorization_specification
+    "28P01": _FIX_LOGIN,  # invalid_password
+    "3F000": _FIX_SCHEMA,  # invalid_schema_name
+}
+_CONFIG_MYSQL_CODES = {
+    1049: _FIX_DATABASE,  # unknown database
+    1044: _FIX_LOGIN,  # access denied to the database
+    1045: _FIX_LOGIN,  # access denied (password)
+    1698: _FIX_LOGIN,  # access denied (no password)
+    1046: _FIX_NO_DATABASE,  # no database selected
+}
+# libpq reports a refused connection by its message only, without the SQLSTATE.
+_CONFIG_POSTGRES_SIGNS = (
+    (re.compile(r'database "[^"]*" does not exist'), _FIX_DATABASE),
+    (re.compile(r'role "[^"]*" does not exist'), _FIX_LOGIN),
+    (re.compile(r"password authentication failed|no pg_hba\.conf entry"), _FIX_LOGIN),
+)
 _MARIADB_SESSION = (
     "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
     "SESSION tx_isolation = 'READ-COMMITTED'"
@@ -367,6 +396,9 @@ class Database:
         try:
             return self.engine.connect()
         except DBAPIError as error:
+            fix = _config_fault(error)
+            if fix is not None:
+                raise ConfigError(f"{self.server}: {_reason(error)}: {fix}") from None
             raise _Failure(Fault.UNREACHABLE, error) from error
         except PoolTimeout as error:
             # Every pooled connection is busy; another attempt would only wait again.
@@ -462,7 +494,14 @@ def _wait(attempts: int) -> float:
 
 
 def translate(error: SQLAlchemyError) -> Exception:
-    """The domain error for a driver error: bad values are InvalidArgument, the rest unavailable."""
+    """The domain error for a driver error; the rest of the store's errors are unavailable.
+
+    Bad values are InvalidArgument, configuration faults (a missing schema, no database
+    selected) ConfigError, statements too large WriteRefused.
+    """
+    fix = _config_fault(error)
+    if fix is not None:
+        return ConfigError(f"{_reason(error)}: {fix}")
     if isinstance(error, DataError):
         return InvalidArgument(f"the database refused a value: {_reason(error)}")
     if _too_large(error):
@@ -485,6 +524,8 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
             f"got {parsed.drivername}://"
         )
     kind, default_driver = _DRIVERS[backend]
+    if kind == "mariadb" and not parsed.database:
+        raise ConfigError(f"a MariaDB URL needs a database: {_FIX_NO_DATABASE}")
     # One dialect name per engine, so that the mysql_* table options always apply.
     if "+" not in parsed.drivername or backend == "mariadb":
         parsed = parsed.set(drivername=default_driver)
@@ -618,6 +659,20 @@ def _contention(error: DBAPIError) -> bool:
     if code in _RETRY_MYSQL_CODES:
         return True
     return "database is locked" in str(original)
+
+
+def _config_fault(error: SQLAlchemyError) -> str | None:
+    """The fix for an error that a wrong store.url or server setup causes, else None."""
+    original = getattr(error, "orig", None)
+    if original is None:
+        return None
+    fix = _CONFIG_SQLSTATES.get(getattr(original, "sqlstate", None) or "")
+    code = original.args[0] if original.args else None
+    fix = fix or (_CONFIG_MYSQL_CODES.get(code) if isinstance(code, int) else None)
+    if fix is None and type(original).__module__.startswith("psycopg"):
+        text = str(original)
+        fix = next((fix for sign, fix in _CONFIG_POSTGRES_SIGNS if sign.search(text)), None)
+    return fix
 
 
 def _too_large(error: SQLAlchemyError) -> bool:
