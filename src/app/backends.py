@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from adapters.bucket import BucketMessageStore
 from adapters.extras import missing, needs_extra
 from adapters.memory import MemoryBucketRepository, MemorySeqStore
-from adapters.timeouts import Timeouts
+from adapters.timeouts import PoolSize, Timeouts
 from domain.budget import TagBudget
 from domain.errors import ConfigError
 from domain.layout import BucketLayout
@@ -48,31 +48,44 @@ def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts
     return Backend(BucketMessageStore(MemoryBucketRepository(layout), budget), MemorySeqStore())
 
 
-def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
+def sql_row(
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    pool: PoolSize | None = None,
+) -> Backend:
     """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
     Rows have no buckets to bound: budget is not used. The store reads a pull's watermarks
-    and slots in one statement (its ``view``).
+    and slots in one statement (its ``view``). pool: connections kept on a server.
     """
     with needs_extra("store backend 'sql-row'"):
         from adapters.sql import open_row
         from adapters.sql.read_marks import SqlReadMarks
 
-    store, seqs = open_row(url, layout, timeouts)
+    store, seqs = open_row(url, layout, timeouts, pool)
     marks = SqlReadMarks(store, seqs)
     return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
 
 
-def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
+def sql_bucket(
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    pool: PoolSize | None = None,
+) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
-    The store reads a pull's watermarks and slots in one statement (its ``view``).
+    The store reads a pull's watermarks and slots in one statement (its ``view``). pool:
+    connections kept on a server.
     """
     with needs_extra("store backend 'sql-bucket'"):
         from adapters.sql import open_bucket
         from adapters.sql.read_marks import SqlReadMarks
 
-    store, seqs = open_bucket(url, layout, budget, timeouts)
+    store, seqs = open_bucket(url, layout, budget, timeouts, pool)
     marks = SqlReadMarks(store, seqs)
     return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
 
@@ -149,6 +162,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
 }
 
 
+SQL_FACTORIES = ("sql-row", "sql-bucket")  # the factories that take a pool size
 PLUGIN_GROUP = "imbucket.backends"
 PLUGIN_BRANCH = "plugin"  # the container's branch for every backend outside STORE_FACTORIES
 

@@ -54,7 +54,7 @@ from adapters import contention
 from adapters.extras import missing
 from adapters.sql.sizing import StatementLimits, ask_limits
 from adapters.sql.watchdog import Watchdog
-from adapters.timeouts import Timeouts
+from adapters.timeouts import PoolSize, Timeouts
 from domain.errors import (
     ConfigError,
     InvalidArgument,
@@ -158,9 +158,11 @@ class Database:
     the servers run statements from many threads on pooled connections.
     """
 
-    def __init__(self, url: str, timeouts: Timeouts | None = None) -> None:
+    def __init__(
+        self, url: str, timeouts: Timeouts | None = None, pool: PoolSize | None = None
+    ) -> None:
         self.timeouts = timeouts or Timeouts()
-        self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts)
+        self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts, pool)
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
@@ -512,7 +514,7 @@ def translate(error: SQLAlchemyError) -> Exception:
 _MANY_VALUES_PAGE = 100_000
 
 
-def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
+def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple[Kind, Engine]:
     try:
         parsed = make_url(url)
     except ArgumentError as error:
@@ -540,7 +542,7 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
         # the server's limits (adapters/sql/sizing.py), not per 1,000 rows.
         "insertmanyvalues_page_size": _MANY_VALUES_PAGE,
     }
-    options.update(_driver_options(kind, timeouts))
+    options.update(_driver_options(kind, timeouts, pool or PoolSize()))
     given = set(parsed.query)  # what the URL sets itself wins
     options["connect_args"] = {k: v for k, v in options["connect_args"].items() if k not in given}
     if kind == "sqlite" and parsed.database in (None, "", ":memory:"):
@@ -580,14 +582,14 @@ def location(url: str) -> tuple[str, ...] | None:
     return (kind, (parsed.host or "localhost").lower(), str(port), database, *options)
 
 
-def _driver_options(kind: Kind, timeouts: Timeouts) -> dict[str, Any]:
+def _driver_options(kind: Kind, timeouts: Timeouts, pool: PoolSize) -> dict[str, Any]:
     """Pool and driver settings that bound every wait (URL query options win over these)."""
     if kind == "sqlite":
         # The busy timeout: how long a statement waits for another writer's lock.
         return {"connect_args": {"check_same_thread": False, "timeout": timeouts.statement}}
     options: dict[str, Any] = {
-        "pool_size": 10,
-        "max_overflow": 20,
+        "pool_size": pool.size,
+        "max_overflow": pool.overflow,
         "pool_recycle": 3600,
         "pool_timeout": timeouts.pool,
         "pool_reset_on_return": None,  # autocommit: nothing to roll back on check-in
