@@ -45,5 +45,5 @@ def test_the_pool_holds_pool_size_plus_max_overflow_connections(server: str, bac
     "store", [{"pool_size": 0}, {"max_overflow": -1}, {"pool_size": 1001}, {"max_overflow": 1001}]
 )
 def test_pool_sizes_out_of_bounds_are_config_errors(store: dict[str, int]) -> None:
-    with pytest.raises(ConfigError, match="store.(pool_size|max_overflow)"):
+    with pytest.raises(ConfigError, match=r"store\.(pool_size|max_overflow)"):
         open_service({"store": {"backend": "sql-row", **store}})
