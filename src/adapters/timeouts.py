@@ -18,6 +18,9 @@ CALL_BOUND_SECONDS = 30.0
 DEFAULT_CONNECT_SECONDS = 2.0
 DEFAULT_STATEMENT_SECONDS = 5.0
 DEFAULT_POOL_SECONDS = 2.0
+# SQL servers: connections a store keeps open, and how many more it may open under load.
+DEFAULT_POOL_SIZE = 10
+DEFAULT_MAX_OVERFLOW = 20
 # The Redis cache is skipped when slow, so its waits are short (docs/redis.md).
 DEFAULT_CACHE_SECONDS = 0.25
 
@@ -51,6 +54,21 @@ class Timeouts:
     def call(self) -> float:
         """No new attempt starts unless it can end within this many seconds of the call."""
         return max(CALL_BOUND_SECONDS, self.attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSize:
+    """How many connections a pooled store holds: size kept open, up to overflow more.
+
+    A call that finds all size + overflow in use waits up to ``Timeouts.pool`` for one.
+    """
+
+    size: int = DEFAULT_POOL_SIZE
+    overflow: int = DEFAULT_MAX_OVERFLOW
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or self.overflow < 0:
+            raise ValueError(f"pool size must be >= 1 and overflow >= 0, got {self}")
 
 
 def millis(seconds: float) -> int:

@@ -12,8 +12,9 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.extras import missing, needs_extra
 from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
-from imbucket.adapters.timeouts import Timeouts
+from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.layout import BucketLayout
@@ -47,38 +48,54 @@ def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts
     return Backend(BucketMessageStore(MemoryBucketRepository(layout), budget), MemorySeqStore())
 
 
-def sql_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
+def sql_row(
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    pool: PoolSize | None = None,
+) -> Backend:
     """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
     Rows have no buckets to bound: budget is not used. The store reads a pull's watermarks
-    and slots in one statement (its ``view``).
+    and slots in one statement (its ``view``). pool: connections kept on a server.
     """
-    from imbucket.adapters.sql import open_row
-    from imbucket.adapters.sql.read_marks import SqlReadMarks
+    with needs_extra("store backend 'sql-row'"):
+        from imbucket.adapters.sql import open_row
+        from imbucket.adapters.sql.read_marks import SqlReadMarks
 
-    store, seqs = open_row(url, layout, timeouts)
+    store, seqs = open_row(url, layout, timeouts, pool)
     marks = SqlReadMarks(store, seqs)
     return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
 
 
-def sql_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
+def sql_bucket(
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    pool: PoolSize | None = None,
+) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
-    The store reads a pull's watermarks and slots in one statement (its ``view``).
+    The store reads a pull's watermarks and slots in one statement (its ``view``). pool:
+    connections kept on a server.
     """
-    from imbucket.adapters.sql import open_bucket
-    from imbucket.adapters.sql.read_marks import SqlReadMarks
+    with needs_extra("store backend 'sql-bucket'"):
+        from imbucket.adapters.sql import open_bucket
+        from imbucket.adapters.sql.read_marks import SqlReadMarks
 
-    store, seqs = open_bucket(url, layout, budget, timeouts)
+    store, seqs = open_bucket(url, layout, budget, timeouts, pool)
     marks = SqlReadMarks(store, seqs)
     return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
-    from imbucket.adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
-    from imbucket.adapters.mongo.commands import BUCKETS
-    from imbucket.adapters.mongo.views import MongoBucketViews
+    with needs_extra("store backend 'mongo-bucket'"):
+        from imbucket.adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
+        from imbucket.adapters.mongo.commands import BUCKETS
+        from imbucket.adapters.mongo.views import MongoBucketViews
 
     if layout.encoding != "openim":
         raise ConfigError(
@@ -95,9 +112,10 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
 
 def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """One MongoDB document per message (collection ``msg_row``); budget is not used."""
-    from imbucket.adapters.mongo.commands import ROWS
-    from imbucket.adapters.mongo.row import MongoRowRepository, MongoRowStore
-    from imbucket.adapters.mongo.views import MongoRowViews
+    with needs_extra("store backend 'mongo-row'"):
+        from imbucket.adapters.mongo.commands import ROWS
+        from imbucket.adapters.mongo.row import MongoRowRepository, MongoRowStore
+        from imbucket.adapters.mongo.views import MongoRowViews
 
     def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
         store = MongoRowStore(MongoRowRepository(connection, layout))
@@ -116,10 +134,11 @@ def _mongo(
 
     collection: the data collection, which also keeps the user documents (``UserDocs``).
     """
-    from imbucket.adapters.mongo.commands import UserDocs
-    from imbucket.adapters.mongo.connection import MongoConnection
-    from imbucket.adapters.mongo.read_marks import MongoReadMarks
-    from imbucket.adapters.mongo.seq import MongoSeqStore
+    with needs_extra("a MongoDB store backend"):
+        from imbucket.adapters.mongo.commands import UserDocs
+        from imbucket.adapters.mongo.connection import MongoConnection
+        from imbucket.adapters.mongo.read_marks import MongoReadMarks
+        from imbucket.adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url, timeouts=timeouts)
     try:
@@ -143,6 +162,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
 }
 
 
+SQL_FACTORIES = ("sql-row", "sql-bucket")  # the factories that take a pool size
 PLUGIN_GROUP = "imbucket.backends"
 PLUGIN_BRANCH = "plugin"  # the container's branch for every backend outside STORE_FACTORIES
 
@@ -238,7 +258,7 @@ def redis_cached(
     try:
         from imbucket.adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
     except ImportError as error:
-        raise ConfigError(f"cache backend {name!r} needs imbucket[redis]: {error}") from None
+        raise missing(error, f"cache backend {name!r}") from None
     try:
         cache = RedisMessageCache.from_url(
             url,

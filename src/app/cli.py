@@ -245,17 +245,29 @@ def migrate_command(
         bool, typer.Option("--verify-only", help="compare without copying anything")
     ] = False,
     batch: Annotated[int, typer.Option(min=1, help="slots or seq rows read per page")] = 500,
+    allow_ephemeral_target: Annotated[
+        bool,
+        typer.Option(
+            "--allow-ephemeral-target",
+            help="let the target be a store that keeps nothing once closed (experiments)",
+        ),
+    ] = False,
 ) -> None:
     """Copy everything one store holds into another (any backend, layout or bucket size).
 
     Safe to interrupt and run again; a target entry that differs is reported, never
-    overwritten (exit 1). Both files are merged over IMBUCKET_CONFIG and the IMBUCKET_*
-    variables (e.g. IMBUCKET_STORE__BACKEND=sql-row). See docs/migrate.md.
+    overwritten (exit 1). A source or target that keeps nothing once closed (memory, an
+    in-memory SQLite URL) or a target that is the source's store is refused (exit 2). Both
+    files are merged over IMBUCKET_CONFIG and the IMBUCKET_* variables (e.g.
+    IMBUCKET_STORE__BACKEND=sql-row). See docs/migrate.md.
     """
     from imbucket.app import migrate as migration
     from imbucket.app.migrate_console import MigrateProgress, differences, summary
 
     err = Console(stderr=True)
+    migration.check_endpoints(
+        source, target, copying=not verify_only, allow_ephemeral_target=allow_ephemeral_target
+    )
     src = migration.open_endpoint(source)
     dst = migration.open_endpoint(target)
     failed = False

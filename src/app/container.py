@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dependency_injector import containers, providers
 
-from imbucket.adapters.timeouts import Timeouts
+from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app import backends
 from imbucket.app.service import MessageService
 from imbucket.app.settings import layout_of, limits_of, tag_budget
@@ -27,9 +27,19 @@ def _backend_selector(
         statement=config.store.statement_timeout_seconds,
         pool=config.store.pool_timeout_seconds,
     )
+    pool = providers.Singleton(
+        PoolSize, size=config.store.pool_size, overflow=config.store.max_overflow
+    )
+    # Only the SQL factories keep a connection pool of their own to size.
+    sized = {name: {"pool": pool} for name in backends.SQL_FACTORIES}
     choices = {
         name: providers.Singleton(
-            factory, url=config.store.url, layout=layout, budget=budget, timeouts=timeouts
+            factory,
+            url=config.store.url,
+            layout=layout,
+            budget=budget,
+            timeouts=timeouts,
+            **sized.get(name, {}),
         )
         for name, factory in backends.STORE_FACTORIES.items()
     }

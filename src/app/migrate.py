@@ -13,9 +13,7 @@ every viewer sees) and watermark by watermark. See docs/migrate.md.
 
 from __future__ import annotations
 
-import json
 import time
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from typing import Any
 
 from imbucket.app import open_service
 from imbucket.app.service import MessageService
+from imbucket.app.settings import SQL_BACKENDS, load_settings, read_config_file
 from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from imbucket.domain.migration import normalized, reachable, same_views
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
@@ -100,25 +99,97 @@ class TargetConflict(ImbucketError):
         super().__init__(f"{tally.differences} conflicting target entries: {listed}")
 
 
+class EphemeralStore(ConfigError):
+    """A migration endpoint keeps nothing once closed (memory, an in-memory SQLite database).
+
+    As a source it is empty; as a target the copy would be gone when the run ends. A target
+    is allowed with ``allow_ephemeral_target`` (experiments).
+    """
+
+
+class SameStore(ConfigError):
+    """Source and target name one store: a migration into itself copies nothing."""
+
+
 Progress = Callable[[Tally], None]
 
 
 def load_config(path: Path | str) -> dict[str, Any]:
     """A settings dict from a TOML or JSON file shaped like an IMBUCKET_CONFIG file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path} is not a file")
-    try:
-        if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
-            loaded = json.loads(path.read_text())
-            if isinstance(loaded, dict):
-                return loaded
-            raise ConfigError(f"{path} must hold a JSON object")
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read {path}: {error}") from None
-    raise ConfigError(f"a store config must be a .toml or .json file, got {path}")
+    return read_config_file(path)
+
+
+def where(config: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Where the store of a config keeps its data (settings file and environment applied).
+
+    Equal for two configs naming one store; None for a store that keeps nothing once closed
+    (backend memory, an in-memory SQLite URL). A third-party backend is taken to persist,
+    named by its url.
+    """
+    store = load_settings(config).store
+    if store.backend == "memory":
+        return None
+    if store.backend in SQL_BACKENDS:
+        from imbucket.adapters.sql.engine import location
+
+        found = location(store.url)
+        return None if found is None else (store.backend, *found)
+    return (store.backend, store.url)
+
+
+def check_endpoints(
+    source: Endpoint,
+    target: Endpoint,
+    *,
+    copying: bool = True,
+    allow_ephemeral_target: bool = False,
+) -> None:
+    """Refuse a migration that cannot keep what it copies (typed errors, nothing opened).
+
+    An ephemeral source or (when copying, unless allowed) target is EphemeralStore; a target
+    that is the source's store is SameStore. Configs are resolved as open_service would; an
+    open service is only compared by identity.
+    """
+    if source is target or (
+        isinstance(source, MessageService)
+        and isinstance(target, MessageService)
+        and source.store is target.store
+    ):
+        raise SameStore("the source and the target are the same store")
+    places: dict[str, tuple[str, ...] | None] = {}
+    for role, endpoint in (("source", source), ("target", target)):
+        if isinstance(endpoint, MessageService):
+            continue
+        config = endpoint if isinstance(endpoint, Mapping) else load_config(endpoint)
+        places[role] = where(config)
+        ephemeral = places[role] is None
+        if ephemeral and (role == "source" or (copying and not allow_ephemeral_target)):
+            raise EphemeralStore(_ephemeral(role, config, endpoint))
+    if len(places) == 2 and places["source"] is not None and places["source"] == places["target"]:
+        raise SameStore(
+            f"the target is the source's store ({_named(source)} and {_named(target)} both "
+            f"name {' '.join(places['source'])}); a migration needs another store to fill"
+        )
+
+
+def _named(endpoint: Endpoint) -> str:
+    return str(endpoint) if isinstance(endpoint, Path | str) else "the config"
+
+
+def _ephemeral(role: str, config: Mapping[str, Any], endpoint: Endpoint) -> str:
+    store = load_settings(config).store
+    what = (
+        "backend 'memory'"
+        if store.backend == "memory"
+        else f"an in-memory SQLite database (store.url = {store.url!r})"
+    )
+    if role == "source":
+        return f"the source ({_named(endpoint)}) is {what}, which holds nothing to copy"
+    return (
+        f"the target ({_named(endpoint)}) is {what}: the copy would be gone when the run ends; "
+        "give it a store that persists (a file or server URL), or allow an ephemeral target "
+        "explicitly (--allow-ephemeral-target, allow_ephemeral_target=True)"
+    )
 
 
 def open_endpoint(endpoint: Endpoint) -> MessageService:
@@ -136,14 +207,19 @@ def migrate(
     *,
     batch: int = DEFAULT_BATCH,
     progress: Progress | None = None,
+    allow_ephemeral_target: bool = False,
 ) -> Tally:
     """Copy everything source holds into target; returns the tally of what was seen.
 
     Raises TargetConflict after copying everything else when the target held different
-    data somewhere (listed, never overwritten). Safe to run again at any time.
+    data somewhere (listed, never overwritten). Safe to run again at any time. Before
+    anything is opened, refuses (``check_endpoints``) a source or target config that keeps
+    nothing once closed (EphemeralStore; allow_ephemeral_target lets a target through) and
+    a target that is the source's store (SameStore).
     """
     if batch < 1:
         raise ConfigError("batch must be >= 1")
+    check_endpoints(source, target, allow_ephemeral_target=allow_ephemeral_target)
     with _opened(source) as src, _opened(target) as dst:
         copier = _Copier(src, dst, batch, progress or (lambda tally: None))
         copier.run()
@@ -163,10 +239,12 @@ def verify(
 
     Slots are compared by what every viewer they name (and an anonymous one) sees, plus
     revoke, read state and pending tags; counters, per-user watermarks and send claims by
-    value. The stores are only read.
+    value. The stores are only read. Refuses an ephemeral source and a target that is the
+    source's store, as migrate does.
     """
     if batch < 1:
         raise ConfigError("batch must be >= 1")
+    check_endpoints(source, target, copying=False)
     with _opened(source) as src, _opened(target) as dst:
         checker = _Checker(src, dst, batch, progress or (lambda tally: None))
         checker.run()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     JsonConfigSettingsSource,
@@ -19,7 +22,9 @@ from pydantic_settings import (
 from imbucket.adapters.timeouts import (
     DEFAULT_CACHE_SECONDS,
     DEFAULT_CONNECT_SECONDS,
+    DEFAULT_MAX_OVERFLOW,
     DEFAULT_POOL_SECONDS,
+    DEFAULT_POOL_SIZE,
     DEFAULT_STATEMENT_SECONDS,
 )
 from imbucket.app.backends import STORE_FACTORIES, check_store_backend
@@ -42,13 +47,17 @@ CacheBackend = Literal["none", "redis", "redis-cluster"]
 STORE_BACKENDS: tuple[str, ...] = tuple(STORE_FACTORIES)  # the built-in ones
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
 BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
+SQL_BACKENDS = ("sql-row", "sql-bucket")
 # MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
 # messages, must fit it.
 MONGO_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+ENV_PREFIX = "IMBUCKET_"
 
 
 class StoreSettings(BaseModel):
     """Which MessageStore to open, where, and how its buckets are laid out and bounded."""
+
+    model_config = ConfigDict(extra="forbid")
 
     backend: StoreBackend = "memory"
     url: str = ""
@@ -67,12 +76,18 @@ class StoreSettings(BaseModel):
     connect_timeout_seconds: float = Field(default=DEFAULT_CONNECT_SECONDS, gt=0, le=3600)
     statement_timeout_seconds: float = Field(default=DEFAULT_STATEMENT_SECONDS, gt=0, le=3600)
     pool_timeout_seconds: float = Field(default=DEFAULT_POOL_SECONDS, gt=0, le=3600)
+    # SQL stores: connections kept open per service, and how many more it may open under load
+    # (closed again when returned). Neither applies to SQLite or MongoDB (docs/sql.md).
+    pool_size: int = Field(default=DEFAULT_POOL_SIZE, ge=1, le=1000)
+    max_overflow: int = Field(default=DEFAULT_MAX_OVERFLOW, ge=0, le=1000)
     # How long send remembers a client_msg_id (docs/sending.md).
     send_claim_retention_seconds: int = Field(default=DEFAULT_CLAIM_RETENTION_SECONDS, ge=60)
 
 
 class CacheSettings(BaseModel):
     """Optional Redis read cache in front of the store (redis-cluster: url names any node)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     backend: CacheBackend = "none"
     url: str = "redis://127.0.0.1:6379/0"
@@ -86,6 +101,8 @@ class CacheSettings(BaseModel):
 class LimitsSettings(BaseModel):
     """Input limits enforced before anything is written."""
 
+    model_config = ConfigDict(extra="forbid")
+
     max_id_length: int = Field(default=200, ge=1, le=1000)
     max_content_bytes: int = Field(default=64 * 1024, ge=1)
     max_seqs_per_call: int = Field(default=1000, ge=1)
@@ -96,7 +113,7 @@ class Settings(BaseSettings):
     """All of imbucket's configuration."""
 
     model_config = SettingsConfigDict(
-        env_prefix="IMBUCKET_", env_nested_delimiter="__", extra="forbid"
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid"
     )
 
     store: StoreSettings = StoreSettings()
@@ -130,13 +147,42 @@ def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSe
     raise ConfigError(f"IMBUCKET_CONFIG must be a .toml or .json file, got {path}")
 
 
+def read_config_file(path: Path | str) -> dict[str, Any]:
+    """A settings dict from a TOML or JSON file; ConfigError naming any unknown key."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path} is not a file")
+    try:
+        if path.suffix == ".toml":
+            loaded: Any = tomllib.loads(path.read_text())
+        elif path.suffix == ".json":
+            loaded = json.loads(path.read_text())
+        else:
+            raise ConfigError(f"a settings file must be a .toml or .json file, got {path}")
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    check_keys(loaded, f" in {path}")
+    return loaded
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
-    """Settings from file and environment, with overrides merged on top (nested keys merge)."""
+    """Settings from file and environment, with overrides merged on top (nested keys merge).
+
+    An unknown key at any level of any source is a ConfigError naming it and the closest
+    known one; so is an ``IMBUCKET_…__…`` environment variable that names no setting.
+    """
+    path = os.environ.get("IMBUCKET_CONFIG")
+    if path:
+        read_config_file(path)
+    _check_environment(os.environ)
+    check_keys(overrides or {}, "")
     try:
         base = Settings().model_dump()
         settings = Settings(**_merge(base, dict(overrides or {})))
     except ValidationError as error:
-        raise ConfigError(f"invalid configuration: {error}") from None
+        raise ConfigError(_invalid(error)) from None
     if settings.store.backend in BUCKET_BACKENDS:
         bucket_bounds(settings.model_dump()).check()
     store = settings.store
@@ -146,6 +192,106 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
             f"limit of {MONGO_MAX_DOCUMENT_BYTES} bytes"
         )
     return settings
+
+
+def check_keys(config: Mapping[str, Any], where: str) -> None:
+    """ConfigError for the first key of config, at any depth, that names no setting.
+
+    where: how the message says where the key came from (" in settings.toml").
+    """
+    _check_level(config, Settings, "", where)
+
+
+def _check_level(
+    config: Mapping[str, Any], model: type[BaseModel], prefix: str, where: str
+) -> None:
+    fields = model.model_fields
+    for key, value in config.items():
+        if key not in fields:
+            hint = _closest(str(key), fields)
+            known = f"did you mean {prefix + hint!r}?" if hint else f"known: {', '.join(fields)}"
+            raise ConfigError(f"unknown setting {prefix + str(key)!r}{where}; {known}")
+        section = _section(model, key)
+        if section is not None and isinstance(value, Mapping):
+            _check_level(value, section, f"{prefix}{key}.", where)
+
+
+def _check_environment(environ: Mapping[str, str]) -> None:
+    """ConfigError for an IMBUCKET_<SECTION>__<KEY> variable that names no setting.
+
+    Only names with the ``__`` nesting delimiter are checked: other IMBUCKET_ variables
+    (IMBUCKET_CONFIG, the test suite's) are not settings.
+    """
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper.startswith(ENV_PREFIX) and "__" in upper[len(ENV_PREFIX) :]:
+            fault = _env_fault(upper[len(ENV_PREFIX) :].lower().split("__"))
+            if fault:
+                raise ConfigError(f"environment variable {name} names no setting ({fault})")
+
+
+def _env_fault(parts: list[str]) -> str:
+    """Why the path parts (store, bucket_size) name no setting, with a fix; "" if they do."""
+    model: type[BaseModel] = Settings
+    for depth, part in enumerate(parts):
+        fields = model.model_fields
+        dotted = ".".join(parts[: depth + 1])
+        last = depth == len(parts) - 1
+        if part not in fields:
+            hint = _closest(part, fields)
+            fixed = "__".join([*parts[:depth], hint, *parts[depth + 1 :]]) if hint else ""
+            return f"{dotted!r} is unknown" + (
+                f"; did you mean {ENV_PREFIX}{fixed.upper()}?" if fixed else ""
+            )
+        section = _section(model, part)
+        if section is None and not last:
+            fixed = "__".join(parts[: depth + 1]).upper()
+            return f"{dotted!r} is a value, not a section; did you mean {ENV_PREFIX}{fixed}?"
+        if section is None:
+            return ""
+        model = section
+    return ""  # a whole section (IMBUCKET_STORE) is JSON, checked when it is parsed
+
+
+def _section(model: type[BaseModel], key: str) -> type[BaseModel] | None:
+    """The settings model of a section field (store, cache, limits), None for a value."""
+    annotation = model.model_fields[key].annotation
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
+
+
+def _closest(key: str, known: Mapping[str, Any]) -> str | None:
+    """The known name most like key, or one that key abbreviates (ttl: ttl_seconds)."""
+    found = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    found += [name for name in known if key and name.startswith(key)]
+    return found[0] if found else None
+
+
+def _unknown(loc: tuple[int | str, ...]) -> str:
+    """The message of an unknown key at loc (a path into Settings), with the closest one."""
+    model: type[BaseModel] = Settings
+    for part in loc[:-1]:
+        section = _section(model, str(part)) if str(part) in model.model_fields else None
+        if section is None:
+            break
+        model = section
+    path = ".".join(str(part) for part in loc)
+    hint = _closest(str(loc[-1]), model.model_fields)
+    prefix = "".join(f"{part}." for part in loc[:-1])
+    return f"unknown setting {path!r}" + (f"; did you mean {prefix + hint!r}?" if hint else "")
+
+
+def _invalid(error: ValidationError) -> str:
+    """One line per fault; an unknown key names the closest known one."""
+    lines = []
+    for fault in error.errors():
+        path = ".".join(str(part) for part in fault["loc"])
+        if fault["type"] == "extra_forbidden":
+            lines.append(_unknown(fault["loc"]))
+        else:
+            lines.append(f"{path}: {fault['msg']}")
+    return "invalid configuration: " + "; ".join(lines)
 
 
 def limits_of(config: Mapping[str, Any]) -> Limits:

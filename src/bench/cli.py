@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from imbucket.adapters.extras import needs_extra
 from imbucket.app import open_service
 from imbucket.app.cli import console, refuse
 from imbucket.app.settings import load_settings
@@ -98,8 +99,9 @@ def bench(
     (e.g. IMBUCKET_LIMITS__MAX_CONTENT_BYTES=65536). A run in which every backend is skipped
     says why on stderr, writes no report and exits 1.
     """
-    from imbucket.bench import console as bench_console
-    from imbucket.bench import report, runner
+    with needs_extra("imbucket bench"):
+        from imbucket.bench import console as bench_console
+        from imbucket.bench import report, runner
 
     try:
         specs, options, previous = _bench_plan(

@@ -14,7 +14,7 @@ from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.row import SqlRowRepository, SqlRowStore
 from imbucket.adapters.sql.schema import Schema, bucket_schema, row_schema
 from imbucket.adapters.sql.seq import SqlSeqStore
-from imbucket.adapters.timeouts import Timeouts
+from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout
 
@@ -32,12 +32,14 @@ S = TypeVar("S")
 
 
 def open_row(
-    url: str, layout: BucketLayout, timeouts: Timeouts | None = None
+    url: str, layout: BucketLayout, timeouts: Timeouts | None = None, pool: PoolSize | None = None
 ) -> tuple[SqlRowStore, SqlSeqStore]:
     """sql-row at url (``sqlite://`` when empty): tables created on first use."""
     schema = row_schema()
     return _open(
-        url, timeouts, schema, lambda db: SqlRowStore(SqlRowRepository(db, layout, schema))
+        Database(url, timeouts, pool),
+        schema,
+        lambda db: SqlRowStore(SqlRowRepository(db, layout, schema)),
     )
 
 
@@ -46,21 +48,18 @@ def open_bucket(
     layout: BucketLayout,
     budget: TagBudget | None = None,
     timeouts: Timeouts | None = None,
+    pool: PoolSize | None = None,
 ) -> tuple[SqlBucketStore, SqlSeqStore]:
     """sql-bucket at url (``sqlite://`` when empty): tables created on first use."""
     schema = bucket_schema()
     return _open(
-        url,
-        timeouts,
+        Database(url, timeouts, pool),
         schema,
         lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema), budget),
     )
 
 
-def _open(
-    url: str, timeouts: Timeouts | None, schema: Schema, build: Callable[[Database], S]
-) -> tuple[S, SqlSeqStore]:
-    db = Database(url, timeouts)
+def _open(db: Database, schema: Schema, build: Callable[[Database], S]) -> tuple[S, SqlSeqStore]:
     try:
         store = build(db)
     except BaseException:

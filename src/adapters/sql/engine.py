@@ -17,11 +17,13 @@ import enum
 import logging
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import orjson
@@ -49,9 +51,10 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 
 from imbucket.adapters import contention
+from imbucket.adapters.extras import missing
 from imbucket.adapters.sql.sizing import StatementLimits, ask_limits
 from imbucket.adapters.sql.watchdog import Watchdog
-from imbucket.adapters.timeouts import Timeouts
+from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.domain.errors import (
     ConfigError,
     InvalidArgument,
@@ -106,6 +109,34 @@ _RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (Mar
 # A statement over MariaDB's max_allowed_packet; the same from SQLite and psycopg by message.
 _TOO_LARGE_MYSQL_CODES = frozenset({1153, 1301})
 _TOO_LARGE_SIGNS = ("too many SQL variables", "string or blob too big", "number of parameters")
+# Faults of the configuration, not of the moment: another attempt fails the same way, so
+# they are ConfigErrors at once, with the fix. What each class of fault asks the user to do:
+_FIX_DATABASE = "create that database, or name an existing one in store.url"
+_FIX_LOGIN = "check the user and password in store.url and what the server grants them"
+_FIX_SCHEMA = (
+    "create the schema search_path names (CREATE SCHEMA …), or point search_path in "
+    "store.url (options=-csearch_path=…) at an existing one"
+)
+_FIX_NO_DATABASE = "name a database in store.url (mysql+pymysql://user@host/<database>)"
+_CONFIG_SQLSTATES = {
+    "3D000": _FIX_DATABASE,  # invalid_catalog_name
+    "28000": _FIX_LOGIN,  # invalid_authorization_specification
+    "28P01": _FIX_LOGIN,  # invalid_password
+    "3F000": _FIX_SCHEMA,  # invalid_schema_name
+}
+_CONFIG_MYSQL_CODES = {
+    1049: _FIX_DATABASE,  # unknown database
+    1044: _FIX_LOGIN,  # access denied to the database
+    1045: _FIX_LOGIN,  # access denied (password)
+    1698: _FIX_LOGIN,  # access denied (no password)
+    1046: _FIX_NO_DATABASE,  # no database selected
+}
+# libpq reports a refused connection by its message only, without the SQLSTATE.
+_CONFIG_POSTGRES_SIGNS = (
+    (re.compile(r'database "[^"]*" does not exist'), _FIX_DATABASE),
+    (re.compile(r'role "[^"]*" does not exist'), _FIX_LOGIN),
+    (re.compile(r"password authentication failed|no pg_hba\.conf entry"), _FIX_LOGIN),
+)
 _MARIADB_SESSION = (
     "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
     "SESSION tx_isolation = 'READ-COMMITTED'"
@@ -127,9 +158,11 @@ class Database:
     the servers run statements from many threads on pooled connections.
     """
 
-    def __init__(self, url: str, timeouts: Timeouts | None = None) -> None:
+    def __init__(
+        self, url: str, timeouts: Timeouts | None = None, pool: PoolSize | None = None
+    ) -> None:
         self.timeouts = timeouts or Timeouts()
-        self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts)
+        self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts, pool)
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
@@ -365,6 +398,9 @@ class Database:
         try:
             return self.engine.connect()
         except DBAPIError as error:
+            fix = _config_fault(error)
+            if fix is not None:
+                raise ConfigError(f"{self.server}: {_reason(error)}: {fix}") from None
             raise _Failure(Fault.UNREACHABLE, error) from error
         except PoolTimeout as error:
             # Every pooled connection is busy; another attempt would only wait again.
@@ -460,7 +496,14 @@ def _wait(attempts: int) -> float:
 
 
 def translate(error: SQLAlchemyError) -> Exception:
-    """The domain error for a driver error: bad values are InvalidArgument, the rest unavailable."""
+    """The domain error for a driver error; the rest of the store's errors are unavailable.
+
+    Bad values are InvalidArgument, configuration faults (a missing schema, no database
+    selected) ConfigError, statements too large WriteRefused.
+    """
+    fix = _config_fault(error)
+    if fix is not None:
+        return ConfigError(f"{_reason(error)}: {fix}")
     if isinstance(error, DataError):
         return InvalidArgument(f"the database refused a value: {_reason(error)}")
     if _too_large(error):
@@ -471,7 +514,7 @@ def translate(error: SQLAlchemyError) -> Exception:
 _MANY_VALUES_PAGE = 100_000
 
 
-def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
+def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple[Kind, Engine]:
     try:
         parsed = make_url(url)
     except ArgumentError as error:
@@ -483,6 +526,8 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
             f"got {parsed.drivername}://"
         )
     kind, default_driver = _DRIVERS[backend]
+    if kind == "mariadb" and not parsed.database:
+        raise ConfigError(f"a MariaDB URL needs a database: {_FIX_NO_DATABASE}")
     # One dialect name per engine, so that the mysql_* table options always apply.
     if "+" not in parsed.drivername or backend == "mariadb":
         parsed = parsed.set(drivername=default_driver)
@@ -497,28 +542,54 @@ def _create_engine(url: str, timeouts: Timeouts) -> tuple[Kind, Engine]:
         # the server's limits (adapters/sql/sizing.py), not per 1,000 rows.
         "insertmanyvalues_page_size": _MANY_VALUES_PAGE,
     }
-    options.update(_driver_options(kind, timeouts))
+    options.update(_driver_options(kind, timeouts, pool or PoolSize()))
     given = set(parsed.query)  # what the URL sets itself wins
     options["connect_args"] = {k: v for k, v in options["connect_args"].items() if k not in given}
     if kind == "sqlite" and parsed.database in (None, "", ":memory:"):
         options["poolclass"] = StaticPool  # one connection, or every thread sees a new DB
     try:
         engine = create_engine(parsed, **options)
-    except (ArgumentError, NoSuchModuleError, ImportError) as error:
+    except ImportError as error:
+        raise missing(error, f"{_NAMES[kind]} ({parsed.drivername}://)") from None
+    except (ArgumentError, NoSuchModuleError) as error:
         raise ConfigError(f"cannot use {parsed.drivername}: {error}") from error
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
     return kind, engine
 
 
-def _driver_options(kind: Kind, timeouts: Timeouts) -> dict[str, Any]:
+def location(url: str) -> tuple[str, ...] | None:
+    """Where url keeps its data, equal for two URLs naming one database; None when nowhere.
+
+    None: an in-memory SQLite database (``sqlite://``, ``:memory:``, ``mode=memory``), gone
+    when the store is closed. A SQLite file is named by its resolved path; a server database
+    by engine, host, port, database and the URL's options (a PostgreSQL search_path).
+    """
+    try:
+        parsed = make_url(url or DEFAULT_URL)
+    except ArgumentError as error:
+        raise ConfigError(f"not a database URL: {url!r}") from error
+    kind = _DRIVERS.get(parsed.get_backend_name(), (parsed.get_backend_name(), ""))[0]
+    database = parsed.database or ""
+    if kind == "sqlite":
+        memory = database in ("", ":memory:") or "mode=memory" in database
+        if memory or parsed.query.get("mode") == "memory":
+            return None
+        path = database.removeprefix("file:").split("?")[0]
+        return (kind, str(Path(path).expanduser().resolve()))
+    port = parsed.port or {"postgresql": 5432, "mariadb": 3306}.get(kind, 0)
+    options = tuple(f"{key}={parsed.query[key]}" for key in sorted(parsed.query))
+    return (kind, (parsed.host or "localhost").lower(), str(port), database, *options)
+
+
+def _driver_options(kind: Kind, timeouts: Timeouts, pool: PoolSize) -> dict[str, Any]:
     """Pool and driver settings that bound every wait (URL query options win over these)."""
     if kind == "sqlite":
         # The busy timeout: how long a statement waits for another writer's lock.
         return {"connect_args": {"check_same_thread": False, "timeout": timeouts.statement}}
     options: dict[str, Any] = {
-        "pool_size": 10,
-        "max_overflow": 20,
+        "pool_size": pool.size,
+        "max_overflow": pool.overflow,
         "pool_recycle": 3600,
         "pool_timeout": timeouts.pool,
         "pool_reset_on_return": None,  # autocommit: nothing to roll back on check-in
@@ -590,6 +661,20 @@ def _contention(error: DBAPIError) -> bool:
     if code in _RETRY_MYSQL_CODES:
         return True
     return "database is locked" in str(original)
+
+
+def _config_fault(error: SQLAlchemyError) -> str | None:
+    """The fix for an error that a wrong store.url or server setup causes, else None."""
+    original = getattr(error, "orig", None)
+    if original is None:
+        return None
+    fix = _CONFIG_SQLSTATES.get(getattr(original, "sqlstate", None) or "")
+    code = original.args[0] if original.args else None
+    fix = fix or (_CONFIG_MYSQL_CODES.get(code) if isinstance(code, int) else None)
+    if fix is None and type(original).__module__.startswith("psycopg"):
+        text = str(original)
+        fix = next((fix for sign, fix in _CONFIG_POSTGRES_SIGNS if sign.search(text)), None)
+    return fix
 
 
 def _too_large(error: SQLAlchemyError) -> bool:

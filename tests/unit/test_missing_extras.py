@@ -1,0 +1,67 @@
+"""A missing optional driver is a ConfigError that names the extra installing it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from imbucket.app import open_service
+from imbucket.app.cli import cli
+from imbucket.domain.errors import ConfigError
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, module: str, *importers: str) -> None:
+    """Make module unimportable, and forget the modules that import it (restored after)."""
+    monkeypatch.setitem(sys.modules, module, None)
+    for name in list(sys.modules):
+        if name == module or name.startswith(f"{module}."):
+            monkeypatch.setitem(sys.modules, name, None)
+        elif any(name == i or name.startswith(f"{i}.") for i in importers):
+            monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.parametrize(
+    ("store", "module", "extra"),
+    [
+        ({"backend": "sql-row", "url": "postgresql://u@127.0.0.1/db"}, "psycopg", "postgres"),
+        ({"backend": "sql-bucket", "url": "mysql+pymysql://u@127.0.0.1/db"}, "pymysql", "mariadb"),
+        ({"backend": "mongo-row", "url": "mongodb://127.0.0.1/db"}, "pymongo", "mongo"),
+        ({"backend": "mongo-bucket", "url": "mongodb://127.0.0.1/db"}, "pymongo", "mongo"),
+    ],
+)
+def test_a_missing_store_driver_names_its_extra(
+    store: dict[str, str], module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without(monkeypatch, module, "imbucket.adapters.mongo", "bson")
+    with pytest.raises(ConfigError, match=rf"pip install 'imbucket\[{extra}\]'"):
+        open_service({"store": store})
+
+
+def test_a_missing_redis_driver_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without(monkeypatch, "redis", "imbucket.adapters.redis_cache")
+    with pytest.raises(ConfigError, match=r"pip install 'imbucket\[redis\]'"):
+        open_service({"cache": {"backend": "redis"}})
+
+
+def test_backends_without_pymongo_is_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without(monkeypatch, "pymongo", "imbucket.adapters.mongo", "bson")
+    monkeypatch.delenv("IMBUCKET_CONFIG", raising=False)
+    monkeypatch.setenv("IMBUCKET_STORE__BACKEND", "mongo-row")
+    monkeypatch.setenv("IMBUCKET_STORE__URL", "mongodb://127.0.0.1/db")
+    result = CliRunner().invoke(cli, ["backends"])
+    assert not isinstance(result.exception, ModuleNotFoundError), result.exception
+    assert "pip install 'imbucket[mongo]'" in result.output
+
+
+@pytest.mark.parametrize("module", ["hdrh", "matplotlib"])
+def test_bench_without_its_extra_names_it_and_exits_2(
+    module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without(monkeypatch, module, "imbucket.bench")
+    result = CliRunner().invoke(cli, ["bench", "--backend", "memory"])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'imbucket[bench]'" in " ".join(result.output.split())
