@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from adapters.bucket import BucketMessageStore
 from adapters.codec import conversation_of, slot_from_doc, slot_to_doc
-from adapters.memory import MemorySeqStore
+from adapters.memory import MemoryCacheBinding, MemorySeqStore
 from adapters.timeouts import Timeouts
 from app.backends import Backend
 from domain.budget import TagBudget
@@ -25,7 +25,9 @@ from ports.bucket_repository import BucketRepository, Spilled, Viewed
 
 def open_backend(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """The entry point: imbucket calls it with store.url, the layout, budget and timeouts."""
-    return Backend(BucketMessageStore(DictBucketRepository(layout), budget), MemorySeqStore())
+    store = BucketMessageStore(DictBucketRepository(layout), budget)
+    # Kept with the store (here: in memory), so the store can be put behind a cache.
+    return Backend(store, MemorySeqStore(), binding=MemoryCacheBinding())
 
 
 class DictBucketRepository(BucketRepository):
