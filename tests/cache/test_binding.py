@@ -7,6 +7,8 @@ CacheMismatch, and ``app.cache_binding.attach`` / ``detach`` are the steps that 
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,7 +69,7 @@ def test_a_writer_without_the_cache_is_refused_and_cannot_leave_a_revoke_unseen(
 ) -> None:
     with seeded(cached) as a:
         before = texts(a)
-        with pytest.raises(CacheMismatch, match='cache.backend = "none"') as refused:
+        with pytest.raises(CacheMismatch, match=re.escape('cache.backend = "none"')) as refused:
             open_service({"store": cached["store"]})
         assert "imbucket cache detach" in str(refused.value)
         assert texts(a) == before  # nothing was written
@@ -85,14 +87,14 @@ def test_another_key_prefix_is_refused(cached: Config) -> None:
     seeded(cached).close()
     with redis_prefix(cached["cache"]["url"], cached["cache"]["backend"] != "redis") as other:
         moved = {**cached, "cache": {**cached["cache"], "key_prefix": other}}
-        with pytest.raises(CacheMismatch, match="cache.key_prefix"):
+        with pytest.raises(CacheMismatch, match=re.escape("cache.key_prefix")):
             open_service(moved)
 
 
 def test_another_redis_is_refused(cached: Config, other_url: str) -> None:
     seeded(cached).close()
     elsewhere = {"backend": "redis", "url": other_url, "key_prefix": cached["cache"]["key_prefix"]}
-    with pytest.raises(CacheMismatch, match="cache.url"):
+    with pytest.raises(CacheMismatch, match=re.escape("cache.url")):
         open_service({**cached, "cache": elsewhere})
 
 
@@ -175,3 +177,20 @@ def test_a_cache_unconfirmed_at_open_serves_nothing_until_it_holds_the_binding(
     commands(cache).clear()
     assert cache.get_many(CONV, [1]).ticket is not None
     assert commands(cache)[0] == "GET"
+
+
+def test_the_cli_attaches_and_refuses_in_one_line(cached: Config, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(cached))
+    seeded({"store": cached["store"]}).close()
+    done = CliRunner().invoke(cli, ["cache", "attach", "--config", str(settings)])
+    assert (done.exit_code, done.output.strip()) == (0, "cache attach: done")
+    uncached = tmp_path / "uncached.json"
+    uncached.write_text(json.dumps({"store": cached["store"]}))
+    refused = CliRunner().invoke(cli, ["cache", "attach", "--config", str(uncached)])
+    assert refused.exit_code == 2
+    assert "cache attach needs" in refused.output
