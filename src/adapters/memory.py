@@ -379,3 +379,26 @@ def _viewed(slot: Slot, viewer: str) -> Viewed:
     """A slot as viewer reads it, and its inline deleter count."""
     deleted_by = viewed_deleters(viewer, viewer in slot.deleted_by, bool(slot.deleted_by))
     return replace(slot, deleted_by=deleted_by), len(slot.deleted_by)
+
+
+class MemoryCacheBinding:
+    """CacheBindingRecord in this process's memory: a memory store is new at every open."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._binding: str | None = None
+
+    def record(self, binding: str) -> str:
+        """Record binding unless one is recorded; the recorded one."""
+        with self._lock:
+            if self._binding is None:
+                self._binding = binding
+            return self._binding
+
+    def replace(self, expected: str, binding: str) -> bool:
+        """Set binding if the recorded one is expected."""
+        with self._lock:
+            if self._binding != expected:
+                return False
+            self._binding = binding
+            return True

@@ -8,6 +8,8 @@ Keys (the braces are a Redis Cluster hash tag: one conversation, one hash slot):
   ``<prefix>:gen:{<conversation_id>}``        the conversation's invalidation generation
   ``<prefix>:marks:{<conversation_id>}``      ``<max_seq>,<min_seq>``: every viewer's watermarks
   ``<prefix>:umarks:{<conversation_id>}:<user>``  the user's own floor (``user_min_seq``)
+  ``<prefix>:binding``                        the store this cache fronts (domain.cache_binding):
+                                              no TTL; written by ``bind`` only
 
 No deleter list is cached: a viewer's mark is valid only next to the slot entry whose fill token
 it carries, so invalidating the slot entry (every write does) retires every viewer's mark.
@@ -316,6 +318,10 @@ class RedisMessageCache:
         self._pending_count = 0
         self._distrust_until = float("-inf")
         self._epoch = 0  # bumped by every invalidation that could not be delivered
+        # The binding to confirm before serving or filling anything (None: confirmed).
+        self._expected: str | None = None
+        self._claim = False
+        self._checked_at = float("-inf")
 
     @classmethod
     def from_url(
@@ -356,6 +362,77 @@ class RedisMessageCache:
         return f"{self.key_prefix}:umarks:{{{conversation_id}}}:{user_id}"
 
     @property
+    def binding_key(self) -> str:
+        """The key holding the binding of the store this cache fronts."""
+        return f"{self.key_prefix}:binding"
+
+    def binding(self) -> str | None:
+        """The binding this cache holds (None: none). Raises REDIS_ERRORS when unreachable."""
+        return _text(self.client.get(self.binding_key))
+
+    def bind(self, binding: str | None) -> None:
+        """Delete every key under the prefix, then hold binding (None: hold none).
+
+        The binding goes first, so no service opens on it while entries are being deleted.
+        Raises REDIS_ERRORS when Redis fails (run it again). On a cluster every master is
+        scanned.
+        """
+        self.client.delete(self.binding_key)
+        batch: list[Any] = []
+        for key in self.client.scan_iter(match=f"{_glob(self.key_prefix)}:*", count=1_000):
+            batch.append(key)
+            if len(batch) >= 500:
+                self.client.unlink(*batch)
+                batch.clear()
+        if batch:
+            self.client.unlink(*batch)
+        if binding is not None:
+            self.client.set(self.binding_key, binding)
+
+    def expect(self, binding: str, claim: bool = False) -> None:
+        """Serve and fill nothing until this cache is found to hold binding.
+
+        For a Redis unreachable when the service opened: reads and writes go to the store
+        until then (invalidations are still delivered). claim: the store is new and chose
+        binding; ``bind`` it once Redis answers. A cache found holding another binding is
+        never used (one error logged).
+        """
+        with self._lock:
+            self._expected, self._claim, self._checked_at = binding, claim, float("-inf")
+
+    def _confirmed(self) -> bool:
+        """Whether the expected binding is confirmed; asks Redis once per retry interval."""
+        if self._expected is None:  # the fast path: one attribute read, no lock
+            return True
+        with self._lock:
+            expected, claim = self._expected, self._claim
+            if expected is None:
+                return True
+            now = self._clock()
+            if now - self._checked_at < self._retry_interval:
+                return False
+            self._checked_at = now
+        try:
+            if claim:
+                self.bind(expected)
+            found = self.binding()
+        except REDIS_ERRORS:
+            return False
+        if found != expected:
+            with self._lock:
+                self._checked_at = float("inf")  # wrong cache: never used by this service
+            log.error(
+                "redis cache under prefix %r fronts another store: not using it; "
+                "set cache.url and cache.key_prefix to this store's cache",
+                self.key_prefix,
+            )
+            return False
+        with self._lock:
+            self._expected = None
+        log.info("redis cache under prefix %r confirmed for this store", self.key_prefix)
+        return True
+
+    @property
     def pending(self) -> dict[str, frozenset[Item]]:
         """Invalidations not delivered yet, per conversation."""
         with self._lock:
@@ -372,7 +449,9 @@ class RedisMessageCache:
         miss-only result if Redis fails.
         """
         scope = self._scope(conversation_id)
-        if not seqs or not self._usable(scope) or not self._deliver_pending(conversation_id):
+        if not seqs or not self._confirmed() or not self._usable(scope):
+            return CacheRead()
+        if not self._deliver_pending(conversation_id):
             return CacheRead()
         epoch = self._epoch
         keys = [self.generation_key(conversation_id)]
@@ -393,7 +472,9 @@ class RedisMessageCache:
         the seqs of ``pick`` are computed in the script from them. Slots as ``get_many``.
         """
         scope = self._scope(conversation_id)
-        if not self._usable(scope) or not self._deliver_pending(conversation_id):
+        if not self._confirmed() or not self._usable(scope):
+            return ViewRead()
+        if not self._deliver_pending(conversation_id):
             return ViewRead()
         epoch = self._epoch
         keys = [
@@ -479,7 +560,7 @@ class RedisMessageCache:
         self, conversation_id: str, fills: dict[str, bytes | str], ticket: _Ticket
     ) -> None:
         """Write fills if the generation still equals the ticket's (one script call)."""
-        if not fills or ticket.epoch != self._epoch:
+        if not fills or ticket.epoch != self._epoch or not self._confirmed():
             return
         scope = self._scope(conversation_id)
         if not self._usable(scope):
@@ -689,6 +770,11 @@ class _Health:
 def _token() -> str:
     """A fresh generation token."""
     return secrets.token_hex(8)
+
+
+def _glob(text: str) -> str:
+    """The SCAN MATCH pattern that matches text itself only."""
+    return "".join(f"\\{char}" if char in "*?[]\\" else char for char in text)
 
 
 def _text(value: bytes | str | None) -> str | None:

@@ -6,6 +6,7 @@ Third-party backends register a factory under the entry point group ``imbucket.b
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -13,11 +14,13 @@ from typing import TYPE_CHECKING
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.extras import missing, needs_extra
-from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemoryCacheBinding, MemorySeqStore
 from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.domain.budget import TagBudget
+from imbucket.domain.cache_binding import NO_CACHE, check_cached, check_uncached, new_binding
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.layout import BucketLayout
+from imbucket.ports.cache_binding import CacheBindingRecord
 from imbucket.ports.message_cache import ViewCache
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
@@ -27,6 +30,13 @@ from imbucket.ports.view_reads import ViewReads
 if TYPE_CHECKING:
     from imbucket.adapters.mongo.connection import MongoConnection
     from imbucket.adapters.mongo.read_marks import MarkingStore
+    from imbucket.adapters.redis_cache import RedisMessageCache
+    from imbucket.adapters.sql.bucket import SqlBucketStore
+    from imbucket.adapters.sql.row import SqlRowStore
+    from imbucket.adapters.sql.seq import SqlSeqStore
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +51,15 @@ class Backend:
     # Mark-read's tags and read seq together: SQL raises the read seq in the tag write's
     # read; MongoDB reads max_seq and the read seq with the slots (docs/mongo.md).
     read_marks: ReadMarks | None = None
+    # Which cache fronts the store (imbucket.domain.cache_binding); a backend without one cannot be
+    # put behind a cache.
+    binding: CacheBindingRecord | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """Buckets and counters in this process's memory."""
-    return Backend(BucketMessageStore(MemoryBucketRepository(layout), budget), MemorySeqStore())
+    store = BucketMessageStore(MemoryBucketRepository(layout), budget)
+    return Backend(store, MemorySeqStore(), binding=MemoryCacheBinding())
 
 
 def sql_row(
@@ -62,11 +76,9 @@ def sql_row(
     """
     with needs_extra("store backend 'sql-row'"):
         from imbucket.adapters.sql import open_row
-        from imbucket.adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_row(url, layout, timeouts, pool)
-    marks = SqlReadMarks(store, seqs)
-    return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
+    return _sql(store, seqs)
 
 
 def sql_bucket(
@@ -83,11 +95,19 @@ def sql_bucket(
     """
     with needs_extra("store backend 'sql-bucket'"):
         from imbucket.adapters.sql import open_bucket
-        from imbucket.adapters.sql.read_marks import SqlReadMarks
 
     store, seqs = open_bucket(url, layout, budget, timeouts, pool)
+    return _sql(store, seqs)
+
+
+def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
+    """A SQL store and its seq store on one engine, with fused reads and mark-reads."""
+    from imbucket.adapters.sql.binding import SqlCacheBinding
+    from imbucket.adapters.sql.read_marks import SqlReadMarks
+
+    binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
     marks = SqlReadMarks(store, seqs)
-    return Backend(store, seqs, seqs.db.server_version, views=store, read_marks=marks)
+    return Backend(store, seqs, seqs.db.server_version, store, marks, binding)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -145,7 +165,8 @@ def _mongo(
         store, views = make(connection)
         seqs = MongoSeqStore(connection, UserDocs(collection))
         marks = MongoReadMarks(store)
-        return Backend(store, seqs, connection.server_version, views, marks)
+        binding = connection.cache_binding(collection)
+        return Backend(store, seqs, connection.server_version, views, marks, binding)
     except BaseException:
         connection.close()
         raise
@@ -274,7 +295,54 @@ def redis_cached(
         raise ConfigError(
             f"cache backend {name!r}: no cluster node answers at {url!r}: {error}"
         ) from None
+    try:
+        bind_cache(backend, cache, f"{url} under prefix {key_prefix!r}")
+    except BaseException:
+        cache.close()
+        raise
     return cached(backend, cache)
+
+
+def uncached(backend: Backend) -> Backend:
+    """The backend, once its store is found bound to no cache (else CacheMismatch).
+
+    A new store records that it has none.
+    """
+    if backend.binding is not None:
+        check_uncached(backend.binding.record(NO_CACHE))
+    return backend
+
+
+def bind_cache(backend: Backend, cache: RedisMessageCache, where: str) -> None:
+    """Check that the store is bound to cache (CacheMismatch if not); bind a new store to it.
+
+    A new store takes the cache over: its prefix is emptied and holds the store's binding.
+    When Redis does not answer, the cache is used only once it is found to hold the
+    store's binding (``RedisMessageCache.expect``); the store is read meanwhile.
+    """
+    if backend.binding is None:
+        raise ConfigError(
+            "this store backend records no cache binding (Backend.binding, docs/plugins.md): "
+            'it cannot be put behind a cache; set cache.backend = "none"'
+        )
+    from imbucket.adapters.redis_cache import REDIS_ERRORS
+
+    proposed = new_binding()
+    recorded = backend.binding.record(proposed)
+    if recorded == NO_CACHE:
+        check_cached(recorded, None, where)
+    try:
+        if recorded == proposed:
+            cache.bind(proposed)
+            return
+        found = cache.binding()
+    except REDIS_ERRORS as error:
+        log.warning(
+            "redis cache at %s unreachable (%s): reading the store until it answers", where, error
+        )
+        cache.expect(recorded, claim=recorded == proposed)
+        return
+    check_cached(recorded, found, where)
 
 
 def cached(backend: Backend, cache: ViewCache) -> Backend:

@@ -294,6 +294,39 @@ def migrate_command(
         raise typer.Exit(1)
 
 
+cache_cli = typer.Typer(help="Change which cache fronts a store (docs/redis.md).")
+cli.add_typer(cache_cli, name="cache")
+_CACHE_CONFIG = typer.Option("--config", help="TOML/JSON settings: the store and the cache")
+
+
+@cache_cli.command("attach")
+def cache_attach(config: Annotated[Path, _CACHE_CONFIG]) -> None:
+    """Put the settings' cache in front of the store (first cache, or another Redis/prefix).
+
+    Stop every service of the store first; start them with these settings afterwards.
+    """
+    _change_cache("attach", config)
+
+
+@cache_cli.command("detach")
+def cache_detach(config: Annotated[Path, _CACHE_CONFIG]) -> None:
+    """Remove the cache from the store and empty the settings' cache, if they name one.
+
+    Stop every service of the store first; start them with cache.backend = "none" afterwards.
+    """
+    _change_cache("detach", config)
+
+
+def _change_cache(command: str, path: Path) -> None:
+    """Run cache attach or detach on the settings at path."""
+    from imbucket.app import cache_binding
+    from imbucket.app.migrate import load_config
+
+    change = cache_binding.attach if command == "attach" else cache_binding.detach
+    change(load_config(path))
+    console.print(f"cache {command}: done")
+
+
 COMMANDS_GROUP = "imbucket.commands"
 
 

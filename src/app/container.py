@@ -88,7 +88,7 @@ class Container(containers.DeclarativeContainer):
     # and pull reads on one cache).
     served = providers.Selector(
         config.cache.backend,
-        none=backend,
+        none=providers.Singleton(backends.uncached, backend),
         redis=_cached(config, backend, cluster=False),
         **{"redis-cluster": _cached(config, backend, cluster=True)},
     )

@@ -43,6 +43,15 @@ class ConfigError(ImbucketError):
     """The configuration is invalid or names a backend that cannot be used."""
 
 
+class CacheMismatch(ConfigError):
+    """A store is opened with another cache than the one it is bound to, or without it.
+
+    Its writes would leave the bound cache serving what they changed (docs/redis.md,
+    "One cache per store"); the message names the setting to fix and the command that
+    changes the binding. Nothing was written.
+    """
+
+
 class StoreUnavailable(ImbucketError):
     """The storage engine could not be reached or failed mid-operation."""
 

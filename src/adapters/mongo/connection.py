@@ -155,6 +155,10 @@ class MongoConnection:
         )
         checked_layout(recorded, layout.size, collection)
 
+    def cache_binding(self, collection: str) -> MongoCacheBinding:
+        """The cache binding record of collection's store (in the meta collection)."""
+        return MongoCacheBinding(self, collection)
+
     def find_and_update(self, name: str, command: FindAndUpdate, action: str) -> Doc | None:
         """Run one FindAndUpdate command on collection name.
 
@@ -213,3 +217,23 @@ def index_model(spec: commands.IndexSpec) -> IndexModel:
     if spec.expire_after_seconds is not None:
         options["expireAfterSeconds"] = spec.expire_after_seconds
     return IndexModel(list(spec.keys), **options)
+
+
+class MongoCacheBinding:
+    """CacheBindingRecord as a document of the meta collection, one per data collection."""
+
+    def __init__(self, connection: MongoConnection, collection: str) -> None:
+        self.connection = connection
+        self.collection = collection
+
+    def record(self, binding: str) -> str:
+        """Record binding unless one is recorded (one upsert); the recorded binding."""
+        command = commands.record_cache_binding(self.collection, binding)
+        found = self.connection.find_and_update(commands.META, command, "record the cache")
+        return str((found or {})["binding"])
+
+    def replace(self, expected: str, binding: str) -> bool:
+        """Compare-and-set in one update."""
+        command = commands.replace_cache_binding(self.collection, expected, binding)
+        found = self.connection.find_and_update(commands.META, command, "replace the cache")
+        return found is not None

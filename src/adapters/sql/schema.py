@@ -65,6 +65,11 @@ class Schema:
         """The tables holding messages and tags, whose footprint ``stats()`` reports."""
         raise NotImplementedError
 
+    @property
+    def cache_binding(self) -> Table:
+        """The one-row record of which cache fronts the store (``SqlCacheBinding``)."""
+        return self.metadata.tables[f"{self.layout.name.removesuffix('_layout')}_cache_binding"]
+
 
 @dataclass(frozen=True)
 class RowSchema(Schema):
@@ -309,6 +314,14 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         Column("id", Integer, primary_key=True, autoincrement=False),
         Column("bucket_size", Integer, nullable=False),
         Column("version", Integer, nullable=False),
+        **_TABLE_OPTIONS,
+    )
+    # Separate from the layout record so that stores created before it gain it on open.
+    Table(
+        f"{prefix}_cache_binding",
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("binding", String(64), nullable=False),
         **_TABLE_OPTIONS,
     )
     seqs = Table(

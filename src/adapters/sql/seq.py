@@ -56,6 +56,7 @@ class SqlSeqStore:
         self._seqs = schema.seqs
         self._users = schema.user_seqs
         self._sends = schema.sends
+        self.schema = schema
         self._watermarks = watermarks_query(schema)
         self._upserts: dict[tuple[str, str, bool], _Upsert] = {}
 

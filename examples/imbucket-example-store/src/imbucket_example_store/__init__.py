@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.codec import conversation_of, slot_from_doc, slot_to_doc
-from imbucket.adapters.memory import MemorySeqStore
+from imbucket.adapters.memory import MemoryCacheBinding, MemorySeqStore
 from imbucket.adapters.timeouts import Timeouts
 from imbucket.app.backends import Backend
 from imbucket.domain.budget import TagBudget
@@ -25,7 +25,9 @@ from imbucket.ports.bucket_repository import BucketRepository, Spilled, Viewed
 
 def open_backend(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """The entry point: imbucket calls it with store.url, the layout, budget and timeouts."""
-    return Backend(BucketMessageStore(DictBucketRepository(layout), budget), MemorySeqStore())
+    store = BucketMessageStore(DictBucketRepository(layout), budget)
+    # Kept with the store (here: in memory), so the store can be put behind a cache.
+    return Backend(store, MemorySeqStore(), binding=MemoryCacheBinding())
 
 
 class DictBucketRepository(BucketRepository):
