@@ -194,7 +194,9 @@ class LimitsSettings(BaseModel):
         default=200, ge=1, le=1000, description="Longest id accepted, in characters."
     )
     max_content_bytes: int = Field(
-        default=64 * 1024, ge=1, description="Largest message content (and `ex`) accepted, in UTF-8 bytes."
+        default=64 * 1024,
+        ge=1,
+        description="Largest message content (and `ex`) accepted, in UTF-8 bytes.",
     )
     max_seqs_per_call: int = Field(
         default=1000, ge=1, description="Most seqs (or messages) one call may address."

@@ -25,10 +25,11 @@ _INTRO = f"""\
 
 `open_service(config)` (and `load_settings(config)`) merges `config` over the settings, which
 come from, lowest first: the defaults below, a TOML or JSON file named by `IMBUCKET_CONFIG`,
-and environment variables `{ENV_PREFIX}<SECTION>__<KEY>` (e.g. `IMBUCKET_STORE__BACKEND=sql-bucket`).
-The CLI's `--config FILE` is merged over those, like `config`. A key that names no setting, at
-any level and from any source, is a `ConfigError` naming it and the closest setting; so is an
-invalid value, and settings whose bucket cannot fit `store.max_bucket_bytes`.
+and environment variables `{ENV_PREFIX}<SECTION>__<KEY>`
+(e.g. `IMBUCKET_STORE__BACKEND=sql-bucket`). The CLI's `--config FILE` is merged over those,
+like `config`. A key that names no setting, at any level and from any source, is a
+`ConfigError` naming it and the closest setting; so is an invalid value, and settings whose
+bucket cannot fit `store.max_bucket_bytes`.
 
 ```toml
 # settings.toml, used as IMBUCKET_CONFIG=settings.toml or --config settings.toml
