@@ -3,7 +3,8 @@
 - docs/configuration.md is the output of ``imbucket.app.settings_doc``;
 - every row of the README's Guarantees table cites tests that exist (files and test names);
 - every relative link in README.md and docs/*.md reaches a file (and a heading, for anchors);
-- every repository path cited in backticks (``src/…``, ``tests/…``, ``docs/…``) exists.
+- every repository path cited in backticks (``src/…``, ``tests/…``, ``docs/…``) exists;
+- neither the docs nor the shipped code cite commits, issues or files outside the repository.
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ def _test_names(path: Path) -> frozenset[str]:
     return frozenset(
         node.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.name.startswith("test")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
     )
 
 
@@ -81,8 +81,10 @@ def _cited_tests(cell: str) -> tuple[int, list[str]]:
             ok = last.exists() and (not name or name in _test_names(last))
         elif span.startswith("::") or "…" in span:
             pattern = span.removeprefix("::").replace("…", "*")
-            ok = last is not None and last.is_file() and bool(
-                fnmatch.filter(_test_names(last), pattern)
+            ok = (
+                last is not None
+                and last.is_file()
+                and bool(fnmatch.filter(_test_names(last), pattern))
             )
         else:
             continue
@@ -125,9 +127,8 @@ def test_every_relative_link_reaches_a_file_and_heading(page: Path) -> None:
             continue  # http(s), mailto: not checked here
         path_text, _, anchor = target.partition("#")
         path = (page.parent / path_text).resolve() if path_text else page
-        if not path.exists() or not path.is_relative_to(ROOT):
-            broken.append(target)
-        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+        missing = not path.exists() or not path.is_relative_to(ROOT)
+        if missing or (anchor and path.suffix == ".md" and anchor not in _anchors(path)):
             broken.append(target)
     assert not broken, f"{page.name}: links to nothing: {broken}"
 
@@ -144,3 +145,24 @@ def test_every_repository_path_cited_exists(page: Path) -> None:
         if not (list(ROOT.glob(path_text)) if "*" in path_text else (ROOT / path_text).exists()):
             missing.append(path_text)
     assert not missing, f"{page.name} cites paths that do not exist: {missing}"
+
+
+_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+_HISTORY = re.compile(r"\bissue \d+|issue-\d+|\bresearch/|\.\./shared/|DESIGN\.md", re.I)
+SHIPPED = [
+    *sorted((ROOT / "src").rglob("*.py")),
+    *sorted((ROOT / "tests" / "contract").glob("*.py")),
+]
+
+
+@pytest.mark.parametrize("group", ["docs", "code"])
+def test_docs_and_shipped_code_cite_no_commits_issues_or_outside_files(group: str) -> None:
+    """Docs and shipped code say what is and why, not which commit or issue brought it."""
+    files = PAGES if group == "docs" else SHIPPED
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {match.group()}"
+        for path in files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        for match in [*_HASH.finditer(line), *_HISTORY.finditer(line)]
+    ]
+    assert not found, "history belongs in CHANGELOG.md: " + "; ".join(found)
