@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from imbucket.app.settings import Settings
 from imbucket.app.settings_doc import REGENERATE, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,16 @@ _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 def test_the_configuration_reference_is_generated_from_the_settings_model() -> None:
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert committed == render(), f"docs/configuration.md is stale: run `{REGENERATE}`"
+
+
+def test_every_setting_has_a_description() -> None:
+    undescribed = [
+        f"{section}.{key}"
+        for section, field in Settings.model_fields.items()
+        for key, info in getattr(field.annotation, "model_fields", {}).items()
+        if not info.description
+    ]
+    assert not undescribed, f"add Field(description=...) to: {undescribed}, then `{REGENERATE}`"
 
 
 def _guarantee_rows() -> list[tuple[str, str]]:
