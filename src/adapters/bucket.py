@@ -1,6 +1,6 @@
 """BucketMessageStore: the MessageStore of every bucket backend, written once.
 
-It holds OpenIM's insert state machine (research/openim-storage.md §3.2), improved so that
+It holds OpenIM's insert state machine (insert into the bucket, else create it), improved so that
 one bucket's batch is written by one conditional update, and so that tags written to a
 bucket that does not exist yet create it instead of being dropped.
 

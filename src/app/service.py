@@ -104,7 +104,7 @@ class Location:
 
 
 class MessageService:
-    """The use cases of DESIGN.md §5. Validates every argument before anything is written."""
+    """The use cases of a message store. Validates every argument before anything is written."""
 
     def __init__(
         self,

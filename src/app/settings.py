@@ -59,29 +59,95 @@ class StoreSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: StoreBackend = "memory"
-    url: str = ""
-    bucket_size: int = Field(default=100, ge=1, le=10_000)
+    backend: StoreBackend = Field(
+        default="memory",
+        description="The store: a built-in backend id (`imbucket backends` lists them) or the "
+        "name of an `imbucket.backends` entry point; an unknown name is a `ConfigError` "
+        "listing the known ones.",
+    )
+    url: str = Field(
+        default="",
+        description="Engine URL: a SQLAlchemy URL for sql-row and sql-bucket "
+        "(`sqlite:////abs/path.db`, `postgresql+psycopg://user@host:5432/db`, "
+        "`mysql+pymysql://user@host:3306/db`), `mongodb://host:27017/db` for mongo-row and "
+        "mongo-bucket; empty for memory, and for SQLite in memory.",
+    )
+    bucket_size: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Slots per bucket. Recorded by a store when created; reopening it with "
+        "another size is a `LayoutMismatch`.",
+    )
     # How bucket slots are written (docs/buckets.md, "Encodings"): "compact" or "openim";
     # unset, each bucket backend writes its default (sql-bucket compact, mongo-bucket openim).
-    bucket_encoding: Literal["compact", "openim"] | None = None
+    bucket_encoding: Literal["compact", "openim"] | None = Field(
+        default=None,
+        description="How bucket slots are written: `compact` (only what differs from an "
+        "empty slot, short keys) or `openim` (OpenIM's named fields in every slot). Unset: "
+        "sql-bucket writes compact, mongo-bucket openim. Recorded when a store is created; "
+        "reopening with the other is a `LayoutMismatch`.",
+    )
     # Deleters a slot keeps inline; further ones spill to a side table (docs/buckets.md).
     max_deleters_per_slot: int = Field(
-        default=DEFAULT_MAX_DELETERS_PER_SLOT, ge=1, le=MAX_DELETERS_PER_SLOT
+        default=DEFAULT_MAX_DELETERS_PER_SLOT,
+        ge=1,
+        le=MAX_DELETERS_PER_SLOT,
+        description="Delete-for-me user ids kept inline in a bucket slot; further ones spill "
+        "to a side table that reads merge.",
     )
     # No bucket grows beyond this many bytes as stored; checked against the limits at load.
-    max_bucket_bytes: int = Field(default=DEFAULT_MAX_BUCKET_BYTES, ge=1)
+    max_bucket_bytes: int = Field(
+        default=DEFAULT_MAX_BUCKET_BYTES,
+        ge=1,
+        description="Size no bucket may exceed as stored; settings that cannot guarantee it "
+        "(bucket size, limits, inline deleters) are a `ConfigError` at load. At most 16 MiB "
+        "on mongo-bucket.",
+    )
     # Every wait of a store call is bounded (docs/faults.md); the defaults keep every call,
     # retries included, within 30 s.
-    connect_timeout_seconds: float = Field(default=DEFAULT_CONNECT_SECONDS, gt=0, le=3600)
-    statement_timeout_seconds: float = Field(default=DEFAULT_STATEMENT_SECONDS, gt=0, le=3600)
-    pool_timeout_seconds: float = Field(default=DEFAULT_POOL_SECONDS, gt=0, le=3600)
+    connect_timeout_seconds: float = Field(
+        default=DEFAULT_CONNECT_SECONDS,
+        gt=0,
+        le=3600,
+        description="Longest wait to open a connection (PostgreSQL rounds below 2 s up to 2 s).",
+    )
+    statement_timeout_seconds: float = Field(
+        default=DEFAULT_STATEMENT_SECONDS,
+        gt=0,
+        le=3600,
+        description="Longest wait for the reply to one statement or command on an open "
+        "connection (PostgreSQL: a client-side watchdog; SQLite: the busy timeout).",
+    )
+    pool_timeout_seconds: float = Field(
+        default=DEFAULT_POOL_SECONDS,
+        gt=0,
+        le=3600,
+        description="Longest wait for a free pooled connection. With the default timeouts "
+        "every call, retries included, answers within 30 s.",
+    )
     # SQL stores: connections kept open per service, and how many more it may open under load
     # (closed again when returned). Neither applies to SQLite or MongoDB (docs/sql.md).
-    pool_size: int = Field(default=DEFAULT_POOL_SIZE, ge=1, le=1000)
-    max_overflow: int = Field(default=DEFAULT_MAX_OVERFLOW, ge=0, le=1000)
+    pool_size: int = Field(
+        default=DEFAULT_POOL_SIZE,
+        ge=1,
+        le=1000,
+        description="PostgreSQL and MariaDB: connections a service keeps open.",
+    )
+    max_overflow: int = Field(
+        default=DEFAULT_MAX_OVERFLOW,
+        ge=0,
+        le=1000,
+        description="PostgreSQL and MariaDB: connections a service may open beyond "
+        "`pool_size` under load, closed when returned.",
+    )
     # How long send remembers a client_msg_id (docs/sending.md).
-    send_claim_retention_seconds: int = Field(default=DEFAULT_CLAIM_RETENTION_SECONDS, ge=60)
+    send_claim_retention_seconds: int = Field(
+        default=DEFAULT_CLAIM_RETENTION_SECONDS,
+        ge=60,
+        description="How long `send` remembers a client_msg_id: a retry within it gets the "
+        "stored message back, a retry after it is a new message.",
+    )
 
 
 class CacheSettings(BaseModel):
@@ -89,13 +155,34 @@ class CacheSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: CacheBackend = "none"
-    url: str = "redis://127.0.0.1:6379/0"
-    ttl_seconds: int = Field(default=24 * 3600, ge=1)
-    key_prefix: str = "imbucket"
+    backend: CacheBackend = Field(
+        default="none",
+        description="`redis` puts the Redis read cache in front of the store, `redis-cluster` "
+        "puts it on a Redis Cluster; `none` reads the store directly.",
+    )
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="Redis URL; for `redis-cluster` any node of the cluster (`redis://host:port`).",
+    )
+    ttl_seconds: int = Field(default=24 * 3600, ge=1, description="Cache entry lifetime.")
+    key_prefix: str = Field(
+        default="imbucket",
+        description="Prefix of every cache key. A store records the cache that fronts it; "
+        "opening it with another prefix is a `CacheMismatch`.",
+    )
     # A slow cache is skipped, never waited for (docs/redis.md).
-    connect_timeout_seconds: float = Field(default=DEFAULT_CACHE_SECONDS, gt=0, le=60)
-    socket_timeout_seconds: float = Field(default=DEFAULT_CACHE_SECONDS, gt=0, le=60)
+    connect_timeout_seconds: float = Field(
+        default=DEFAULT_CACHE_SECONDS,
+        gt=0,
+        le=60,
+        description="Longest wait to connect to Redis; then the cache is skipped.",
+    )
+    socket_timeout_seconds: float = Field(
+        default=DEFAULT_CACHE_SECONDS,
+        gt=0,
+        le=60,
+        description="Longest wait for a Redis reply; then the cache is skipped.",
+    )
 
 
 class LimitsSettings(BaseModel):
@@ -103,10 +190,22 @@ class LimitsSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_id_length: int = Field(default=200, ge=1, le=1000)
-    max_content_bytes: int = Field(default=64 * 1024, ge=1)
-    max_seqs_per_call: int = Field(default=1000, ge=1)
-    max_message_bytes: int = Field(default=70 * 1024, ge=1)
+    max_id_length: int = Field(
+        default=200, ge=1, le=1000, description="Longest id accepted, in characters."
+    )
+    max_content_bytes: int = Field(
+        default=64 * 1024,
+        ge=1,
+        description="Largest message content (and `ex`) accepted, in UTF-8 bytes.",
+    )
+    max_seqs_per_call: int = Field(
+        default=1000, ge=1, description="Most seqs (or messages) one call may address."
+    )
+    max_message_bytes: int = Field(
+        default=70 * 1024,
+        ge=1,
+        description="Largest whole message (content, ex, ids, options) accepted.",
+    )
 
 
 class Settings(BaseSettings):

@@ -88,7 +88,7 @@ def verdicts(results: RunResults) -> list[str]:
 
 
 def targets_table(results: RunResults) -> Table:
-    """The issue's targets as measured."""
+    """The project's targets as measured."""
     table = Table(title="targets", title_justify="left")
     for header in ("target", "where", "measured", "result"):
         table.add_column(header)

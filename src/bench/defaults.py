@@ -15,7 +15,7 @@ MAKE_BENCH_BUDGET_S = 180  # `make bench` on the embedded default must take less
 # `make bench`'s backends
 DEFAULT_LABELS = ("memory", "sql-row/sqlite", "sql-bucket/sqlite", "sql-bucket/sqlite[openim]")
 
-# The targets (imbucket.bench.targets); issue 13's goals 1–5 first.
+# The targets (imbucket.bench.targets); the five core targets (goals 1–5) first.
 PULL_MAX_TRIPS = 1  # pull_latest, pull_range and pull: watermarks and data in one round trip
 OVERHEAD_MAX = 1.5  # service p50 vs the raw-driver arm of the same pull, every layout
 DELETER_BYTES_MAX = 1.2  # bytes received pulling a slot with many deleters vs with none

@@ -1,6 +1,6 @@
 """The project's acceptance targets, measured on one run (pass/FAIL lines, never asserted).
 
-Issue 13's goals first, each measured side by side on every backend of the run: one round
+Goals 1–5 first, each measured side by side on every backend of the run: one round
 trip per pull, the service within 1.5× of a raw driver query on every layout, reads that do
 not grow with a slot's deleters, buckets no bigger than rows, tag writes in two round trips.
 Then clear_history at a flat cost, sql-bucket's index a twentieth of sql-row's, and

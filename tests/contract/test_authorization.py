@@ -1,4 +1,4 @@
-"""DESIGN.md §2.5 through the service, on every backend: each rule allowed and refused.
+"""The permission rules through the service, on every backend: each allowed and refused.
 
 A refused action raises NotPermitted and leaves a full dump of the store unchanged; actions
 on one's own view change nobody else's view. tests/unit/test_policy.py checks the same rules

@@ -1,4 +1,4 @@
-"""Issue 13's targets and the write-amplification section, on hand-made results.
+"""The benchmark's targets and the write-amplification section, on hand-made results.
 
 Each goal is a line per backend (or per engine), measured from the numbers; a missing
 measurement is a FAIL saying so, never a dropped line.

@@ -1,4 +1,4 @@
-"""DESIGN.md §2.1: addressing and its check table."""
+"""Addressing (seq to bucket and slot) and its check table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Validation of messages, drafts, ids and seqs (DESIGN.md §2.4 rule 7), and slot patches."""
+"""Validation of messages, drafts, ids and seqs (what a store accepts), and slot patches."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN.md §2.5: each permission rule, allowed and refused."""
+"""Each permission rule (domain/policy.py), allowed and refused."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN.md §2.3: one row of the projection table per test, in the table's order."""
+"""The projection table (domain/projection.py): one row per test, in the table's order."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Tag writes: round trips of revoke, delete_for_me, mark_read and purge, pinned per row.
 
 Counted at the drivers (the memory engine by repository calls), the Redis cache's own
-invalidation left out: counts, never times. Issue 13 goal 5 asks for at most 2 (the
+invalidation left out: counts, never times. The benchmark's tag-write target asks for at most 2 (the
 permission read when one is needed, and one conditional write); where a write pays more, the
 pin says how much and docs/buckets.md says why.
 """

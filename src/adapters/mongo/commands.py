@@ -546,8 +546,8 @@ class UserDocs:
     the conversation's data: in ``msg`` ``doc_id: "<conv>\x1f<user>"`` (no bucket's doc_id
     holds a control character), in ``msg_row`` ``_id: {c: <conv>, u: <user>}`` (a row's is
     ``{c, s}``). In the collection of the tags, a mark-read's read-seq raise is one more
-    update of the tag write's own ``update`` command (issue 13 goal 5): no command before
-    MongoDB 8.0 writes two collections. OpenIM keeps them in ``seq_user``.
+    update of the tag write's own ``update`` command (a tag write is held to two round
+    trips): no command before MongoDB 8.0 writes two collections. OpenIM keeps them in ``seq_user``.
     """
 
     collection: str

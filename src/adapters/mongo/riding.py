@@ -3,8 +3,8 @@
 A mark-read writes its tags and raises the reader's read seq. Both live in the data
 collection (``commands.UserDocs``), so the raise rides on the tag write's own ``update``
 command as one more statement, and a mark-read costs its read and that one command
-(issue 13 goal 5). When nothing is left to write (every seq was marked already), the raise
-goes alone at the end.
+(the two round trips every tag write is held to). When nothing is left to write (every seq
+was marked already), the raise goes alone at the end.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Bytes of the replies the drivers receive, counted while a block runs.
 
 Used by the benchmark to compare a pull of a slot with many deleters against the same pull
-with none (issue 13, goal 3); never by the stores. What is counted is the reply's payload
+with none (the deleter-bytes target); never by the stores. What is counted is the reply's payload
 as each driver hands it over, without the protocol's framing:
 
 - SQLAlchemy: the values of every row fetched (an ``after_cursor_execute`` listener puts a
