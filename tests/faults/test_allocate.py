@@ -16,7 +16,7 @@ from itertools import count
 import pytest
 
 from imbucket.domain.errors import OutcomeUnknown, StoreUnavailable
-from imbucket.domain.projection import Tombstone, TombstoneReason
+from imbucket.domain.projection import Tombstone
 from imbucket.testing.factories import draft
 from tests.faults.conftest import ENGINES, KILL, LOSE_REPLY, MODES, Rig
 
