@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from imbucket.app import open_service
 from imbucket.domain.model import Draft
 
 T = TypeVar("T")
@@ -55,8 +56,6 @@ def send_from_processes(
 def _send_once(
     barrier: Any, results: Any, config: dict[str, Any], conversation_id: str, drafts: list[Draft]
 ) -> None:
-    from imbucket.app import open_service  # in the child process: spawn starts from a bare interpreter
-
     try:
         with open_service(config) as service:
             barrier.wait()
