@@ -66,10 +66,10 @@ class CachedViews:
 class InvalidatingSeqStore:
     """A SeqStore decorator that drops the cached watermarks after each write that moves one.
 
-    ``allocate``, ``raise_max_seq`` and ``raise_min_seq`` drop the conversation's part (every
-    viewer's), ``raise_user_min_seq`` the user's floor. A raise whose result is above the
-    value asked for moved nothing and drops nothing; a write that raised drops too (part of
-    it may have landed). Everything else goes to the seq store unchanged.
+    ``allocate``, ``allocate_sends``, ``raise_max_seq`` and ``raise_min_seq`` drop the
+    conversation's part (every viewer's), ``raise_user_min_seq`` the user's floor. A raise
+    whose result is above the value asked for moved nothing and drops nothing; a write that
+    raised drops too (part of it may have landed). Everything else goes to the seq store unchanged.
     """
 
     def __init__(self, seqs: SeqStore, cache: ViewCache) -> None:
@@ -150,6 +150,15 @@ class InvalidatingSeqStore:
     ) -> dict[str, int]:
         """The seq store's claims."""
         return self.seqs.claim_sends(conversation_id, claims, at, since)
+
+    def allocate_sends(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Allocate in the seq store, then drop the conversation's cached watermarks."""
+        try:
+            return self.seqs.allocate_sends(conversation_id, client_msg_ids, at, since)
+        finally:
+            self.cache.invalidate_marks(conversation_id)
 
     def prune_sends(self, before: int, limit: int) -> int:
         """The seq store's prune."""

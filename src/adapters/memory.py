@@ -280,6 +280,29 @@ class MemorySeqStore:
                 recorded[cid] = kept[0]
             return recorded
 
+    def allocate_sends(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Claim, allocate and record under the lock: one step, so nothing to wait for."""
+        with self._lock:
+            recorded: dict[str, int] = {}
+            fresh: list[str] = []
+            for cid in dict.fromkeys(client_msg_ids):
+                kept = self._sends.get((conversation_id, cid))
+                if kept is None or kept[1] < since:
+                    fresh.append(cid)
+                else:
+                    recorded[cid] = kept[0]
+            first = self._max.get(conversation_id, 0) + 1
+            for offset, cid in enumerate(fresh):
+                # Re-inserted at the end, so that the dict stays in claim-time order.
+                self._sends.pop((conversation_id, cid), None)
+                self._sends[conversation_id, cid] = (first + offset, at)
+                recorded[cid] = first + offset
+            if fresh:
+                self._max[conversation_id] = first + len(fresh) - 1
+            return recorded
+
     def prune_sends(self, before: int, limit: int) -> int:
         """Delete the oldest claims recorded before before, at most limit of them."""
         with self._lock:

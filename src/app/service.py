@@ -164,9 +164,10 @@ class MessageService:
         ids = [d.client_msg_id for d in checked]
         claimed = self.seqs.sent_seqs(conversation_id, ids, since=since)
         sent = self._sent(conversation_id, checked, claimed)
-        fresh = [d for d in checked if d.client_msg_id not in claimed]
+        fresh = [d.client_msg_id for d in checked if d.client_msg_id not in claimed]
         if fresh:
-            claimed.update(self._claim(conversation_id, fresh, now, since))
+            # One seq per client_msg_id, also when retries of it run at the same time.
+            claimed.update(self.seqs.allocate_sends(conversation_id, fresh, at=now, since=since))
         # New drafts, and claimed ones whose sender stopped before storing them (or is
         # storing them right now: the insert stores one version and reports the other).
         sent_at = self._clock()
@@ -364,21 +365,6 @@ class MessageService:
         checked = [check_draft(draft, self.limits) for draft in self._batch(drafts, "drafts")]
         sending.check_unique(checked)
         return checked
-
-    def _claim(
-        self, conversation_id: str, fresh: list[Draft], now: int, since: int
-    ) -> dict[str, int]:
-        """Allocate seqs for drafts never sent and claim them; the recorded seq of each.
-
-        A concurrent retry may claim a client_msg_id first: the seq allocated here for it
-        is then purged (sending.lost_seqs says why).
-        """
-        ours = sending.first_claims(self.seqs.allocate(conversation_id, len(fresh)), fresh)
-        recorded = self.seqs.claim_sends(conversation_id, ours, at=now, since=since)
-        lost = sending.lost_seqs(ours, recorded)
-        if lost:
-            self.store.purge(conversation_id, lost)
-        return recorded
 
     def _insert(self, conversation_id: str, pending: list[Message]) -> InsertResult:
         """store.insert; a permanent refusal first gives up the batch's empty seqs.

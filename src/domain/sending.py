@@ -2,7 +2,7 @@
 
 ``MessageService.send`` reads and writes through the ports; what to make of what it read is
 decided here: the message a draft becomes, whether a claimed seq already answers a draft,
-which seqs a lost claim leaves behind, and which drafts an insert settled.
+and which drafts an insert settled.
 """
 
 from __future__ import annotations
@@ -35,21 +35,6 @@ def stamp(conversation_id: str, draft: Draft, seq: int, server_msg_id: str, now:
         create_time=now,
         **given,
     )
-
-
-def first_claims(first: int, fresh: Sequence[Draft]) -> dict[str, int]:
-    """The claims of drafts never sent: seqs first, first + 1, ... in the drafts' order."""
-    return {draft.client_msg_id: first + offset for offset, draft in enumerate(fresh)}
-
-
-def lost_seqs(ours: Mapping[str, int], recorded: Mapping[str, int]) -> list[int]:
-    """The seqs of our claims whose client_msg_id another send claimed first.
-
-    Such a seq belongs to nobody and will never hold a message. It cannot be given back
-    (max_seq only moves up, and tags may already be written there), so the sender purges
-    it: readers get a final PURGED tombstone instead of a MISSING hole that never fills.
-    """
-    return [seq for cid, seq in ours.items() if recorded[cid] != seq]
 
 
 def answer(draft: Draft, seq: int, slot: Slot | None) -> Message | None:

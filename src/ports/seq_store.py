@@ -79,6 +79,22 @@ class SeqStore(Protocol):
         """
         ...
 
+    def allocate_sends(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """The seq of every client_msg_id given: recorded before, or allocated now, once.
+
+        Each client_msg_id without a live claim (none, or one recorded before since) is
+        claimed at time at (epoch ms) and gets a new seq; those this call claims get
+        consecutive seqs in the order given. Concurrent calls for one client_msg_id allocate
+        exactly one seq between them: the others wait (bounded by the store's timeouts,
+        then StoreUnavailable) for that seq and return it. Claiming and recording are one
+        step where the engine allows (one transaction), so a caller that dies in between
+        leaves neither a claim without a seq nor an allocated seq without a claim
+        (docs/sending.md says what MongoDB does).
+        """
+        ...
+
     def prune_sends(self, before: int, limit: int) -> int:
         """Delete at most limit claims recorded before before (epoch ms); how many went.
 

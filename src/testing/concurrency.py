@@ -1,11 +1,15 @@
-"""Start work on several threads at the same instant."""
+"""Start work on several threads, or processes, at the same instant."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from imbucket.app import open_service
+from imbucket.domain.model import Draft
 
 T = TypeVar("T")
 WRITERS = 8
@@ -21,3 +25,41 @@ def run_together(count: int, work: Callable[[int], T]) -> list[T]:
 
     with ThreadPoolExecutor(count) as pool:
         return list(pool.map(start, range(count)))
+
+
+def send_from_processes(
+    count: int, config: Mapping[str, Any], conversation_id: str, drafts: Sequence[Draft]
+) -> list[list[tuple[int, str]]]:
+    """Send drafts from count processes released together; each one's (seq, server_msg_id)s.
+
+    Each process opens its own service on config (which must name a store other processes
+    can reach: a server, a SQLite file). A process that fails raises its error here.
+    """
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(count)
+    results = context.Queue()
+    args = (barrier, results, dict(config), conversation_id, list(drafts))
+    workers = [context.Process(target=_send_once, args=args) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    try:
+        answers = [results.get(timeout=120) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+    failures = [answer for answer in answers if isinstance(answer, str)]
+    if failures:
+        raise AssertionError(f"a sending process failed: {failures[0]}")
+    return answers
+
+
+def _send_once(
+    barrier: Any, results: Any, config: dict[str, Any], conversation_id: str, drafts: list[Draft]
+) -> None:
+    try:
+        with open_service(config) as service:
+            barrier.wait()
+            sent = service.send(conversation_id, drafts)
+        results.put([(message.seq, message.server_msg_id) for message in sent])
+    except BaseException as error:  # reported to the parent, which fails the test
+        results.put(f"{type(error).__name__}: {error}")

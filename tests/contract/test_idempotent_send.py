@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +14,14 @@ from imbucket.app import MessageService
 from imbucket.app.service import now_ms
 from imbucket.domain.errors import InvalidMessage, WriteConflict
 from imbucket.domain.model import Actor, Role
-from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.domain.projection import MessageView
 from imbucket.ports.seq_store import SeqStore
-from imbucket.testing.concurrency import WRITERS, run_together
+from imbucket.testing.concurrency import WRITERS, run_together, send_from_processes
 from imbucket.testing.dump import dump
 from imbucket.testing.factories import CONV, draft
+from imbucket.testing.rows import PERSISTENT, SQL, Config, backends
+
+PROCESSES = 3
 
 
 def stored_seqs(service: MessageService) -> list[int]:
@@ -76,6 +80,13 @@ def _frequent_thread_switches() -> Iterator[None]:
     sys.setswitchinterval(interval)
 
 
+def assert_dense(service: MessageService, conversation_id: str = CONV) -> None:
+    """Every seq up to max_seq holds a message: no seq was allocated and given up."""
+    last = service.max_seq(conversation_id)
+    entries = service.pull_range(conversation_id, "bob", 1, last) if last else []
+    assert [e for e in entries if not isinstance(e, MessageView)] == []
+
+
 @pytest.mark.usefixtures("_frequent_thread_switches")
 def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
     service.send(CONV, [draft(0)])
@@ -83,12 +94,43 @@ def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
     results = run_together(WRITERS, lambda _: service.send(CONV, batch))
     assert all(result == results[0] for result in results)
     assert [m.content for m in results[0]] == ["draft 1", "draft 2", "draft 3"]
-    sent = {m.seq for m in results[0]}
-    assert stored_seqs(service) == sorted({1} | sent)
+    assert [m.seq for m in results[0]] == [2, 3, 4]
+    assert service.max_seq(CONV) == 4
     assert service.stats().messages == 4
-    # Seqs allocated by retries that lost the race are purged: final, never a MISSING hole.
-    for entry in service.pull_range(CONV, "bob", 1, service.max_seq(CONV)):
-        assert isinstance(entry, MessageView) or entry.reason == TombstoneReason.PURGED
+    assert_dense(service)
+
+
+@pytest.mark.usefixtures("_frequent_thread_switches")
+def test_concurrent_retries_to_a_new_conversation_allocate_one_seq(
+    service: MessageService,
+) -> None:
+    results = run_together(WRITERS, lambda _: service.send("si_new_pair", [draft(1)]))
+    assert all(result == results[0] for result in results)
+    assert results[0][0].seq == 1
+    assert service.max_seq("si_new_pair") == 1
+    assert_dense(service, "si_new_pair")
+
+
+def shared_rows() -> list[Any]:
+    """Rows that other processes can open too: servers, and SQLite (on a file here)."""
+    rows = {param.id: param for param in [*backends(PERSISTENT), *backends(SQL)]}
+    return list(rows.values())
+
+
+@pytest.mark.parametrize("backend_config", shared_rows(), indirect=True)
+def test_retries_from_several_processes_allocate_one_seq(
+    backend_config: Config, open_backend: Any, tmp_path: Path
+) -> None:
+    config = backend_config
+    if config["store"]["url"] == "sqlite://":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+        config = {**config, "store": {**config["store"], "url": url}}
+    service = open_backend(**config)
+    results = send_from_processes(PROCESSES, config, "si_new_pair", [draft(1), draft(2)])
+    assert all(result == results[0] for result in results)
+    assert [seq for seq, _ in results[0]] == [1, 2]
+    assert service.max_seq("si_new_pair") == 2
+    assert_dense(service, "si_new_pair")
 
 
 class LookupMissesOnce:
@@ -110,23 +152,20 @@ class LookupMissesOnce:
         return getattr(self._seqs, name)
 
 
-def test_a_seq_lost_to_a_concurrent_retry_is_purged(service: MessageService) -> None:
-    # The winner allocated seq 1 and claimed draft-1 for it, then stopped before storing it.
-    first = service.seqs.allocate(CONV, 1)
-    service.seqs.claim_sends(CONV, {"draft-1": first}, at=now_ms())
-    # This retry looked before the claim landed: it allocates seq 2 and loses the claim.
-    # Only the service's own lookup misses: the store is left as it is built (its
-    # claim_sends may read the claims back through its own sent_seqs).
+def test_a_retry_that_missed_the_claim_allocates_nothing(service: MessageService) -> None:
+    # The first sender claimed draft-1 (seq 1), then stopped before storing it.
+    assert service.seqs.allocate_sends(CONV, ["draft-1"], at=now_ms()) == {"draft-1": 1}
+    # This retry looked before the claim landed: its claim finds the first one's seq.
     real_seqs = service.seqs
     service.seqs = LookupMissesOnce(real_seqs)  # type: ignore[assignment]
     try:
         [message] = service.send(CONV, [draft(1)])
     finally:
         service.seqs = real_seqs
-    assert message.seq == 1  # the winner's seq, stored by this retry
-    stored, lost = service.pull(CONV, "bob", [1, 2])
+    assert message.seq == 1  # the first sender's seq, stored by this retry
+    assert service.max_seq(CONV) == 1
+    [stored] = service.pull(CONV, "bob", [1])
     assert isinstance(stored, MessageView) and stored.message == message
-    assert lost == Tombstone(2, TombstoneReason.PURGED)
     assert service.send(CONV, [draft(1)]) == [message]
 
 

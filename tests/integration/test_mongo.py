@@ -6,6 +6,7 @@ wire server (tests/mongo_emulator.py); skips only when none of them can run.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -324,3 +325,61 @@ def test_a_second_open_of_the_rows_keeps_the_collection(
     # found, so no create (whose error for an existing collection differs between servers)
     assert sent.names == ["listCollections", "findAndModify"]  # and the layout check
     assert sorted(again.get(CONV, [1, 2, 3])) == [1, 2, 3]
+
+
+def pending_claim(raw: Any, client_msg_id: str, claimed_at: int, owner: str = "dead") -> None:
+    """A claim whose sender stopped after claiming, before recording a seq."""
+    [document] = commands.claim_pending(CONV, [client_msg_id], owner, claimed_at, 0).documents
+    raw[commands.SENDS].insert_one(document)
+
+
+def test_a_new_send_claims_allocates_and_records_in_three_commands(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    sent.names.clear()
+    assert seqs.allocate_sends(CONV, ["m-a", "m-b"], at=1_000) == {"m-a": 1, "m-b": 2}
+    assert sent.names == ["insert", "findAndModify", "update"]
+    assert seqs.sent_seqs(CONV, ["m-a", "m-b"]) == {"m-a": 1, "m-b": 2}
+
+
+def test_a_claim_left_pending_past_its_lease_is_taken_over(
+    connection: MongoConnection, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    lease_ms = 2 * connection.timeouts.call * 1000
+    now = 10**12
+    pending_claim(raw, "m-a", claimed_at=now - int(lease_ms) - 1)
+    assert seqs.sent_seqs(CONV, ["m-a"]) == {}  # pending: no seq to answer with yet
+    assert seqs.allocate_sends(CONV, ["m-a", "m-b"], at=now) == {"m-a": 1, "m-b": 2}
+    assert seqs.max_seq(CONV) == 2
+
+
+def test_a_live_pending_claim_is_waited_for_and_its_seq_returned(
+    connection: MongoConnection, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    pending_claim(raw, "m-a", claimed_at=10**12)
+    recorded = threading.Event()
+
+    def sender_records_its_seq() -> None:
+        recorded.wait()  # the waiting call has found the claim pending
+        key = {"conversation_id": CONV, "client_msg_id": "m-a", "owner": "dead"}
+        raw[commands.SENDS].update_one(key, {"$set": {"seq": 7}})
+
+    finds = 0
+    real_find = seqs._sends.find
+
+    def find(*args: Any, **kwargs: Any) -> Any:
+        nonlocal finds
+        finds += 1
+        if finds == 2:  # the first one was the takeover check
+            recorded.set()
+        return real_find(*args, **kwargs)
+
+    seqs._sends.find = find  # type: ignore[method-assign]
+    other = threading.Thread(target=sender_records_its_seq)
+    other.start()
+    assert seqs.allocate_sends(CONV, ["m-a"], at=10**12 + 1) == {"m-a": 7}
+    other.join()
+    assert seqs.max_seq(CONV) == 0  # the other sender allocated; this call allocated nothing

@@ -75,12 +75,6 @@ def test_answers_covers_only_drafts_with_a_claim() -> None:
     assert found == {"draft-1": stored}
 
 
-def test_claims_lost_to_another_send_leave_their_seqs_to_purge() -> None:
-    ours = sending.first_claims(10, [draft(1), draft(2), draft(3)])
-    assert ours == {"draft-1": 10, "draft-2": 11, "draft-3": 12}
-    assert sending.lost_seqs(ours, {**ours, "draft-2": 4}) == [11]
-
-
 def test_an_insert_settles_inserted_and_duplicate_messages() -> None:
     pending = [message(1), message(2), message(3)]
     result = InsertResult(inserted=(1,), duplicates=(3,), conflicts=(2,))

@@ -827,6 +827,8 @@ def _doc_id(conversation_id: str, seq: str, size: int) -> Doc:
 # ---- seqs recorded by send per client_msg_id (collection `seq_send`) ------------------------
 
 SENT_SEQ_FIELDS: Doc = {"_id": 0, "client_msg_id": 1, "seq": 1}
+# The seq of a claim whose sender has not allocated yet (seqs start at 1).
+UNALLOCATED = 0
 
 
 def claim_sends(
@@ -844,6 +846,68 @@ def claim_sends(
         for cid, seq in sorted(claims.items())
     ]
     return InsertMany(documents, ordered=False)
+
+
+def claim_pending(
+    conversation_id: str, client_msg_ids: Sequence[str], owner: str, at: int, since: int
+) -> InsertMany:
+    """One pending claim (seq UNALLOCATED) per client_msg_id, owned by owner; see claim_sends."""
+    times = claim_times(at, since)
+    documents = [
+        {
+            "conversation_id": conversation_id,
+            "client_msg_id": cid,
+            "seq": UNALLOCATED,
+            "owner": owner,
+            **times,
+        }
+        for cid in sorted(client_msg_ids)
+    ]
+    return InsertMany(documents, ordered=False)
+
+
+def take_over(
+    conversation_id: str,
+    client_msg_ids: Sequence[str],
+    owner: str,
+    at: int,
+    since: int,
+    stale_before: int,
+) -> list[Update]:
+    """For client_msg_ids claimed before: owner's pending claim where the claim is dead.
+
+    Dead: expired before since, or still pending since before stale_before (its sender
+    died before recording a seq).
+    """
+    times = claim_times(at, since)
+    stale = {"seq": UNALLOCATED, "claimed_at": {"$lt": _date(stale_before)}}
+    return [
+        Update(
+            {
+                "conversation_id": conversation_id,
+                "client_msg_id": cid,
+                "$or": [{"claimed_at": {"$lt": _date(since)}}, stale],
+            },
+            {"$set": {"seq": UNALLOCATED, "owner": owner, **times}},
+        )
+        for cid in sorted(client_msg_ids)
+    ]
+
+
+def record_seqs(conversation_id: str, seqs: Mapping[str, int], owner: str) -> list[Update]:
+    """Write the seq of each pending claim owner still holds (a compare-and-set)."""
+    return [
+        Update(
+            {
+                "conversation_id": conversation_id,
+                "client_msg_id": cid,
+                "owner": owner,
+                "seq": UNALLOCATED,
+            },
+            {"$set": {"seq": seq}},
+        )
+        for cid, seq in sorted(seqs.items())
+    ]
 
 
 def claim_times(at: int, since: int) -> Doc:

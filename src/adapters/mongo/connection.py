@@ -63,6 +63,7 @@ class MongoConnection:
         timeouts: Timeouts | None = None,
     ) -> None:
         url = url or commands.DEFAULT_URL
+        self.timeouts = timeouts or Timeouts()
         options = commands.client_options(url, timeouts)
         try:
             self.client: MongoClient[Doc] = MongoClient(

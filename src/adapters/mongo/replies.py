@@ -163,8 +163,8 @@ def viewed_bucket_seqs(
 
 
 def sent_seqs(found: Iterable[Doc]) -> dict[str, int]:
-    """Recorded seq by client_msg_id, from the claim documents found."""
-    return {doc["client_msg_id"]: int(doc["seq"]) for doc in found}
+    """Recorded seq by client_msg_id, from the claim documents found (pending ones left out)."""
+    return {doc["client_msg_id"]: int(doc["seq"]) for doc in found if int(doc["seq"]) > 0}
 
 
 def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collection: str) -> None:

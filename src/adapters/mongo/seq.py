@@ -10,6 +10,8 @@ create two counters, two claims of one client_msg_id cannot both land, and every
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
@@ -25,6 +27,8 @@ from imbucket.adapters.mongo.commands import (
     UserDocs,
 )
 from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.timeouts import millis
+from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.model import TableStats, Watermarks
 from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 
@@ -121,6 +125,85 @@ class MongoSeqStore:
                     self._replace_expired(conversation_id, command.documents, taken, at, since)
         return self.sent_seqs(conversation_id, list(claims))
 
+    def allocate_sends(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Claim first (pending, no seq), allocate once for the claims won, record by CAS.
+
+        Uncontended: the insert of pending claims, the allocation and the bulk write of their
+        seqs (3 round trips). Ids claimed by another call: a takeover of those expired or
+        pending for longer than the lease (one bulk write and one find), then a find every
+        few milliseconds until their seqs are recorded, at most the call bound
+        (StoreUnavailable after it: the client retries).
+        """
+        wanted = list(dict.fromkeys(client_msg_ids))
+        if not wanted:
+            return {}
+        owner = uuid.uuid4().hex
+        with translated("claim client_msg_ids"):
+            ours = self._claim_pending(conversation_id, wanted, owner, at, since)
+            recorded = self._record(conversation_id, ours, owner) if ours else {}
+            return self._wait_for(conversation_id, wanted, recorded, since)
+
+    def _claim_pending(
+        self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
+    ) -> list[str]:
+        """The ids of wanted whose pending claim this call now holds, in the order given."""
+        command = commands.claim_pending(conversation_id, wanted, owner, at, since)
+        try:
+            self._sends.insert_many(command.documents, ordered=command.ordered)
+            return wanted
+        except BulkWriteError as error:
+            taken = replies.duplicate_positions(error.details)  # raises on other errors
+        claimed = [command.documents[i]["client_msg_id"] for i in taken]
+        stale_before = at - millis(self._lease)
+        updates = commands.take_over(conversation_id, claimed, owner, at, since, stale_before)
+        self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
+        pending = {"owner": owner, "seq": commands.UNALLOCATED}
+        held = self._sends.find(
+            {**commands.sends_in(conversation_id, claimed), **pending}, commands.SENT_SEQ_FIELDS
+        )
+        mine = {doc["client_msg_id"] for doc in held} | (set(wanted) - set(claimed))
+        return [cid for cid in wanted if cid in mine]
+
+    def _record(self, conversation_id: str, ours: list[str], owner: str) -> dict[str, int]:
+        """Allocate len(ours) seqs and write them into the claims; those written."""
+        first = self.allocate(conversation_id, len(ours))
+        seqs = {cid: first + offset for offset, cid in enumerate(ours)}
+        updates = commands.record_seqs(conversation_id, seqs, owner)
+        done = self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates])
+        # A claim taken over meanwhile (this call outlived its lease) keeps the other seq;
+        # the find that follows reads which one each id holds.
+        return seqs if done.modified_count == len(seqs) else {}
+
+    def _wait_for(
+        self, conversation_id: str, wanted: list[str], recorded: dict[str, int], since: int
+    ) -> dict[str, int]:
+        """recorded, plus the seqs other calls record for the rest of wanted (bounded wait)."""
+        deadline = time.monotonic() + self._connection.timeouts.call
+        pause = 0.002
+        while rest := [cid for cid in wanted if cid not in recorded]:
+            found = self._sends.find(
+                commands.sends_in(conversation_id, rest, since), commands.SENT_SEQ_FIELDS
+            )
+            recorded.update(replies.sent_seqs(found))
+            if len(recorded) < len(wanted):
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"client_msg_ids {rest[:5]} are still being sent by another call"
+                    )
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        return recorded
+
+    @property
+    def _lease(self) -> float:
+        """Seconds a pending claim holds before a retry may take it over.
+
+        Its sender's allocation and record, each a call with its own bound.
+        """
+        return 2 * self._connection.timeouts.call
+
     def prune_sends(self, before: int, limit: int) -> int:
         """A find of at most limit expired claims' _ids, then one delete_many of those.
 
@@ -173,6 +256,7 @@ class MongoSeqStore:
                 replies.epoch_ms(d.get("claimed_at")),
             )
             for d in found
+            if int(d["seq"]) > 0  # a pending claim: its sender is allocating right now
         ]
         return SeqPage(tuple(rows), cursor)
 

@@ -6,7 +6,8 @@ new value run in one transaction: the upsert's row lock keeps other writers out 
 COMMIT, so the value read is the one this call produced.
 
 The seqs send recorded per client_msg_id live in a third table (``…_sends``); a claim is
-an insert that keeps the row already there.
+an insert that keeps the row already there, and a send claims, allocates and records in one
+transaction (``allocate_sends``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    update,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.selectable import TextualSelect
@@ -46,6 +48,9 @@ from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 R = TypeVar("R", Counters, UserSeqs, SendClaim)
 # An upsert's statements: the write, and on MariaDB for an allocation the read after it.
 _Upsert = tuple[Executable, Executable | None]
+# The seq of a claim whose transaction has not allocated yet (seqs start at 1): never
+# committed, since the transaction that writes it writes the real seq before COMMIT.
+UNALLOCATED = 0
 
 
 class SqlSeqStore:
@@ -124,16 +129,64 @@ class SqlSeqStore:
     ) -> dict[str, int]:
         """Record the claims of client_msg_ids without a live seq; return every recorded seq.
 
-        PostgreSQL and SQLite: one ``INSERT … ON CONFLICT DO UPDATE … RETURNING``, whose
-        update branch keeps a live row as it is (or replaces an expired one) and returns the
-        row that won (even one committed after the statement began). MariaDB: ``INSERT … ON
-        DUPLICATE KEY UPDATE`` the same way, then a SELECT; the insert waits for a concurrent
-        claim of the same key to commit, so the SELECT sees it. Rows go in client_msg_id
-        order, so two overlapping claims never deadlock.
+        One statement (MariaDB: two), see ``_claim``.
         """
         wanted = _client_keys(conversation_id, list(claims))
         if not wanted:
             return {}
+        found = self.db.run(
+            lambda connection: self._claim(connection, conversation_id, claims, at, since)
+        )
+        return {cid: int(seq) for cid, seq in found.items()}
+
+    def allocate_sends(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int = 0, since: int = 0
+    ) -> dict[str, int]:
+        """Claim, allocate and record in one transaction; return the seq of every id.
+
+        The claims go in first, with no seq yet (0): an id claimed by a concurrent call
+        still in its transaction makes this one wait for its COMMIT (within the statement
+        timeout) and then read its seq. Then the counter is raised for the ids this call
+        claimed and their seqs are written, and everything commits together. Claims are
+        taken before the counter, in client_msg_id order, so two calls never deadlock. A
+        transaction cut short rolls back whole: no claim without a seq, no seq without a
+        claim, so running it again is safe. Round trips: BEGIN, the claim (MariaDB: and its
+        read), the allocation (MariaDB: and its read), the seqs' UPDATE, COMMIT.
+        """
+        wanted = _client_keys(conversation_id, client_msg_ids)
+        if not wanted:
+            return {}
+
+        def claim_allocate_record(connection: Connection) -> dict[str, int]:
+            claims = dict.fromkeys(wanted, UNALLOCATED)
+            found = self._claim(connection, conversation_id, claims, at, since)
+            fresh = [cid for cid in wanted if found[cid] == UNALLOCATED]
+            if fresh:
+                last = self._allocate_on(connection, conversation_id, len(fresh))
+                seqs = {cid: last - len(fresh) + 1 + offset for offset, cid in enumerate(fresh)}
+                connection.execute(self._record(conversation_id, seqs))
+                found.update(seqs)
+            return found
+
+        return self.db.run(claim_allocate_record, atomic=True)
+
+    def _claim(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        claims: Mapping[str, int],
+        at: int,
+        since: int,
+    ) -> dict[str, int]:
+        """Record the claims of client_msg_ids without a live seq; every recorded seq.
+
+        PostgreSQL and SQLite: one ``INSERT … ON CONFLICT DO UPDATE … RETURNING``, whose
+        update branch keeps a live row as it is (or replaces an expired one) and returns the
+        row that won (even one committed after the statement began). MariaDB: ``INSERT … ON
+        DUPLICATE KEY UPDATE`` the same way, then a SELECT, in the caller's transaction; the
+        insert waits for a concurrent claim of the same key to commit, so the SELECT sees
+        it. Rows go in client_msg_id order, so two overlapping claims never deadlock.
+        """
         table = self._sends
         rows = [
             {
@@ -142,7 +195,7 @@ class SqlSeqStore:
                 "seq": claims[cid],
                 "claimed_at": at,
             }
-            for cid in sorted(wanted)
+            for cid in sorted(claims)
         ]
         expired = table.c.claimed_at < since
 
@@ -158,13 +211,8 @@ class SqlSeqStore:
                     ("claimed_at", kept(table.c.claimed_at, upsert.inserted.claimed_at)),
                 ]
             )
-            read = self._select_sends(conversation_id, wanted)
-
-            def claim_then_read(connection: Connection) -> list[Any]:
-                connection.execute(claim)
-                return list(connection.execute(read).all())
-
-            found = self.db.run(claim_then_read)
+            connection.execute(claim)
+            found = connection.execute(self._select_sends(conversation_id, list(claims))).all()
         else:
             dialect = postgresql if self.db.kind == "postgresql" else sqlite
             statement = dialect.insert(table).values(rows)
@@ -175,8 +223,29 @@ class SqlSeqStore:
                     "claimed_at": kept(table.c.claimed_at, statement.excluded.claimed_at),
                 },
             ).returning(table.c.client_msg_id, table.c.seq)
-            found = list(self.db.execute(statement).rows)
+            found = connection.execute(statement).all()
         return {cid: int(seq) for cid, seq in found}
+
+    def _allocate_on(self, connection: Connection, conversation_id: str, n: int) -> int:
+        """Raise max_seq by n on connection (in its transaction); the new max_seq."""
+        params = {"conversation_id": conversation_id, "max_seq": n}
+        upsert, read = self._upsert_statements(self._seqs, ("conversation_id",), "max_seq", True)
+        if read is None:
+            return int(connection.execute(upsert, params).scalar_one())
+        connection.execute(upsert, params)
+        return int(connection.execute(read, params).scalar_one())
+
+    def _record(self, conversation_id: str, seqs: Mapping[str, int]) -> Executable:
+        """The UPDATE writing the seqs of claims this transaction made."""
+        table = self._sends
+        return (
+            update(table)
+            .where(
+                table.c.conversation_id == conversation_id,
+                table.c.client_msg_id.in_(list(seqs)),
+            )
+            .values(seq=case(dict(seqs), value=table.c.client_msg_id))
+        )
 
     def prune_sends(self, before: int, limit: int) -> int:
         """One bounded DELETE of claims recorded before before (by the claimed_at index)."""
