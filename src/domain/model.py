@@ -373,19 +373,31 @@ class Watermarks:
     max_seq: int = 0
     min_seq: int = 0
     user_min_seq: int = 0
+    # The viewer's own ceiling, 0 for none: OpenIM's seq_user.max_seq, the conversation's
+    # max_seq when the viewer left a group (seqs after it are not theirs to see).
+    user_max_seq: int = 0
 
     @property
     def floor(self) -> int:
         """Seqs below this are cleared for the viewer."""
         return max(self.min_seq, self.user_min_seq)
 
+    @property
+    def ceiling(self) -> int:
+        """Seqs above this are not the viewer's: max_seq, or their own ceiling when lower."""
+        if self.user_max_seq:
+            return min(self.max_seq, self.user_max_seq)
+        return self.max_seq
+
     def visible(self, seqs: Sequence[int]) -> list[int]:
         """The seqs of seqs that are allocated and not cleared: the only ones worth reading."""
-        return [seq for seq in seqs if self.floor <= seq <= self.max_seq]
+        ceiling = self.ceiling
+        return [seq for seq in seqs if self.floor <= seq <= ceiling]
 
     def latest(self, count: int) -> list[int]:
         """The newest count allocated seqs the viewer has not cleared, ascending."""
-        return list(range(max(self.max_seq - count + 1, self.floor, 1), self.max_seq + 1))
+        ceiling = self.ceiling
+        return list(range(max(ceiling - count + 1, self.floor, 1), ceiling + 1))
 
     @staticmethod
     def clearing(max_seq: int) -> int:
