@@ -8,7 +8,7 @@ holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -16,18 +16,19 @@ from typing import Any
 from imbucket.domain.model import (
     EMPTY_SLOT,
     MESSAGE_FIELDS,
+    OFFLINE_PUSH_FIELDS,
     Message,
+    OfflinePush,
     Revoke,
-    Role,
     Slot,
     stored_message,
     stored_slot,
 )
-
-INT_FIELDS = frozenset(
-    {"seq", "session_type", "content_type", "send_time", "create_time", "status"}
-    | {"sender_platform_id"}
+from imbucket.domain.model import (
+    INT_FIELDS as _MESSAGE_INTS,
 )
+
+INT_FIELDS = frozenset(_MESSAGE_INTS)
 
 Doc = dict[str, Any]
 
@@ -35,6 +36,11 @@ Doc = dict[str, Any]
 _AFTER_SEQ = MESSAGE_FIELDS[1:]
 _INT_POSITIONS = tuple(n for n, name in enumerate(_AFTER_SEQ) if name in INT_FIELDS)
 _VALUES_AFTER_SEQ = itemgetter(*_AFTER_SEQ)
+# The stored fields after seq that a document holds in another form than the domain's (an
+# array, a sub-document or null): converted on read (``_domain_values``).
+_OPTIONS = _AFTER_SEQ.index("options")
+_PUSH = _AFTER_SEQ.index("offline_push")
+_AT_USERS = _AFTER_SEQ.index("at_user_id_list")
 _NOBODY: frozenset[str] = frozenset()  # a slot's deleters or readers when it has none
 
 
@@ -50,26 +56,60 @@ def plain_int(value: Any) -> Any:
     return value
 
 
+def push_to_doc(push: OfflinePush | None) -> Doc | None:
+    """The offline push as a plain dict (None when the message asks for none)."""
+    if push is None:
+        return None
+    return {name: getattr(push, name) for name in OFFLINE_PUSH_FIELDS}
+
+
+def push_from_doc(doc: Any) -> OfflinePush | None:
+    """Rebuild an offline push from a dict (push_to_doc's) or a list (the compact form)."""
+    if doc is None:
+        return None
+    if isinstance(doc, Mapping):
+        doc = [doc.get(name, "") for name in OFFLINE_PUSH_FIELDS]
+    title, desc, ex, sound, badge = doc
+    return OfflinePush(title, desc, ex, sound, bool(badge))
+
+
 def message_to_doc(message: Message) -> Doc:
     """A message as a plain dict (without conversation_id)."""
     doc = {name: getattr(message, name) for name in MESSAGE_FIELDS}
     doc["options"] = dict(message.options)
     doc["session_type"] = int(message.session_type)
     doc["content_type"] = int(message.content_type)
+    doc["offline_push"] = push_to_doc(message.offline_push)
+    doc["at_user_id_list"] = list(message.at_user_id_list)
     return doc
+
+
+def _domain_values(values: Sequence[Any]) -> list[Any]:
+    """Stored values after seq as the domain holds them: plain ints, tuples, OfflinePush.
+
+    A null options or at-list (OpenIM's encoding of an empty one) reads as empty.
+    """
+    converted = list(values)
+    for position in _INT_POSITIONS:
+        if type(converted[position]) is not int:  # BSON's Int64; a JSON engine gives plain ints
+            converted[position] = plain_int(converted[position])
+    if converted[_OPTIONS] is None:
+        converted[_OPTIONS] = {}
+    converted[_PUSH] = push_from_doc(converted[_PUSH])
+    converted[_AT_USERS] = tuple(converted[_AT_USERS] or ())
+    return converted
 
 
 def message_from_doc(conversation_id: str, doc: Doc) -> Message:
     """Rebuild a message stored by message_to_doc (driver int types become plain ints).
 
     The store wrote doc from a checked Message, so it is not checked again
-    (``imbucket.domain.model.stored_message``); only driver int subclasses are converted.
+    (``imbucket.domain.model.stored_message``); only the stored forms are converted. Keys a
+    message written before they existed lacks read as their defaults.
     """
-    values = _VALUES_AFTER_SEQ(doc)
-    for position in _INT_POSITIONS:
-        if type(values[position]) is not int:  # BSON's Int64; a JSON engine gives plain ints
-            values = [plain_int(value) for value in values]
-            break
+    if len(doc) < len(MESSAGE_FIELDS):
+        doc = {**_DOC_DEFAULTS, **doc}
+    values = _domain_values(_VALUES_AFTER_SEQ(doc))
     return stored_message(conversation_id, plain_int(doc["seq"]), values)
 
 
@@ -85,7 +125,7 @@ def revoke_to_doc(revoke: Revoke) -> Doc:
 
 def revoke_from_doc(doc: Doc) -> Revoke:
     """Rebuild a revoke stored by revoke_to_doc."""
-    return Revoke(doc["user_id"], Role(doc["role"]), doc["nickname"], plain_int(doc["time"]))
+    return Revoke(doc["user_id"], plain_int(doc["role"]), doc["nickname"], plain_int(doc["time"]))
 
 
 def slot_to_doc(slot: Slot) -> Doc:
@@ -136,11 +176,14 @@ def conversation_of(doc_id: str) -> str:
 
 # The stored fields after seq with the value a compact message leaves out when it ends the
 # list (trailing defaults are trimmed and restored on read).
-_COMPACT_DEFAULTS: tuple[object, ...] = tuple(
-    {} if name == "options" else "" if name in {"recv_id", "group_id", "server_msg_id", "ex"}
-    else "" if name == "sender_nickname" else 0 if name == "sender_platform_id" else None
-    for name in _AFTER_SEQ
-)  # fmt: skip
+_TRIMMED = {
+    "recv_id": "", "group_id": "", "server_msg_id": "", "ex": "", "sender_nickname": "",
+    "sender_platform_id": 0, "options": {}, "sender_face_url": "", "msg_from": 0,
+    "is_read": False, "offline_push": None, "at_user_id_list": [], "attached_info": "",
+}  # fmt: skip
+_COMPACT_DEFAULTS: tuple[object, ...] = tuple(_TRIMMED.get(name) for name in _AFTER_SEQ)
+# The values of a message dict missing keys (stored before the key existed) read as.
+_DOC_DEFAULTS: Doc = {**_TRIMMED, "options": None, "at_user_id_list": None}
 _SEND_TIME = _AFTER_SEQ.index("send_time")
 _CREATE_TIME = _AFTER_SEQ.index("create_time")
 _ROLE = 1  # position of the role in a compact revoke
@@ -188,6 +231,9 @@ def compact_slot_to_doc(slot: Slot) -> Doc:
     if slot.message is not None:
         values = list(message_to_doc(slot.message).values())[1:]
         values[_CREATE_TIME] -= values[_SEND_TIME]
+        push = values[_PUSH]
+        if push is not None:
+            values[_PUSH] = list(push.values())
         while values and values[-1] == _COMPACT_DEFAULTS[len(values) - 1]:
             values.pop()
         doc["m"] = values
@@ -208,17 +254,14 @@ def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Sl
         return EMPTY_SLOT
     message, revoke = doc.get("m"), doc.get("r")
     if message is not None:
-        values = [*message, *_COMPACT_DEFAULTS[len(message) :]]
-        for position in _INT_POSITIONS:  # BSON's Int64 (a JSON engine gives plain ints)
-            if type(values[position]) is not int:
-                values[position] = plain_int(values[position])
+        values = _domain_values([*message, *_COMPACT_DEFAULTS[len(message) :]])
         values[_CREATE_TIME] += values[_SEND_TIME]
         message = stored_message(conversation_id, seq, values)
         if len(doc) == 1:  # the usual slot: a message and no tag
             return stored_slot(message)
     if revoke is not None:
         user_id, role, nickname, time = revoke
-        revoke = Revoke(user_id, Role(role), nickname, plain_int(time))
+        revoke = Revoke(user_id, plain_int(role), nickname, plain_int(time))
     deleted_by, read_by = doc.get("d"), doc.get("b")
     return stored_slot(
         message,

@@ -172,6 +172,40 @@ def _mongo(
         raise
 
 
+def openim_mongo(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
+    """A database OpenIM wrote, opened as it is and read-only (docs/openim.md).
+
+    url is the MongoDB URL; an ``openim_redis`` query parameter, when present, is OpenIM's
+    Redis URL, whose ``MALLOC_SEQ`` hashes give each conversation's allocated maximum.
+    """
+    with needs_extra("store backend 'openim-mongo'"):
+        from imbucket.adapters.mongo.connection import MongoConnection
+        from imbucket.adapters.mongo.openim import (
+            OPENIM_LAYOUT,
+            OpenimBucketRepository,
+            OpenimSeqStore,
+            split_redis,
+        )
+    if layout.size != OPENIM_LAYOUT.size:
+        raise ConfigError(
+            f"OpenIM's buckets hold {OPENIM_LAYOUT.size} messages, not {layout.size}: "
+            "leave store.bucket_size unset"
+        )
+    mongo_url, redis_url = split_redis(url)
+    connection = MongoConnection(mongo_url, timeouts=timeouts)
+    try:
+        redis = None
+        if redis_url:
+            from redis import Redis
+
+            redis = Redis.from_url(redis_url, decode_responses=True)
+        store = BucketMessageStore(OpenimBucketRepository(connection), budget)
+        return Backend(store, OpenimSeqStore(connection, redis), connection.server_version)
+    except BaseException:
+        connection.close()
+        raise
+
+
 StoreFactory = Callable[[str, BucketLayout, TagBudget, Timeouts], Backend]
 
 STORE_FACTORIES: dict[str, StoreFactory] = {
@@ -180,6 +214,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
     "sql-bucket": sql_bucket,
     "mongo-bucket": mongo_bucket,
     "mongo-row": mongo_row,
+    "openim-mongo": openim_mongo,
 }
 
 

@@ -78,3 +78,10 @@ class WriteConflict(ImbucketError):
     Its seq holds another message (send and ingest were mixed on one seq range, or another
     sender used the same client_msg_id), or the message of a repeated client_msg_id was purged.
     """
+
+
+class OpenimIncompatible(WriteRefused):
+    """The operation cannot be stored on OpenIM's own layout the way OpenIM reads it back.
+
+    docs/openim.md lists them; nothing is written.
+    """

@@ -20,6 +20,7 @@ from imbucket.domain.sizes import (
     BOOL_BYTES,
     CHAR_BYTES,
     DOC_OVERHEAD,
+    ENTRY_OVERHEAD,
     FIELD_OVERHEAD,
     INT_BYTES,
     fields_bytes,
@@ -84,6 +85,20 @@ class Actor:
 
 
 @dataclass(frozen=True, slots=True)
+class OfflinePush:
+    """The push notification a message asks for (OpenIM's OfflinePushInfo, as it stores it)."""
+
+    title: str = ""
+    desc: str = ""
+    ex: str = ""
+    ios_push_sound: str = ""
+    ios_badge_count: bool = False
+
+
+OFFLINE_PUSH_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(OfflinePush))
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One stored message: the fact, never changed once stored (OpenIM's MsgData)."""
 
@@ -104,6 +119,14 @@ class Message:
     sender_platform_id: int = 0
     options: Mapping[str, bool] = field(default_factory=dict)
     ex: str = ""
+    sender_face_url: str = ""
+    msg_from: int = 0
+    is_read: bool = (
+        False  # OpenIM's message-level flag, kept as stored (the slot's is the real one)
+    )
+    offline_push: OfflinePush | None = None
+    at_user_id_list: tuple[str, ...] = ()
+    attached_info: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +144,14 @@ class Draft:
     sender_platform_id: int = 0
     options: Mapping[str, bool] = field(default_factory=dict)
     ex: str = ""
+    sender_face_url: str = ""
+    msg_from: int = 0
+    is_read: bool = (
+        False  # OpenIM's message-level flag, kept as stored (the slot's is the real one)
+    )
+    offline_push: OfflinePush | None = None
+    at_user_id_list: tuple[str, ...] = ()
+    attached_info: str = ""
 
 
 _quick_message: Callable[..., Message] = quick_constructor(Message)
@@ -150,27 +181,36 @@ DRAFT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if name no
 _TYPES = get_type_hints(Message)
 # Free text, bounded by limits.max_content_bytes; every other str field is an id or a short
 # text, bounded by limits.max_id_length.
-LONG_TEXT_FIELDS = ("content", "ex")
+LONG_TEXT_FIELDS = ("content", "ex", "attached_info", "sender_face_url")
 SHORT_TEXT_FIELDS: tuple[str, ...] = tuple(
     name for name in MESSAGE_FIELDS if _TYPES[name] is str and name not in LONG_TEXT_FIELDS
 )
 INT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is int)
 _STR_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is str)
-# message_bytes beyond the characters of its strings and options (see message_bytes_at_most).
+# message_bytes beyond the characters of its strings, options and at-list entries (see
+# message_bytes_at_most): every field's key, every int at its largest, the flags, the
+# options', at-list's and offline push's framing and the push's keys.
 _FIXED_BYTES = (
     DOC_OVERHEAD
     + sum(len(name) + FIELD_OVERHEAD for name in MESSAGE_FIELDS)
     + INT_BYTES * len(INT_FIELDS)
-    + DOC_OVERHEAD  # the options document's own framing
+    + BOOL_BYTES  # is_read
+    + 3 * DOC_OVERHEAD  # options, at_user_id_list, offline_push
+    + sum(len(name) + FIELD_OVERHEAD for name in OFFLINE_PUSH_FIELDS)
+    + BOOL_BYTES  # offline_push.ios_badge_count
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Revoke:
-    """Who revoked a message, with which role, and when (epoch ms)."""
+    """Who revoked a message, with which role, and when (epoch ms).
+
+    role is kept as stored: an imbucket ``Role``, or any level OpenIM writes (0 for an app
+    admin, the revoker's app manager level in a 1:1 chat, the group role in a group).
+    """
 
     user_id: str
-    role: Role
+    role: int
     nickname: str = ""
     time: int = 0
 
@@ -333,19 +373,31 @@ class Watermarks:
     max_seq: int = 0
     min_seq: int = 0
     user_min_seq: int = 0
+    # The viewer's own ceiling, 0 for none: OpenIM's seq_user.max_seq, the conversation's
+    # max_seq when the viewer left a group (seqs after it are not theirs to see).
+    user_max_seq: int = 0
 
     @property
     def floor(self) -> int:
         """Seqs below this are cleared for the viewer."""
         return max(self.min_seq, self.user_min_seq)
 
+    @property
+    def ceiling(self) -> int:
+        """Seqs above this are not the viewer's: max_seq, or their own ceiling when lower."""
+        if self.user_max_seq:
+            return min(self.max_seq, self.user_max_seq)
+        return self.max_seq
+
     def visible(self, seqs: Sequence[int]) -> list[int]:
         """The seqs of seqs that are allocated and not cleared: the only ones worth reading."""
-        return [seq for seq in seqs if self.floor <= seq <= self.max_seq]
+        ceiling = self.ceiling
+        return [seq for seq in seqs if self.floor <= seq <= ceiling]
 
     def latest(self, count: int) -> list[int]:
         """The newest count allocated seqs the viewer has not cleared, ascending."""
-        return list(range(max(self.max_seq - count + 1, self.floor, 1), self.max_seq + 1))
+        ceiling = self.ceiling
+        return list(range(max(ceiling - count + 1, self.floor, 1), ceiling + 1))
 
     @staticmethod
     def clearing(max_seq: int) -> int:
@@ -472,10 +524,13 @@ def _check_fields(item: Message | Draft, limits: Limits) -> None:
         if item.session_type not in SessionType._value2member_map_:
             raise InvalidMessage(f"unknown session_type {item.session_type}")
         _check_content(item.content, limits)
-        _check_text(item.ex, "ex", InvalidMessage, allow_newlines=True)
-        if len(item.ex.encode()) > limits.max_content_bytes:
-            raise ContentTooLarge(f"ex is larger than {limits.max_content_bytes} bytes")
+        for name in LONG_TEXT_FIELDS[1:]:
+            _check_long_text(getattr(item, name), name, limits)
+        if type(item.is_read) is not bool:
+            raise InvalidMessage("is_read must be a bool")
         _check_options(item.options, limits)
+        _check_at_users(item.at_user_id_list, limits)
+        _check_offline_push(item.offline_push, limits)
         _check_size(item, limits)
     except InvalidMessage:
         raise
@@ -491,6 +546,41 @@ def _check_content(content: object, limits: Limits) -> None:
         raise ContentTooLarge(f"content is {size} bytes, the limit is {limits.max_content_bytes}")
 
 
+def _check_long_text(value: object, what: str, limits: Limits) -> None:
+    _check_text(value, what, InvalidMessage, allow_newlines=True)
+    assert isinstance(value, str)
+    if len(value.encode()) > limits.max_content_bytes:
+        raise ContentTooLarge(f"{what} is larger than {limits.max_content_bytes} bytes")
+
+
+def _check_at_users(users: object, limits: Limits) -> None:
+    """A tuple (so that a message stays comparable to the one read back) of user ids."""
+    if not isinstance(users, tuple):
+        raise InvalidMessage(f"at_user_id_list must be a tuple, got {type(users).__name__}")
+    for user in users:
+        check_id(user, "at_user_id_list entry", limits)
+
+
+def _check_offline_push(push: object, limits: Limits) -> None:
+    if push is None:
+        return
+    if not isinstance(push, OfflinePush):
+        raise InvalidMessage(f"offline_push must be an OfflinePush, got {type(push).__name__}")
+    for name in OFFLINE_PUSH_FIELDS[:-1]:
+        _check_long_text(getattr(push, name), f"offline_push.{name}", limits)
+    if type(push.ios_badge_count) is not bool:
+        raise InvalidMessage("offline_push.ios_badge_count must be a bool")
+
+
+def _sized(name: str, value: object) -> object:
+    """The value of field name as ``fields_bytes`` counts it (the offline push: a document)."""
+    if name != "offline_push":
+        return value
+    if value is None:
+        return {}
+    return {key: getattr(value, key) for key in OFFLINE_PUSH_FIELDS}
+
+
 def message_bytes(item: Message | Draft, max_id_length: int) -> int:
     """Upper bound of item once stored, in every encoding (imbucket.domain.sizes).
 
@@ -500,7 +590,7 @@ def message_bytes(item: Message | Draft, max_id_length: int) -> int:
     values: dict[str, object] = {
         name: None if _TYPES[name] is str else 0 for name in STAMPED_FIELDS
     }
-    values.update((name, getattr(item, name)) for name in _stored(item))
+    values.update((name, _sized(name, getattr(item, name))) for name in _stored(item))
     return fields_bytes(values, max_id_length)
 
 
@@ -513,7 +603,17 @@ def message_bytes_at_most(message: Message) -> int:
     chars = sum(len(getattr(message, name)) for name in _STR_FIELDS)
     options = message.options
     chars += sum(len(key) for key in options)
-    return _FIXED_BYTES + CHAR_BYTES * chars + len(options) * (FIELD_OVERHEAD + BOOL_BYTES)
+    users = message.at_user_id_list
+    chars += sum(len(user) for user in users)
+    push = message.offline_push
+    if push is not None:
+        chars += len(push.title) + len(push.desc) + len(push.ex) + len(push.ios_push_sound)
+    return (
+        _FIXED_BYTES
+        + CHAR_BYTES * chars
+        + len(options) * (FIELD_OVERHEAD + BOOL_BYTES)
+        + len(users) * ENTRY_OVERHEAD
+    )
 
 
 def _check_size(item: Message | Draft, limits: Limits) -> None:

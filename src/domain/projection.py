@@ -64,12 +64,13 @@ def project(
     watermarks: Watermarks,
 ) -> list[Entry]:
     """Return exactly one entry per requested seq, in the order requested."""
-    top, floor, get = watermarks.max_seq, watermarks.floor, slots.get
+    # Seqs past a viewer's own ceiling (a member who left) are, to them, not allocated.
+    top, floor, get = watermarks.ceiling, watermarks.floor, slots.get
     return [_project_one(viewer_id, seq, get(seq), top, floor) for seq in seqs]
 
 
 def _project_one(viewer_id: str, seq: int, slot: Slot | None, top: int, floor: int) -> Entry:
-    """One seq's entry; top and floor are the viewer's watermarks (max_seq and floor)."""
+    """One seq's entry; top and floor are the viewer's watermarks (ceiling and floor)."""
     if seq > top:
         return _tombstone(seq, TombstoneReason.UNALLOCATED)
     if seq < floor:

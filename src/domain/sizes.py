@@ -54,24 +54,31 @@ def int_field_bytes(name: str) -> int:
 
 
 def fields_bytes(values: Mapping[str, object], max_id_length: int) -> int:
-    """Upper bound of a stored message given its validated stored fields by name.
+    """Upper bound of a stored message (or any document) given its validated fields by name.
 
     A value of None stands for a text not known yet (a field ``send`` will stamp): it
-    counts as the longest id. Every int counts at its largest.
+    counts as the longest id. Every int counts at its largest, a mapping as a document
+    (options, the offline push), a tuple or list as an array of strings.
     """
     total = DOC_OVERHEAD
     for name, value in values.items():
-        if isinstance(value, str):
-            total += text_field_bytes(name, text_bytes(value))
-        elif value is None:
-            total += text_field_bytes(name, id_bytes(max_id_length))
-        elif isinstance(value, int):
-            total += int_field_bytes(name)
-        else:  # options: keys of the sender's choosing, each with a boolean
-            assert isinstance(value, Mapping)
-            entries = sum(text_bytes(key) + FIELD_OVERHEAD + BOOL_BYTES for key in value)
-            total += text_field_bytes(name, DOC_OVERHEAD + entries)
+        total += text_bytes(name) + FIELD_OVERHEAD + _value_bytes(value, max_id_length)
     return total
+
+
+def _value_bytes(value: object, max_id_length: int) -> int:
+    if isinstance(value, str):
+        return text_bytes(value)
+    if value is None:
+        return id_bytes(max_id_length)
+    if isinstance(value, bool):
+        return BOOL_BYTES
+    if isinstance(value, int):
+        return INT_BYTES
+    if isinstance(value, Mapping):
+        return fields_bytes(value, max_id_length)
+    assert isinstance(value, tuple | list)
+    return DOC_OVERHEAD + sum(text_bytes(entry) + ENTRY_OVERHEAD for entry in value)
 
 
 def revoke_bytes(max_id_length: int) -> int:

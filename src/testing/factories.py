@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from imbucket.domain.model import DEFAULT_LIMITS, Draft, Limits, Message, SessionType, message_bytes
+from imbucket.domain.model import (
+    DEFAULT_LIMITS,
+    Draft,
+    Limits,
+    Message,
+    OfflinePush,
+    SessionType,
+    message_bytes,
+)
 
 CONV = "sg_contract"
 
@@ -24,6 +32,27 @@ def message(seq: int, conversation_id: str = CONV, **fields: Any) -> Message:
     }
     values.update(fields)
     return Message(conversation_id=conversation_id, seq=seq, **values)
+
+
+def every_field(seq: int) -> dict[str, Any]:
+    """The message fields a plain ``message`` leaves at their defaults, each set (OpenIM's)."""
+    return {
+        "sender_nickname": f"Alice {seq}",
+        "sender_platform_id": 5,
+        "sender_face_url": f"https://img.example/a/{seq}.png",
+        "msg_from": 100,
+        "is_read": seq % 2 == 0,
+        "options": {"history": True, "unreadCount": False},
+        "offline_push": OfflinePush("title", f"desc {seq}", "{}", "ring.caf", seq % 3 == 0),
+        "at_user_id_list": ("bob", "carol") if seq % 2 else (),
+        "attached_info": '{"isPrivateChat": false}',
+        "ex": f"ex {seq}",
+    }
+
+
+def full_message(seq: int, conversation_id: str = CONV, **fields: Any) -> Message:
+    """``message`` with every field OpenIM stores set (``every_field``)."""
+    return message(seq, conversation_id, **{**every_field(seq), **fields})
 
 
 def messages(first: int, last: int, conversation_id: str = CONV, **fields: Any) -> list[Message]:

@@ -3,9 +3,10 @@
 ``fill`` writes, through the service (and the store for tags before a message lands):
 messages over several buckets of any size up to 500, send claims, a revoke, deleters (more
 than one per slot, so a source opened with one deleter inline spills), early readers of a
-seq whose message never lands, is_read in a 1:1 chat, purged seqs with and without a
-message, a user's clear floor, a conversation floor, read seqs, and a conversation that has
-counters only. ``views`` is what every user sees of all of it, independent of the scans.
+seq whose message never lands, is_read in a 1:1 chat (whose messages set every OpenIM
+field), purged seqs with and without a message, a user's clear floor, a conversation
+floor, read seqs, and a conversation that has counters only. ``views`` is what every user
+sees of all of it, independent of the scans.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from imbucket.app import MessageService
 from imbucket.domain.model import Actor, Draft, Revoke, Role, SessionType
-from imbucket.testing.factories import messages
+from imbucket.testing.factories import full_message, messages
 
 GROUP = "sg_migrate"
 SINGLE = "si_alice_bob"
@@ -53,7 +54,10 @@ def fill(service: MessageService, group_messages: int = 120) -> None:
     service.purge(GROUP, [235], OWNER)  # purged before any message
     service.clear_history(GROUP, "erin")
     service.mark_read(GROUP, list(range(1, 40)), "dave")
-    single = messages(1, 5, SINGLE, session_type=SessionType.SINGLE, recv_id="bob", group_id="")
+    single = [
+        full_message(seq, SINGLE, session_type=SessionType.SINGLE, recv_id="bob", group_id="")
+        for seq in range(1, 6)
+    ]
     service.ingest(SINGLE, single)
     service.mark_read(SINGLE, [1, 2, 3], "bob")
     service.ingest(CLEARED, messages(1, 10, CLEARED))

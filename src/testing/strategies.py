@@ -15,7 +15,16 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from imbucket.domain.model import MAX_INT64, MAX_SEQ, Actor, Draft, Message, Role, SessionType
+from imbucket.domain.model import (
+    MAX_INT64,
+    MAX_SEQ,
+    Actor,
+    Draft,
+    Message,
+    OfflinePush,
+    Role,
+    SessionType,
+)
 from imbucket.testing.dump import CONVERSATIONS, USERS
 from imbucket.testing.factories import draft, message
 
@@ -128,6 +137,19 @@ allocated_seq = st.integers(1, ALLOCATED)
 
 # ---- drafts and messages -------------------------------------------------------------------
 
+not_bool = st.one_of(st.integers(0, 1), st.none(), st.text(max_size=2))
+junk_at_users = st.one_of(
+    st.just(["bob"]),  # a list: a message holds a tuple
+    st.text(max_size=3),
+    st.tuples(junk_id),
+)
+junk_offline_push = st.one_of(
+    st.just({"title": "t"}),
+    st.text(max_size=3),
+    junk_free_text.map(lambda text: OfflinePush(title=text)),
+    not_bool.map(lambda flag: OfflinePush(ios_badge_count=flag)),  # type: ignore[arg-type]
+)
+
 DRAFT_JUNK: dict[str, Strategy] = {
     "send_id": junk_id,
     "client_msg_id": junk_id,
@@ -140,6 +162,12 @@ DRAFT_JUNK: dict[str, Strategy] = {
     "group_id": junk_short_text,
     "sender_nickname": junk_short_text,
     "options": junk_options,
+    "sender_face_url": junk_free_text,
+    "attached_info": junk_free_text,
+    "msg_from": junk_field_int,
+    "is_read": not_bool,
+    "at_user_id_list": junk_at_users,
+    "offline_push": junk_offline_push,
 }
 MESSAGE_JUNK: dict[str, Strategy] = {
     **DRAFT_JUNK,

@@ -15,7 +15,15 @@ from imbucket.domain.budget import (
     BucketBounds,
 )
 from imbucket.domain.errors import ContentTooLarge
-from imbucket.domain.model import Actor, Limits, Message, Role, SessionType, message_bytes
+from imbucket.domain.model import (
+    Actor,
+    Limits,
+    Message,
+    OfflinePush,
+    Role,
+    SessionType,
+    message_bytes,
+)
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason, project
 from imbucket.ports.bucket_repository import BucketRepository
 from imbucket.testing.concurrency import run_together
@@ -205,6 +213,12 @@ def worst_message(seq: int) -> Message:
         sender_platform_id=big,
         options={wide_id("a"): False, wide_id("b"): False},
         ex="\\" * 100,
+        sender_face_url=wide_id("f"),
+        msg_from=big,
+        is_read=True,
+        offline_push=OfflinePush(wide_id("t"), wide_id("d"), wide_id("e"), wide_id("p"), True),
+        at_user_id_list=(wide_id("u"), wide_id("v")),
+        attached_info=wide_id("i"),
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from imbucket.app import MessageService
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket.testing.factories import CONV, message, messages
+from imbucket.testing.factories import CONV, full_message, message, messages
 
 
 def contents(entries: list[MessageView | Tombstone]) -> list[str | TombstoneReason]:
@@ -18,6 +18,16 @@ def test_ingest_stores_messages_and_raises_max_seq(service: MessageService) -> N
     assert result.inserted == (1, 2, 3, 4, 5)
     assert service.max_seq(CONV) == 5
     assert contents(service.pull_range(CONV, "bob", 1, 5)) == [f"message {s}" for s in range(1, 6)]
+
+
+def test_every_openim_field_is_kept(service: MessageService) -> None:
+    """Face URL, msg_from, the message's is_read, push, at-list, attached info: read back equal."""
+    stored = [full_message(seq) for seq in (1, 2, 3, 150)]
+    service.ingest(CONV, stored)
+    found = service.store.get(CONV, [1, 2, 3, 150])
+    assert [found[m.seq].message for m in stored] == stored
+    again = service.ingest(CONV, stored)
+    assert again.duplicates == (1, 2, 3, 150)
 
 
 def test_identical_redelivery_changes_nothing(service: MessageService) -> None:

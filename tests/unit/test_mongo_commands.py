@@ -47,6 +47,12 @@ def msg_doc(m: Message) -> dict[str, Any]:
         "sender_platform_id": 0,
         "options": {},
         "ex": "",
+        "sender_face_url": "",
+        "msg_from": 0,
+        "is_read": False,
+        "offline_push": None,
+        "at_user_id_list": [],
+        "attached_info": "",
     }
 
 

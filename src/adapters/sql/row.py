@@ -42,11 +42,11 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.selectable import Subquery
 
-from imbucket.adapters.codec import message_to_doc
+from imbucket.adapters.codec import message_to_doc, push_from_doc
 from imbucket.adapters.row import RowMessageStore
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
-from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema
+from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
 from imbucket.adapters.sql.seq import watermarks_query
 from imbucket.adapters.sql.sizing import batches, row_bytes
 from imbucket.adapters.sql.sizing import batches as batches_of
@@ -59,7 +59,6 @@ from imbucket.domain.model import (
     Message,
     Pick,
     Revoke,
-    Role,
     Slot,
     SlotPatch,
     StoreStats,
@@ -448,7 +447,7 @@ class SqlRowStore(RowMessageStore):
         return self.repository.db.engine
 
 
-_MESSAGE_COLUMNS = tuple(name for name in MESSAGE_FIELDS if name != "seq")
+_MESSAGE_COLUMNS = tuple(message_column(name) for name in MESSAGE_FIELDS if name != "seq")
 _REVOKE_COLUMNS = ("revoked_by", "revoke_role", "revoke_nickname", "revoke_time")
 _ROW_COLUMNS = (*_MESSAGE_COLUMNS, *_REVOKE_COLUMNS, "is_read", "purged")
 _WIPED = (*_MESSAGE_COLUMNS, *_REVOKE_COLUMNS)
@@ -467,6 +466,10 @@ def _at(table: Table, conversation_id: str, seqs: Sequence[int]) -> ColumnElemen
 def _message_row(conversation_id: str, message: Message) -> dict[str, Any]:
     doc = message_to_doc(message)
     doc["options"] = json.dumps(doc["options"], sort_keys=True)
+    doc["at_user_id_list"] = json.dumps(doc["at_user_id_list"])
+    push = doc["offline_push"]
+    doc["offline_push"] = None if push is None else json.dumps(push)
+    doc[message_column("is_read")] = doc.pop("is_read")
     return {"conversation_id": conversation_id, **doc}
 
 
@@ -637,6 +640,9 @@ def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
 # Positions of the _ROW_COLUMNS in a row of the read statements, from the first (at start).
 _SEND_ID = _MESSAGE_COLUMNS.index("send_id")
 _OPTIONS = _MESSAGE_COLUMNS.index("options")
+_PUSH = _MESSAGE_COLUMNS.index("offline_push")
+_AT_USERS = _MESSAGE_COLUMNS.index("at_user_id_list")
+_MSG_IS_READ = _MESSAGE_COLUMNS.index(message_column("is_read"))
 _REVOKED_BY = len(_MESSAGE_COLUMNS)
 _IS_READ = _REVOKED_BY + len(_REVOKE_COLUMNS)
 _PURGED = _IS_READ + 1
@@ -660,12 +666,16 @@ def _slot(
     revoke = None
     if row[start + _REVOKED_BY] is not None:
         user, role, nickname, time = row[start + _REVOKED_BY : start + _IS_READ]
-        revoke = Revoke(user, Role(role), nickname, time)
+        revoke = Revoke(user, role, nickname, time)
     message = None
     if row[start + _SEND_ID] is not None:
         values = list(row[start : start + _REVOKED_BY])
         options = values[_OPTIONS]
         values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
+        push, users = values[_PUSH], values[_AT_USERS]
+        values[_PUSH] = None if push is None else push_from_doc(orjson.loads(push))
+        values[_AT_USERS] = tuple(orjson.loads(users)) if users and users != "[]" else ()
+        values[_MSG_IS_READ] = bool(values[_MSG_IS_READ])
         message = stored_message(conversation_id, seq, values)
     return stored_slot(message, revoke, deleted_by, bool(row[start + _IS_READ]), False, read_by)
 

@@ -113,8 +113,9 @@ def row_schema(prefix: str = "imb_row") -> RowSchema:
         # The message columns (OpenIM's MsgData); send_id is NULL while no message is stored.
         *(Column(name, String(TEXT_LENGTH)) for name in SHORT_TEXT_FIELDS),
         *(Column(name, BigInteger) for name in INT_FIELDS if name != "seq"),
-        # Free text, and the options as JSON text.
+        # Free text, and the options, the at-list and the offline push as JSON text.
         *(Column(name, _long_text()) for name in MESSAGE_FIELDS if name in _LONG),
+        Column(message_column("is_read"), Boolean),
         *revoke,
         _flag("is_read"),
         _flag("purged"),
@@ -247,6 +248,7 @@ def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
     try:
         with db.schema_lock() as connection:
             schema.metadata.create_all(connection)
+            _add_message_columns(connection, schema)
             connection.execute(
                 db.insert_ignore(record).values(id=1, bucket_size=layout.size, version=version)
             )
@@ -302,8 +304,32 @@ def check_keys(conversation_id: str, user_id: str | None = None) -> None:
         check_key(user_id, "user_id")
 
 
-# The message columns of neither kind above: the free texts and the options.
-_LONG = frozenset(MESSAGE_FIELDS) - {*SHORT_TEXT_FIELDS, *INT_FIELDS}
+# The message columns of none of the kinds above: the free texts and the JSON ones.
+_LONG = frozenset(MESSAGE_FIELDS) - {*SHORT_TEXT_FIELDS, *INT_FIELDS, "is_read"}
+
+
+def message_column(name: str) -> str:
+    """The sql-row column of message field name (``msg_is_read`` for the message's is_read).
+
+    Its own name for every other field: the message-level ``is_read`` is kept apart from
+    the slot's ``is_read`` flag.
+    """
+    return "msg_is_read" if name == "is_read" else name
+
+
+def _add_message_columns(connection: Connection, schema: Schema) -> None:
+    """Add the message columns a sql-row table lacks (NULL reads as the field's default).
+
+    So that a table created before a message field existed opens without a migration.
+    """
+    if not isinstance(schema, RowSchema):
+        return
+    table = schema.messages
+    present = {column["name"] for column in inspect(connection).get_columns(table.name)}
+    for column in table.columns:
+        if column.name not in present:
+            kind = column.type.compile(dialect=connection.dialect)
+            connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
 
 
 def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
