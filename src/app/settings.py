@@ -76,6 +76,9 @@ class StoreSettings(BaseModel):
     connect_timeout_seconds: float = Field(default=DEFAULT_CONNECT_SECONDS, gt=0, le=3600)
     statement_timeout_seconds: float = Field(default=DEFAULT_STATEMENT_SECONDS, gt=0, le=3600)
     pool_timeout_seconds: float = Field(default=DEFAULT_POOL_SECONDS, gt=0, le=3600)
+    # SQL stores: how long a call keeps reconnecting while no server accepts (a failover to
+    # a new primary); 0 tries only a few times (docs/faults.md).
+    reconnect_timeout_seconds: float = Field(default=0, ge=0, le=3600)
     # SQL stores: connections kept open per service, and how many more it may open under load
     # (closed again when returned). Neither applies to SQLite or MongoDB (docs/sql.md).
     pool_size: int = Field(default=DEFAULT_POOL_SIZE, ge=1, le=1000)
