@@ -294,3 +294,38 @@ def start_cluster() -> GaleraCluster:
         cluster.stop()
         raise
     return cluster
+
+
+DATABASE = "imbucket"
+
+
+def _create_database(cluster: GaleraCluster) -> None:
+    node = cluster.nodes[0]
+    connection = pymysql.connect(host="127.0.0.1", port=node.port, user="root")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    finally:
+        connection.close()
+
+
+def main() -> None:
+    """Start a cluster, print its URL, keep it until stdin closes or an hour passed.
+
+    ``.venv/bin/python -m tests.galera_cluster`` (as root or as an ordinary user) gives
+    the benchmark a cluster to run on (docs/scaling.md).
+    """
+    import select
+    import sys
+
+    cluster = start_cluster()
+    try:
+        _create_database(cluster)
+        print(cluster.urls(DATABASE), flush=True)
+        select.select([sys.stdin], [], [], 3600)
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,7 @@ PostgreSQL and its data are never touched.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -155,8 +156,10 @@ class PatroniCluster:
 
         def promoted() -> bool:
             leaders = [m for m in self.state() if m["role"] == "leader"]
-            return bool(leaders) and leaders[0]["name"] != old.name and leaders[0]["state"] == (
-                "running"
+            return (
+                bool(leaders)
+                and leaders[0]["name"] != old.name
+                and leaders[0]["state"] == ("running")
             )
 
         return self._wait(promoted, f"a leader other than {old.name}", timeout)
@@ -259,10 +262,8 @@ class PatroniCluster:
 
 
 def _kill_quietly(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def start_cluster() -> PatroniCluster:
@@ -281,3 +282,25 @@ def start_cluster() -> PatroniCluster:
         cluster.stop()
         raise
     return cluster
+
+
+def main() -> None:
+    """Start a cluster, print its URL, keep it until stdin closes or an hour passed.
+
+    ``.venv/bin/python -m tests.patroni_cluster`` (as root or as an ordinary user) gives
+    the benchmark a cluster to run on (docs/scaling.md).
+    """
+    import select
+    import sys
+
+    cluster = start_cluster()
+    try:
+        pass
+        print(cluster.url, flush=True)
+        select.select([sys.stdin], [], [], 3600)
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,15 @@ import pytest
 from sqlalchemy import Connection, event, select
 from sqlalchemy.exc import OperationalError
 
-from imbucket.adapters.sql.engine import ATTEMPTS, Database, Fault, _RoundRobin
+from imbucket.adapters.sql.engine import (
+    ATTEMPTS,
+    Database,
+    Fault,
+    _RoundRobin,
+)
+from imbucket.adapters.sql.engine import (
+    MULTI_MASTER_CONTENTION_ATTEMPTS as MULTI_MASTER,
+)
 from imbucket.adapters.timeouts import Timeouts
 from imbucket.app import open_service
 from imbucket.domain.errors import ConfigError, StoreUnavailable
@@ -150,3 +158,14 @@ def test_the_reconnect_setting_reaches_the_store() -> None:
 def test_a_negative_reconnect_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="reconnect"):
         Timeouts(reconnect=-1)
+
+
+def test_writers_on_several_galera_nodes_get_more_tries_at_a_hot_row() -> None:
+    several = Database("mysql+pymysql://root@/test?host=127.0.0.1:1&host=127.0.0.1:2")
+    one = Database("mysql+pymysql://root@127.0.0.1:1/test")
+    try:
+        assert several.attempts[Fault.CONTENTION] == MULTI_MASTER
+        assert one.attempts == ATTEMPTS
+    finally:
+        several.close()
+        one.close()

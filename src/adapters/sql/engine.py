@@ -105,6 +105,10 @@ ATTEMPTS: dict[Fault, int] = {
     Fault.LOST: 3,
     Fault.CONTENTION: 8,
 }
+# Several MariaDB servers named in one URL are the masters of a Galera cluster: writers on
+# other nodes make certification failures far likelier than local deadlocks, and a hot row
+# (a conversation's seq counter, a group's bucket) can lose several rounds in a row.
+MULTI_MASTER_CONTENTION_ATTEMPTS = 16
 # Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
 _WAIT_BASE = 0.002
 _WAIT_MAX = 0.25
@@ -174,6 +178,9 @@ class Database:
         self.timeouts = timeouts or Timeouts()
         self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts, pool)
         self._given = make_url(url or DEFAULT_URL)
+        self.attempts = dict(ATTEMPTS)  # per fault, the first attempt included
+        if self.kind == "mariadb" and len(_hosts(self._given)) > 1:
+            self.attempts[Fault.CONTENTION] = MULTI_MASTER_CONTENTION_ATTEMPTS
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
@@ -431,7 +438,7 @@ class Database:
             failure.fault is Fault.UNREACHABLE
             and time.monotonic() - started < self.timeouts.reconnect
         )
-        if attempts >= ATTEMPTS[failure.fault] and not reconnecting:
+        if attempts >= self.attempts[failure.fault] and not reconnecting:
             return False
         # Start another attempt only if, at its worst, it still ends within the bound.
         worst = time.monotonic() - started + self._attempt_bound + _WAIT_MAX
@@ -450,7 +457,7 @@ class Database:
             failure.fault.value,
             failure.reason,
             attempt,
-            ATTEMPTS[failure.fault],
+            self.attempts[failure.fault],
         )
 
 
