@@ -169,3 +169,10 @@ def test_writers_on_several_galera_nodes_get_more_tries_at_a_hot_row() -> None:
     finally:
         several.close()
         one.close()
+
+
+def test_a_table_busy_with_another_nodes_ddl_is_tried_again(db: Database) -> None:
+    orig = pymysql.err.OperationalError(1684, "skipped since its definition is being modified")
+    work = Flaky(OperationalError("SELECT", None, orig), failures=2)
+    assert db.run(work, idempotent=False) == "done"
+    assert work.runs == 3

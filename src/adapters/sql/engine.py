@@ -116,7 +116,9 @@ _WAIT_MAX = 0.25
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
 # Lock wait timeout, deadlock (MariaDB); on Galera, 1213 is also a certification failure:
 # another node committed a conflicting write first, and this transaction was rolled back.
-_RETRY_MYSQL_CODES = frozenset({1205, 1213})
+# 1684: a table skipped while a concurrent DDL changes it (Galera replicates every
+# CREATE TABLE IF NOT EXISTS of a store being opened on another node).
+_RETRY_MYSQL_CODES = frozenset({1205, 1213, 1684})
 # A Galera node outside the primary component refuses every statement unrun ("WSREP has not
 # yet prepared node for application use"): the connection is dropped, the next goes elsewhere.
 _NOT_READY_MYSQL_CODES = frozenset({1047})
