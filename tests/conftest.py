@@ -4,12 +4,16 @@ which MongoDB the Mongo tests ran."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import make_url
 
 from imbucket.testing.rows import Config
+from tests import galera_cluster as galera
+from tests import patroni_cluster as patroni
 from tests.mongo import emulated_mongo, mongo_database, summary, where_mongo_ran
 from tests.redis_cluster import RedisClusterProcesses, start_cluster
 from tests.redis_server import redis_prefix, redis_url
@@ -59,6 +63,42 @@ def redis_cluster() -> Iterator[RedisClusterProcesses]:
     cluster = start_cluster()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def galera_cluster() -> Iterator[galera.GaleraCluster]:
+    """A MariaDB Galera cluster of this run's own (3 nodes), stopped at the end."""
+    cluster = galera.start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def patroni_cluster() -> Iterator[patroni.PatroniCluster]:
+    """PostgreSQL under Patroni (a primary, a sync standby, a replica), stopped at the end."""
+    cluster = patroni.start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+_turns = itertools.count()
+
+
+@pytest.fixture
+def galera_url(galera_cluster: galera.GaleraCluster) -> Iterator[str]:
+    """A fresh database on the Galera cluster; the URL names every node, a different one
+    first per test, so that the test's connections spread over the nodes."""
+    first = next(_turns) % len(galera_cluster.nodes)
+    node = galera_cluster.nodes[first]
+    with mariadb_database(galera_cluster.url(node)) as url:
+        yield galera_cluster.urls(make_url(url).database or "", first)
+
+
+@pytest.fixture
+def pg_ha_url(patroni_cluster: patroni.PatroniCluster) -> Iterator[str]:
+    """A fresh schema on the Patroni cluster's primary (a multi-host, read-write URL)."""
+    with postgres_schema(patroni_cluster.url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -32,18 +32,25 @@ class Timeouts:
     connect: open a new connection (TCP, TLS and the handshake/authentication);
     statement: the reply to one statement or command on an open connection (the socket read
     timeout; SQLite: how long to wait for another writer's lock);
-    pool: a free connection from the pool when every one is in use.
+    pool: a free connection from the pool when every one is in use;
+    reconnect: how long a call keeps trying to open a connection while none can be opened
+    (a failover: the old primary is gone and no new one is promoted yet), beyond the few
+    attempts every fault gets; 0 (the default) adds none. Still within ``call``.
     """
 
     connect: float = DEFAULT_CONNECT_SECONDS
     statement: float = DEFAULT_STATEMENT_SECONDS
     pool: float = DEFAULT_POOL_SECONDS
+    reconnect: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("connect", "statement", "pool"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ValueError(f"timeout {name} must be a positive number, got {value!r}")
+        value = self.reconnect
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"timeout reconnect must be a number >= 0, got {value!r}")
 
     @property
     def attempt(self) -> float:

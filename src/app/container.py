@@ -26,6 +26,7 @@ def _backend_selector(
         connect=config.store.connect_timeout_seconds,
         statement=config.store.statement_timeout_seconds,
         pool=config.store.pool_timeout_seconds,
+        reconnect=config.store.reconnect_timeout_seconds,
     )
     pool = providers.Singleton(
         PoolSize, size=config.store.pool_size, overflow=config.store.max_overflow

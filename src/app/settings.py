@@ -126,6 +126,13 @@ class StoreSettings(BaseModel):
         description="Longest wait for a free pooled connection. With the default timeouts "
         "every call, retries included, answers within 30 s.",
     )
+    reconnect_timeout_seconds: float = Field(
+        default=0,
+        ge=0,
+        le=3600,
+        description="SQL stores: how long a call keeps reconnecting while no server accepts "
+        "(a failover to a new primary); 0 tries only a few times (docs/faults.md).",
+    )
     # SQL stores: connections kept open per service, and how many more it may open under load
     # (closed again when returned). Neither applies to SQLite or MongoDB (docs/sql.md).
     pool_size: int = Field(

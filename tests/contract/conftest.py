@@ -4,7 +4,8 @@ This directory is the contract suite's one home; the wheel ships it as
 ``imbucket.testing.suite``, where ``pytest --imbucket-backend NAME`` runs it on one backend
 (docs/plugins.md). So nothing here imports from ``tests``: the rows name fixtures, and the
 fixtures that reach a server (``postgres_url``, ``mariadb_url``, ``mongo_url``,
-``redis_cache``, ``redis_cluster_cache``) live in ``tests/conftest.py``.
+``galera_url``, ``pg_ha_url``, ``redis_cache``, ``redis_cluster_cache``) live in
+``tests/conftest.py``.
 
 A row names a fixture that returns the config mapping for ``open_service``; server rows
 resolve their URL lazily (env, then testcontainers, then skip with a reason) and give each
@@ -46,6 +47,13 @@ ROWS = [
     Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
     Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    # Real distributed engines the session starts itself: Galera (every node takes writes,
+    # each test's connections spread over them) and PostgreSQL under Patroni (synchronous
+    # replication; the URL names every member and connects to the primary).
+    Row("sql-row-galera", "sql_row_galera_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
+    Row("sql-bucket-galera", "sql_bucket_galera_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    Row("sql-row-pg-ha", "sql_row_pg_ha_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
+    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT, BUCKETS})),
     Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT, ROW_LAYOUT})),
     Row("memory+redis", "memory_redis_config"),
@@ -91,6 +99,10 @@ sql_row_mariadb_config = _sql_config("sql_row_mariadb_config", "sql-row", "maria
 sql_bucket_sqlite_config = _sql_config("sql_bucket_sqlite_config", "sql-bucket", None)
 sql_bucket_postgres_config = _sql_config("sql_bucket_postgres_config", "sql-bucket", "postgres_url")
 sql_bucket_mariadb_config = _sql_config("sql_bucket_mariadb_config", "sql-bucket", "mariadb_url")
+sql_row_galera_config = _sql_config("sql_row_galera_config", "sql-row", "galera_url")
+sql_bucket_galera_config = _sql_config("sql_bucket_galera_config", "sql-bucket", "galera_url")
+sql_row_pg_ha_config = _sql_config("sql_row_pg_ha_config", "sql-row", "pg_ha_url")
+sql_bucket_pg_ha_config = _sql_config("sql_bucket_pg_ha_config", "sql-bucket", "pg_ha_url")
 
 
 def spilling(config: Config) -> Config:

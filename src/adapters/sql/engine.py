@@ -9,11 +9,16 @@ Transient failures are tried again a bounded number of times (see docs/faults.md
 a connection that could not be opened, a deadlock, and a connection lost mid-way. A lost
 connection leaves the outcome of the statement in flight unknown, so that one is repeated
 only for work declared idempotent; other work then raises OutcomeUnknown.
+
+A MariaDB URL may name several servers (``?host=a:3306&host=b:3306``, the nodes of a Galera
+cluster): each new connection goes to the next one that answers. A PostgreSQL URL may too,
+as libpq reads it (``target_session_attrs=read-write`` finds the primary).
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import math
 import random
@@ -38,7 +43,7 @@ from sqlalchemy import (
     func,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DataError,
@@ -85,7 +90,7 @@ _log = logging.getLogger(__name__)
 class Fault(enum.Enum):
     """A transient failure of one attempt, and what it leaves behind."""
 
-    UNREACHABLE = "could not connect"  # nothing was sent
+    UNREACHABLE = "could not connect"  # nothing was sent, or the server refused it unrun
     ROLLED_BACK = "connection lost inside a transaction"  # the server rolled it back
     LOST = "connection lost"  # the statement in flight may or may not have been applied
     CONTENTION = "deadlock or lock timeout"  # the engine undid the statement and asks again
@@ -100,12 +105,23 @@ ATTEMPTS: dict[Fault, int] = {
     Fault.LOST: 3,
     Fault.CONTENTION: 8,
 }
+# Several MariaDB servers named in one URL are the masters of a Galera cluster: writers on
+# other nodes make certification failures far likelier than local deadlocks, and a hot row
+# (a conversation's seq counter, a group's bucket) can lose several rounds in a row.
+MULTI_MASTER_CONTENTION_ATTEMPTS = 16
 # Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
 _WAIT_BASE = 0.002
 _WAIT_MAX = 0.25
 # Deadlocks and lock timeouts are the engine asking us to try again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock (PostgreSQL)
-_RETRY_MYSQL_CODES = frozenset({1205, 1213})  # lock wait timeout, deadlock (MariaDB)
+# Lock wait timeout, deadlock (MariaDB); on Galera, 1213 is also a certification failure:
+# another node committed a conflicting write first, and this transaction was rolled back.
+# 1684: a table skipped while a concurrent DDL changes it (Galera replicates every
+# CREATE TABLE IF NOT EXISTS of a store being opened on another node).
+_RETRY_MYSQL_CODES = frozenset({1205, 1213, 1684})
+# A Galera node outside the primary component refuses every statement unrun ("WSREP has not
+# yet prepared node for application use"): the connection is dropped, the next goes elsewhere.
+_NOT_READY_MYSQL_CODES = frozenset({1047})
 # A statement over MariaDB's max_allowed_packet; the same from SQLite and psycopg by message.
 _TOO_LARGE_MYSQL_CODES = frozenset({1153, 1301})
 _TOO_LARGE_SIGNS = ("too many SQL variables", "string or blob too big", "number of parameters")
@@ -163,6 +179,10 @@ class Database:
     ) -> None:
         self.timeouts = timeouts or Timeouts()
         self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts, pool)
+        self._given = make_url(url or DEFAULT_URL)
+        self.attempts = dict(ATTEMPTS)  # per fault, the first attempt included
+        if self.kind == "mariadb" and len(_hosts(self._given)) > 1:
+            self.attempts[Fault.CONTENTION] = MULTI_MASTER_CONTENTION_ATTEMPTS
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.kind == "sqlite" else nullcontext()
         )
@@ -179,6 +199,9 @@ class Database:
         url = self.engine.url
         if self.kind == "sqlite":
             return f"SQLite {url.database or 'in memory'}"
+        given = self._given.query.get("host")  # several servers named in the query
+        if given:
+            return f"{_NAMES[self.kind]} at {given if isinstance(given, str) else ','.join(given)}"
         return f"{_NAMES[self.kind]} at {url.host}:{url.port or ''}".rstrip(":")
 
     def execute(
@@ -411,7 +434,13 @@ class Database:
 
     def _again(self, failure: _Failure, attempts: int, started: float, idempotent: bool) -> bool:
         """Whether to start another attempt after attempts failed, the last with failure."""
-        if not failure.retryable(idempotent) or attempts >= ATTEMPTS[failure.fault]:
+        if not failure.retryable(idempotent):
+            return False
+        reconnecting = (
+            failure.fault is Fault.UNREACHABLE
+            and time.monotonic() - started < self.timeouts.reconnect
+        )
+        if attempts >= self.attempts[failure.fault] and not reconnecting:
             return False
         # Start another attempt only if, at its worst, it still ends within the bound.
         worst = time.monotonic() - started + self._attempt_bound + _WAIT_MAX
@@ -430,7 +459,7 @@ class Database:
             failure.fault.value,
             failure.reason,
             attempt,
-            ATTEMPTS[failure.fault],
+            self.attempts[failure.fault],
         )
 
 
@@ -467,6 +496,8 @@ class _Failure(Exception):
         if isinstance(error, DBAPIError):
             if _contention(error):
                 return cls(Fault.CONTENTION, error)
+            if _mysql_code(error) in _NOT_READY_MYSQL_CODES:
+                return cls(Fault.UNREACHABLE, error)
             if error.connection_invalidated:
                 return cls(Fault.LOST if committing else Fault.ROLLED_BACK, error)
         raise translate(error) from error
@@ -526,6 +557,9 @@ def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple
             f"got {parsed.drivername}://"
         )
     kind, default_driver = _DRIVERS[backend]
+    hosts = _hosts(parsed) if kind == "mariadb" else []
+    if hosts:
+        parsed = parsed.difference_update_query(["host"]).set(host=hosts[0][0], port=hosts[0][1])
     if kind == "mariadb" and not parsed.database:
         raise ConfigError(f"a MariaDB URL needs a database: {_FIX_NO_DATABASE}")
     # One dialect name per engine, so that the mysql_* table options always apply.
@@ -555,7 +589,59 @@ def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple
         raise ConfigError(f"cannot use {parsed.drivername}: {error}") from error
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
+    if kind == "mariadb":
+        event.listen(engine, "handle_error", _drop_unready)
+        if len(hosts) > 1:
+            event.listen(engine, "do_connect", _RoundRobin(hosts))
     return kind, engine
+
+
+def _hosts(url: URL) -> list[tuple[str, int]]:
+    """The servers a URL names in its query (``?host=a:3306&host=b``), in order."""
+    given = url.query.get("host", ())
+    names = [given] if isinstance(given, str) else list(given)
+    hosts = []
+    for name in names:
+        host, _, port = name.rpartition(":") if ":" in name else (name, "", "")
+        try:
+            hosts.append((host, int(port) if port else 3306))
+        except ValueError:
+            raise ConfigError(f"not a host:port in store.url: {name!r}") from None
+    return hosts
+
+
+class _RoundRobin:
+    """Opens each new connection on the next of several servers, skipping one that refuses.
+
+    A Galera cluster is multi-master: spreading connections over its nodes spreads the load,
+    and a dead node costs one refused connect per turn, not the store.
+    """
+
+    def __init__(self, hosts: Sequence[tuple[str, int]]) -> None:
+        self._hosts = list(hosts)
+        self._turn = itertools.count()
+        self._lock = threading.Lock()
+
+    def __call__(self, dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        with self._lock:
+            first = next(self._turn)
+        failure: Exception | None = None
+        for offset in range(len(self._hosts)):
+            host, port = self._hosts[(first + offset) % len(self._hosts)]
+            try:
+                return dialect.loaded_dbapi.connect(
+                    *cargs, **{**cparams, "host": host, "port": port}
+                )
+            except dialect.loaded_dbapi.OperationalError as error:
+                failure = error
+        assert failure is not None
+        raise failure
+
+
+def _drop_unready(context: Any) -> None:
+    """A Galera node that refuses statements: its connection is discarded, not pooled again."""
+    if _mysql_code(context.sqlalchemy_exception) in _NOT_READY_MYSQL_CODES:
+        context.is_disconnect = True
 
 
 def location(url: str) -> tuple[str, ...] | None:
@@ -651,6 +737,12 @@ def _transaction(connection: Connection, begin: str) -> Iterator[Connection]:
 def _outcome(result: Any) -> Outcome:
     rows = result.all() if result.returns_rows else []
     return Outcome(rows, result.rowcount)
+
+
+def _mysql_code(error: BaseException) -> object:
+    """MariaDB's error number of a driver error, else None."""
+    original = getattr(error, "orig", None)
+    return original.args[0] if original is not None and original.args else None
 
 
 def _contention(error: DBAPIError) -> bool:

@@ -50,7 +50,7 @@ def _sql_scratch(url: str, name: str, postgres: bool) -> Iterator[str]:
     from sqlalchemy.exc import SQLAlchemyError
 
     base = make_url(url)
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    admin = create_engine(_first_host(base, postgres), isolation_level="AUTOCOMMIT")
     kind = "SCHEMA" if postgres else "DATABASE"
     try:
         with admin.connect() as conn:
@@ -69,6 +69,18 @@ def _sql_scratch(url: str, name: str, postgres: bool) -> Iterator[str]:
             drop = f"DROP {kind} IF EXISTS {name}" + (" CASCADE" if postgres else "")
             conn.execute(text(drop))
         admin.dispose()
+
+
+def _first_host(url: Any, postgres: bool) -> Any:
+    """url; for a MariaDB URL naming several nodes (``?host=a:3306&host=b``), its first node.
+
+    The namespace is created there, and Galera replicates it to the others.
+    """
+    hosts = url.query.get("host")
+    if postgres or not hosts:
+        return url
+    host, _, port = (hosts if isinstance(hosts, str) else hosts[0]).partition(":")
+    return url.difference_update_query(["host"]).set(host=host, port=int(port or 3306))
 
 
 @contextmanager
