@@ -220,7 +220,13 @@ class _SqlitePages:
         self._connections: list[sqlite3.Connection] = []
         self._start = PageCount(0, 0)
         event.listen(engine, "connect", self._opened)
-        engine.dispose()  # the pool reconnects, and every connection passes through _opened
+        idle = max(1, getattr(engine.pool, "checkedin", lambda: 1)())
+        pooled = [engine.raw_connection() for _ in range(idle)]  # those opened already
+        for proxy in pooled:
+            if all(c is not proxy.dbapi_connection for c in self._connections):
+                self._opened(proxy.dbapi_connection, None)
+        for proxy in pooled:
+            proxy.close()
 
     def _opened(self, connection: sqlite3.Connection, _record: Any) -> None:
         connection.execute("PRAGMA mmap_size = 0")
