@@ -226,8 +226,33 @@ def compare_command(
     console.print(bench_console.compare_table(compare_runs(before, after), name_run(before)))
 
 
+def plan_command(
+    results: Annotated[Path, typer.Argument(help="a benchmark's results.json")],
+    messages: Annotated[int, typer.Option(help="messages stored")] = 1_000_000_000,
+    pulls_per_s: Annotated[
+        float, typer.Option(help="pulls per second; the other operations keep the mix's share")
+    ] = 10_000.0,
+) -> None:
+    """Project disk, RAM for resident indexes and pages/s for a target from a run's counts."""
+    from rich.table import Table
+
+    from imbucket.bench import capacity, report
+
+    try:
+        found = report.load(results)
+    except (OSError, ValueError) as error:
+        refuse("plan", error, 2)
+    target = capacity.Target(messages, pulls_per_s)
+    table = Table(*capacity.HEADERS, title="capacity plan (a projection)")
+    for row in capacity.rows(capacity.plan(found, target)):
+        table.add_row(*row)
+    console.print(table)
+    console.print(escape(f"formulas: {capacity.FORMULAS}"))
+
+
 def register(app: typer.Typer) -> None:
-    """Add bench, profile and compare to the imbucket command line."""
+    """Add bench, profile, compare and plan to the imbucket command line."""
     app.command()(bench)
     app.command()(profile)
     app.command("compare")(compare_command)
+    app.command("plan")(plan_command)

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from imbucket.bench import amplification, charts, concurrency, sweep
+from imbucket.bench import amplification, capacity, charts, concurrency, pages, sweep
 from imbucket.bench.analysis import pairs
 from imbucket.bench.compare import HEADERS as COMPARE_HEADERS
 from imbucket.bench.compare import compare, comparison, name_run, summary
@@ -85,6 +85,8 @@ def build(results: RunResults, previous: RunResults | None = None) -> list[Block
     blocks += _charts(results)
     blocks += _workloads(results)
     blocks += _footprint(results)
+    blocks += pages.blocks(results)
+    blocks += capacity.blocks(results)
     blocks += amplification.blocks(results)
     blocks += _contention(results)
     blocks += _backends(results)

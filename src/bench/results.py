@@ -86,6 +86,15 @@ class Received:
 
 
 @dataclass(frozen=True, slots=True)
+class Pages:
+    """Pages the engine touched (hit or read) and read (buffer misses) per operation."""
+
+    touched_per_op: float
+    read_per_op: float
+    by_kind: dict[str, float] = field(default_factory=dict)  # touched per op (PostgreSQL)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadResult:
     """One workload on one backend."""
 
@@ -101,6 +110,7 @@ class WorkloadResult:
     histogram: str = ""
     log: LogWrites | None = None  # None: the backend's log is not measured
     received: Received | None = None  # measured on the workloads that ask for it only
+    pages: Pages | None = None  # None: the engine's pages are not counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +188,9 @@ class BackendResult:
     # What the log bytes of its workloads count (log_source), or why they are not measured.
     log_source: str | None = None
     log_missing: str | None = None
+    # What the page counts of its workloads count (pages_source), or why they are not counted.
+    pages_source: str | None = None
+    pages_missing: str | None = None
     # The engine's routine run after each workload, untimed (PostgreSQL: VACUUM), if any.
     maintenance: str | None = None
     workloads: dict[str, WorkloadResult] = field(default_factory=dict, metadata=_OMIT_EMPTY)

@@ -29,6 +29,7 @@ from imbucket.bench import contention
 from imbucket.bench.dataset import SCALES, Dataset
 from imbucket.bench.instrument import received
 from imbucket.bench.instrument.maintenance import routine_maintenance
+from imbucket.bench.instrument.pages import PageMeter, Uncounted, page_meter
 from imbucket.bench.instrument.probe import Probe, probing
 from imbucket.bench.instrument.scratch import (
     is_emulated,
@@ -47,6 +48,7 @@ from imbucket.bench.results import (
     GitInfo,
     LogWrites,
     Machine,
+    Pages,
     Parameters,
     Plan,
     Received,
@@ -111,6 +113,7 @@ class _Open:
     config: dict[str, Any] | None = None  # what another process opens the store with
     meter: LogMeter | None = None  # bytes the engine writes to its log; None: not measured
     maintain: Callable[[], None] | None = None  # the engine's routine between workloads
+    pages: PageMeter | None = None  # pages the engine touches and reads; None: not counted
 
 
 def run(
@@ -184,6 +187,7 @@ def _open_backend(
     probe: Probe,
     observer: Observer,
     ops: dict[str, int],
+    cache_kib: int | None = None,
 ) -> _Open | None:
     """Open one backend, or record in result why it was skipped (None)."""
     try:
@@ -201,7 +205,22 @@ def _open_backend(
     routine = routine_maintenance(subject.service.store)
     if routine is not None:
         opened.maintain, result.maintenance = routine
+    opened.pages = _page_meter(subject.service, result, stack, cache_kib)
     return opened
+
+
+def _page_meter(
+    service: MessageService, result: BackendResult, stack: ExitStack, cache_kib: int | None
+) -> PageMeter | None:
+    """The meter of the store's pages, or None with the reason in result."""
+    try:
+        meter = page_meter(service.store, cache_kib)
+    except Uncounted as error:
+        result.pages_missing = str(error)
+        return None
+    stack.callback(meter.close)
+    result.pages_source = meter.source
+    return meter
 
 
 def _meter(url: str, result: BackendResult, stack: ExitStack) -> LogMeter | None:
@@ -367,6 +386,8 @@ def _run_workload(
     meter = backend.meter
     if meter is not None:
         meter.begin()
+    if backend.pages is not None:
+        backend.pages.begin()
     counting: AbstractContextManager[Counter[str]] = (
         received.counting() if workload.received else nullcontext(Counter())
     )
@@ -385,6 +406,10 @@ def _run_workload(
     found = {workload.name: recorder.result()}
     if twin is not None:
         found[twin.name] = twin_recorder.result()
+    if backend.pages is not None:
+        ops = len(plan) + len(twin_plan or ())  # a raw twin reads the same pages as its pulls
+        pages = per_op_pages(backend.pages, ops)
+        found[workload.name] = replace(found[workload.name], pages=pages)
     if workload.received:
         result = found[workload.name]
         ops = max(result.ops, 1)
@@ -399,6 +424,13 @@ def _run_workload(
     log = LogWrites(written, round(per_op, 1), round(per_item, 1))
     found[workload.name] = replace(result, log=log)
     return found
+
+
+def per_op_pages(meter: PageMeter, ops: int) -> Pages:
+    """The pages meter counted since it began, per operation of ops."""
+    count, per = meter.pages(), max(ops, 1)
+    kinds = {k: round(v / per, 2) for k, v in count.by_kind.items()}
+    return Pages(round(count.touched / per, 2), round(count.read / per, 2), kinds)
 
 
 def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:

@@ -20,7 +20,9 @@ def _plan(calls: list[str], arm: str, count: int) -> list[Op]:
 
 def _backend() -> Any:
     subject = Subject(service=SimpleNamespace(), raw=SimpleNamespace())  # type: ignore[arg-type]
-    return SimpleNamespace(setup=SimpleNamespace(label="b"), subject=subject, meter=None)
+    return SimpleNamespace(
+        setup=SimpleNamespace(label="b"), subject=subject, meter=None, pages=None
+    )
 
 
 def test_a_twin_alternates_with_its_workload_and_each_gets_its_own_result() -> None:

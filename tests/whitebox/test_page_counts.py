@@ -1,0 +1,58 @@
+"""Pages a pull and a tag write touch, counted by each SQL engine itself: counts, never times.
+
+The pins are the pages an engine asked its buffer for (touched: hit or read), which do not
+depend on what the cache holds: 300 messages of one conversation, then one pull of 100 of
+them, or one member deleting one message for themselves. PostgreSQL's counts are its own
+tables' (pg_statio_user_tables of the test's schema); SQLite's its connections' page-cache
+requests. InnoDB's counters are server-wide, so MariaDB is pinned on a private instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from imbucket.app import MessageService, open_service
+from imbucket.bench.instrument.pages import page_meter
+from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import Config, store_config
+
+OPERATIONS: dict[str, Callable[[MessageService], object]] = {
+    "pull_range": lambda service: service.pull_range(CONV, "bob", 101, 200),
+    "delete_for_me": lambda service: service.delete_for_me(CONV, [150], "bob"),
+}
+
+# Pages touched per operation, by (store, engine). A bucket pull reads one bucket where rows
+# take a page run and an index walk; a bucket tag write rewrites the whole bucket.
+PINNED: dict[tuple[str, str], dict[str, int]] = {
+    ("sql-row", "sqlite"): {"pull_range": 25, "delete_for_me": 10},
+    ("sql-bucket", "sqlite"): {"pull_range": 11, "delete_for_me": 26},
+    ("sql-row", "postgresql"): {"pull_range": 40, "delete_for_me": 16},
+    ("sql-bucket", "postgresql"): {"pull_range": 12, "delete_for_me": 6},
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield "sqlite://"
+    else:
+        yield request.getfixturevalue("postgres_url")
+
+
+@pytest.mark.parametrize("store", ["sql-row", "sql-bucket"])
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_a_pull_and_a_tag_write_touch_their_pinned_pages(
+    engine_url: str, store: str, operation: str
+) -> None:
+    config: Config = store_config(store, engine_url)
+    with open_service(config) as service:
+        service.ingest(CONV, messages(1, 300))
+        meter = page_meter(service.store)
+        meter.begin()
+        OPERATIONS[operation](service)
+        count = meter.pages()
+        meter.close()
+    engine = engine_url.split(":", 1)[0].split("+", 1)[0]
+    assert count.touched == PINNED[(store, engine)][operation], count
