@@ -78,7 +78,7 @@ class Probe:
     def open_service(self, config: Mapping[str, Any] | None = None) -> MessageService:
         """``app.open_service``, with a memory backend's engines counted by this probe."""
         container = open_container(config)
-        if container.config.store.backend() == "memory":
+        if container.settings().store.backend == "memory":
             container.backend.override(
                 providers.Singleton(
                     counted_memory,
