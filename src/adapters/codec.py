@@ -15,6 +15,7 @@ from typing import Any
 
 from imbucket.domain.model import (
     EMPTY_SLOT,
+    INT_FIELDS,
     MESSAGE_FIELDS,
     OFFLINE_PUSH_FIELDS,
     Message,
@@ -24,11 +25,6 @@ from imbucket.domain.model import (
     stored_message,
     stored_slot,
 )
-from imbucket.domain.model import (
-    INT_FIELDS as _MESSAGE_INTS,
-)
-
-INT_FIELDS = frozenset(_MESSAGE_INTS)
 
 Doc = dict[str, Any]
 

@@ -24,9 +24,13 @@ def open_service(config: Mapping[str, Any] | None = None) -> MessageService:
 
 
 def open_container(config: Mapping[str, Any] | None = None) -> Container:
-    """The configured DI container, for callers that need more than the service."""
+    """The configured DI container, for callers that need more than the service.
+
+    config is merged over file and environment settings (``load_settings``); the container
+    gets the typed ``Settings`` (its ``settings`` provider).
+    """
+    from dependency_injector import providers
+
     from imbucket.app.container import Container
 
-    container = Container()
-    container.config.from_dict(load_settings(config).model_dump())
-    return container
+    return Container(settings=providers.Object(load_settings(config)))

@@ -1,7 +1,7 @@
 """One factory per store backend. Drivers are imported inside the factories, never at import.
 
-Third-party backends register a factory under the entry point group ``imbucket.backends``
-(docs/plugins.md); their package is imported only when a configuration selects them.
+Each factory is registered, with its backend's rules, in ``imbucket.app.registry``; so are
+third-party backends, through the entry point group ``imbucket.backends`` (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from imbucket.adapters.bucket import BucketMessageStore
@@ -117,12 +116,6 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
         from imbucket.adapters.mongo.commands import BUCKETS
         from imbucket.adapters.mongo.views import MongoBucketViews
 
-    if layout.encoding != "openim":
-        raise ConfigError(
-            f"mongo-bucket writes OpenIM's bucket encoding only, not {layout.encoding!r}: "
-            'set store.bucket_encoding = "openim" or leave it unset'
-        )
-
     def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
         store = MongoBucketStore(MongoBucketRepository(connection, layout), budget)
         return store, MongoBucketViews(connection, store)
@@ -206,69 +199,9 @@ def openim_mongo(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
         raise
 
 
+# A backend's factory: store.url, the bucket layout, the tag budget and the timeouts. The
+# registry (imbucket.app.registry) names every factory a configuration may select.
 StoreFactory = Callable[[str, BucketLayout, TagBudget, Timeouts], Backend]
-
-STORE_FACTORIES: dict[str, StoreFactory] = {
-    "memory": memory,
-    "sql-row": sql_row,
-    "sql-bucket": sql_bucket,
-    "mongo-bucket": mongo_bucket,
-    "mongo-row": mongo_row,
-    "openim-mongo": openim_mongo,
-}
-
-
-SQL_FACTORIES = ("sql-row", "sql-bucket")  # the factories that take a pool size
-PLUGIN_GROUP = "imbucket.backends"
-PLUGIN_BRANCH = "plugin"  # the container's branch for every backend outside STORE_FACTORIES
-
-
-def plugin_names() -> tuple[str, ...]:
-    """The names third-party packages register in PLUGIN_GROUP (none is imported)."""
-    names = {entry.name for entry in entry_points(group=PLUGIN_GROUP)}
-    return tuple(sorted(names - STORE_FACTORIES.keys()))
-
-
-def store_backends() -> tuple[str, ...]:
-    """Every store backend a configuration may name: the built-in ones, then the plugins."""
-    return (*STORE_FACTORIES, *plugin_names())
-
-
-def open_plugin(
-    name: str, url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts
-) -> Backend:
-    """Import the plugin registered as name and open its backend.
-
-    A built-in name always means the built-in backend: a plugin cannot shadow it.
-    """
-    found = [entry for entry in entry_points(group=PLUGIN_GROUP) if entry.name == name]
-    if not found or name in STORE_FACTORIES:
-        raise ConfigError(_unknown(name))
-    try:
-        factory = found[0].load()
-    except (ImportError, AttributeError) as error:
-        message = f"store backend {name!r} ({found[0].value}) fails to load: {error}"
-        raise ConfigError(message) from None
-    backend = factory(url, layout, budget, timeouts)
-    if not isinstance(backend, Backend):
-        raise ConfigError(f"store backend {name!r} returned {type(backend).__name__}, not Backend")
-    return backend
-
-
-def branch_of(name: str) -> str:
-    """The container branch that opens the backend name: its own, or PLUGIN_BRANCH."""
-    return name if name in STORE_FACTORIES else PLUGIN_BRANCH
-
-
-def check_store_backend(name: str) -> str:
-    """The name, when it names a known store backend; else ConfigError listing the known ones."""
-    if name not in STORE_FACTORIES and name not in plugin_names():
-        raise ConfigError(_unknown(name))
-    return name
-
-
-def _unknown(name: str) -> str:
-    return f"unknown store backend {name!r}; known: {', '.join(store_backends())}"
 
 
 def store_of(backend: Backend) -> MessageStore:
@@ -389,9 +322,9 @@ def cached(backend: Backend, cache: ViewCache) -> Backend:
     """
     from imbucket.adapters.cached_store import CachedMessageStore
     from imbucket.adapters.cached_views import CachedViews, InvalidatingSeqStore
-    from imbucket.app.views import SeparateViews
+    from imbucket.app.views import pull_reads
 
-    fallback = backend.views or SeparateViews(backend.store, backend.seqs)
+    fallback = pull_reads(backend.store, backend.seqs, backend.views)
     return Backend(
         CachedMessageStore(backend.store, cache),
         InvalidatingSeqStore(backend.seqs, cache),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from imbucket.app import open_container
 from imbucket.app.backends import Backend
+from imbucket.app.settings import CacheSettings
 from imbucket.domain.cache_binding import NO_CACHE, new_binding
 from imbucket.domain.errors import ConfigError
 
@@ -29,7 +30,7 @@ def attach(config: Mapping[str, Any] | None = None) -> None:
     store then, or run it again).
     """
     settings, backend = _open(config)
-    if settings["backend"] == "none":
+    if settings.backend == "none":
         raise ConfigError(
             'cache attach needs the cache to attach: set cache.backend = "redis" or '
             '"redis-cluster", cache.url and cache.key_prefix'
@@ -46,20 +47,20 @@ def detach(config: Mapping[str, Any] | None = None) -> None:
     _rebind(backend, settings, NO_CACHE)
 
 
-def _open(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], Backend]:
+def _open(config: Mapping[str, Any] | None) -> tuple[CacheSettings, Backend]:
     """The cache settings and the bare backend of config (no binding is checked)."""
     container = open_container(config)
     backend: Backend = container.backend()
     if backend.binding is None:
         _close(backend)
         raise ConfigError("this store backend records no cache binding (docs/plugins.md)")
-    return dict(container.config.cache()), backend
+    return container.settings().cache, backend
 
 
-def _rebind(backend: Backend, settings: Mapping[str, Any], binding: str) -> None:
+def _rebind(backend: Backend, settings: CacheSettings, binding: str) -> None:
     """Store first, then the cache: nobody opens on the old binding while it is emptied."""
     try:
-        cache = None if settings["backend"] == "none" else _cache(settings)
+        cache = None if settings.backend == "none" else _cache(settings)
         try:
             _replace(backend, binding)
             if cache is not None:
@@ -79,25 +80,25 @@ def _replace(backend: Backend, binding: str) -> None:
         raise ConfigError("the store's cache binding changed meanwhile: run the command again")
 
 
-def _cache(settings: Mapping[str, Any]) -> RedisMessageCache:
+def _cache(settings: CacheSettings) -> RedisMessageCache:
     try:
         from imbucket.adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
     except ImportError as error:
         raise ConfigError(f"the cache needs imbucket[redis]: {error}") from None
     try:
         return RedisMessageCache.from_url(
-            settings["url"],
-            cluster=settings["backend"] == "redis-cluster",
-            key_prefix=settings["key_prefix"],
-            ttl_seconds=settings["ttl_seconds"],
+            settings.url,
+            cluster=settings.backend == "redis-cluster",
+            key_prefix=settings.key_prefix,
+            ttl_seconds=settings.ttl_seconds,
             # Emptying a prefix may take many replies: wait for Redis, this is no read path.
-            socket_timeout=max(5.0, settings["socket_timeout_seconds"]),
-            connect_timeout=max(5.0, settings["connect_timeout_seconds"]),
+            socket_timeout=max(5.0, settings.socket_timeout_seconds),
+            connect_timeout=max(5.0, settings.connect_timeout_seconds),
         )
     except ValueError as error:
-        raise ConfigError(f"invalid cache url {settings['url']!r}: {error}") from None
+        raise ConfigError(f"invalid cache url {settings.url!r}: {error}") from None
     except REDIS_ERRORS as error:
-        raise ConfigError(f"no cache answers at {settings['url']!r}: {error}") from None
+        raise ConfigError(f"no cache answers at {settings.url!r}: {error}") from None
 
 
 def _bind(cache: RedisMessageCache, binding: str) -> None:

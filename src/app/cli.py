@@ -21,9 +21,9 @@ from typer.core import TyperGroup
 
 from imbucket.adapters.codec import slot_to_doc
 from imbucket.app import open_container, open_service
-from imbucket.app.backends import plugin_names
 from imbucket.app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
-from imbucket.app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from imbucket.app.registry import REGISTRY
+from imbucket.app.settings import CACHE_BACKENDS, load_settings
 from imbucket.domain.errors import (
     ConfigError,
     ImbucketError,
@@ -208,9 +208,9 @@ def backends(config: SettingsOption = None) -> None:
     table.add_column("kind")
     table.add_column("id")
     table.add_column("configured")
-    for name in STORE_BACKENDS:
+    for name in REGISTRY.builtins():
         table.add_row("store", name, "yes" if name == settings.store.backend else "")
-    for name in plugin_names():
+    for name in REGISTRY.plugins():
         table.add_row("store (plugin)", name, "yes" if name == settings.store.backend else "")
     for name in CACHE_BACKENDS:
         table.add_row("cache", name, "yes" if name == settings.cache.backend else "")

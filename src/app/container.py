@@ -1,97 +1,123 @@
-"""Dependency-injector container: picks adapters from config without touching unselected ones.
+"""The composition root: typed Settings in, a wired MessageService out.
 
-Backend factories live in ``imbucket.app.backends`` and import their drivers only when called, so a
-configuration naming ``memory`` never imports pymongo or connects anywhere.
+Every default and backend rule is applied here once: the bucket encoding a backend writes when
+none is set, the tag budget, the timeouts and pool size, which factory opens the backend (one
+registry, ``imbucket.app.registry``, for built-in backends and plugins alike) and whether a
+cache fronts it. Factories import their drivers only when called, so a configuration naming
+``memory`` never imports pymongo or connects anywhere.
 """
 
 from __future__ import annotations
 
 from dependency_injector import containers, providers
 
+from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app import backends
+from imbucket.app.backends import Backend
+from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
-from imbucket.app.settings import layout_of, limits_of, tag_budget
+from imbucket.app.settings import Settings, bucket_bounds, limits_of
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout
 
 
-def _backend_selector(
-    config: providers.Configuration,
-    layout: providers.Provider[BucketLayout],
-    budget: providers.Provider[TagBudget],
-) -> providers.Selector[backends.Backend]:
-    timeouts = providers.Singleton(
-        Timeouts,
-        connect=config.store.connect_timeout_seconds,
-        statement=config.store.statement_timeout_seconds,
-        pool=config.store.pool_timeout_seconds,
-        reconnect=config.store.reconnect_timeout_seconds,
-    )
-    pool = providers.Singleton(
-        PoolSize, size=config.store.pool_size, overflow=config.store.max_overflow
-    )
-    # Only the SQL factories keep a connection pool of their own to size.
-    sized = {name: {"pool": pool} for name in backends.SQL_FACTORIES}
-    choices = {
-        name: providers.Singleton(
-            factory,
-            url=config.store.url,
-            layout=layout,
-            budget=budget,
-            timeouts=timeouts,
-            **sized.get(name, {}),
-        )
-        for name, factory in backends.STORE_FACTORIES.items()
-    }
-    # Every third-party backend shares one branch; its entry point is loaded only when selected.
-    plugin = providers.Singleton(
-        backends.open_plugin,
-        name=config.store.backend,
-        url=config.store.url,
-        layout=layout,
-        budget=budget,
-        timeouts=timeouts,
-    )
-    branch = providers.Callable(backends.branch_of, config.store.backend)
-    return providers.Selector(branch, **choices, **{backends.PLUGIN_BRANCH: plugin})
+def layout_of(settings: Settings) -> BucketLayout:
+    """The bucket size, and the encoding set or else the one the backend writes by default."""
+    store = settings.store
+    encoding = store.bucket_encoding or REGISTRY.get(store.backend).rules.default_encoding
+    return BucketLayout(store.bucket_size, encoding)
 
 
-def _cached(
-    config: providers.Configuration,
-    backend: providers.Provider[backends.Backend],
-    cluster: bool,
-) -> providers.Singleton[backends.Backend]:
-    """The backend behind the Redis read cache, on one Redis or on a cluster."""
-    return providers.Singleton(
-        backends.redis_cached,
-        backend=backend,
-        url=config.cache.url,
-        ttl_seconds=config.cache.ttl_seconds,
-        key_prefix=config.cache.key_prefix,
-        connect_timeout=config.cache.connect_timeout_seconds,
-        socket_timeout=config.cache.socket_timeout_seconds,
+def tag_budget(settings: Settings) -> TagBudget:
+    """The inline limits the bucket stores enforce under settings."""
+    return bucket_bounds(settings).budget()
+
+
+def timeouts_of(settings: Settings) -> Timeouts:
+    """The bounds of every wait of a store call."""
+    store = settings.store
+    return Timeouts(
+        connect=store.connect_timeout_seconds,
+        statement=store.statement_timeout_seconds,
+        pool=store.pool_timeout_seconds,
+        reconnect=store.reconnect_timeout_seconds,
+    )
+
+
+def pool_of(settings: Settings) -> PoolSize:
+    """The connections a pooled (SQL) store keeps on a server."""
+    return PoolSize(size=settings.store.pool_size, overflow=settings.store.max_overflow)
+
+
+def open_backend(
+    settings: Settings,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    pool: PoolSize,
+) -> Backend:
+    """The selected backend, opened by its registered factory (a plugin's loaded only now).
+
+    A plugin whose store turns out to be a ``BucketMessageStore`` gets the bucket arithmetic
+    checked like a built-in bucket backend (ConfigError; the backend is closed again).
+    """
+    registration = REGISTRY.get(settings.store.backend)
+    factory = registration.load()
+    url = settings.store.url
+    if registration.rules.pooled:
+        opened: object = factory(url, layout, budget, timeouts, pool=pool)  # type: ignore[call-arg]
+    else:
+        opened = factory(url, layout, budget, timeouts)
+    backend = registration.checked(opened)
+    if registration.rules.layout is None and isinstance(backend.store, BucketMessageStore):
+        try:
+            bucket_bounds(settings).check()
+        except BaseException:
+            backend.store.close()
+            backend.seqs.close()
+            raise
+    return backend
+
+
+def redis_cached(backend: Backend, settings: Settings, cluster: bool) -> Backend:
+    """The backend behind the Redis read cache of settings, on one Redis or on a cluster."""
+    cache = settings.cache
+    return backends.redis_cached(
+        backend,
+        url=cache.url,
+        ttl_seconds=cache.ttl_seconds,
+        key_prefix=cache.key_prefix,
+        connect_timeout=cache.connect_timeout_seconds,
+        socket_timeout=cache.socket_timeout_seconds,
         cluster=cluster,
     )
 
 
+def cache_kind(settings: Settings) -> str:
+    """Which cache fronts the store: none, redis or redis-cluster."""
+    return settings.cache.backend
+
+
 class Container(containers.DeclarativeContainer):
-    """Wires MessageService from a config dict shaped like ``imbucket.app.settings.Settings``."""
+    """Wires MessageService from typed ``Settings`` (``imbucket.app.open_container``)."""
 
-    config = providers.Configuration(strict=True)
+    settings = providers.Dependency(instance_of=Settings)
 
-    layout = providers.Singleton(layout_of, config)
-    limits = providers.Singleton(limits_of, config)
-    budget = providers.Singleton(tag_budget, config)
+    layout = providers.Singleton(layout_of, settings)
+    limits = providers.Singleton(limits_of, settings)
+    budget = providers.Singleton(tag_budget, settings)
+    timeouts = providers.Singleton(timeouts_of, settings)
+    pool = providers.Singleton(pool_of, settings)
 
-    backend = _backend_selector(config, layout, budget)
+    backend = providers.Singleton(open_backend, settings, layout, budget, timeouts, pool)
     # What the service runs on: the backend, or the backend behind the cache (store, seq store
     # and pull reads on one cache).
     served = providers.Selector(
-        config.cache.backend,
+        providers.Callable(cache_kind, settings),
         none=providers.Singleton(backends.uncached, backend),
-        redis=_cached(config, backend, cluster=False),
-        **{"redis-cluster": _cached(config, backend, cluster=True)},
+        redis=providers.Singleton(redis_cached, backend, settings, cluster=False),
+        **{"redis-cluster": providers.Singleton(redis_cached, backend, settings, cluster=True)},
     )
     store = providers.Callable(backends.store_of, served)
     seqs = providers.Callable(backends.seqs_of, served)
@@ -107,5 +133,5 @@ class Container(containers.DeclarativeContainer):
         views=views,
         read_marks=read_marks,
         limits=limits,
-        claim_retention_seconds=config.store.send_claim_retention_seconds,
+        claim_retention_seconds=settings.provided.store.send_claim_retention_seconds,
     )

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from imbucket.app import open_service
+from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
-from imbucket.app.settings import SQL_BACKENDS, load_settings, read_config_file
+from imbucket.app.settings import load_settings, read_config_file
 from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from imbucket.domain.migration import normalized, reachable, same_views
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
@@ -123,18 +124,11 @@ def where(config: Mapping[str, Any]) -> tuple[str, ...] | None:
     """Where the store of a config keeps its data (settings file and environment applied).
 
     Equal for two configs naming one store; None for a store that keeps nothing once closed
-    (backend memory, an in-memory SQLite URL). A third-party backend is taken to persist,
-    named by its url.
+    (backend memory, an in-memory SQLite URL): the backend's registered rules say which. A
+    third-party backend is taken to persist, named by its url.
     """
     store = load_settings(config).store
-    if store.backend == "memory":
-        return None
-    if store.backend in SQL_BACKENDS:
-        from imbucket.adapters.sql.engine import location
-
-        found = location(store.url)
-        return None if found is None else (store.backend, *found)
-    return (store.backend, store.url)
+    return REGISTRY.get(store.backend).location(store.url)
 
 
 def check_endpoints(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
 from imbucket.app.read_marks import SeparateReadMarks
-from imbucket.app.views import SeparateViews
+from imbucket.app.views import pull_reads
 from imbucket.domain import policy, sending
 from imbucket.domain.errors import (
     InvalidArgument,
@@ -121,7 +121,7 @@ class MessageService:
         self.store = store
         self.seqs = seqs
         # Pulls read through views: fused (one round trip) when the backend offers it.
-        self.views = views or SeparateViews(store, seqs)
+        self.views = pull_reads(store, seqs, views)
         # Mark-read raises the read seq in its tag write's round trips when the backend can.
         self.read_marks = read_marks or SeparateReadMarks(store, seqs)
         self.limits = limits

@@ -27,30 +27,22 @@ from imbucket.adapters.timeouts import (
     DEFAULT_POOL_SIZE,
     DEFAULT_STATEMENT_SECONDS,
 )
-from imbucket.app.backends import STORE_FACTORIES, check_store_backend
+from imbucket.app.registry import REGISTRY, check_store_backend
 from imbucket.app.service import DEFAULT_CLAIM_RETENTION_SECONDS
 from imbucket.domain.budget import (
     DEFAULT_MAX_BUCKET_BYTES,
     DEFAULT_MAX_DELETERS_PER_SLOT,
     MAX_DELETERS_PER_SLOT,
     BucketBounds,
-    TagBudget,
 )
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import Limits
 
 # A built-in backend or the name of an ``imbucket.backends`` entry point (docs/plugins.md);
 # an unknown name is a ConfigError listing the known ones.
 StoreBackend = Annotated[str, AfterValidator(check_store_backend)]
 CacheBackend = Literal["none", "redis", "redis-cluster"]
-STORE_BACKENDS: tuple[str, ...] = tuple(STORE_FACTORIES)  # the built-in ones
 CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
-BUCKET_BACKENDS = ("memory", "sql-bucket", "mongo-bucket")
-SQL_BACKENDS = ("sql-row", "sql-bucket")
-# MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
-# messages, must fit it.
-MONGO_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 ENV_PREFIX = "IMBUCKET_"
 
 
@@ -289,15 +281,34 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
         settings = Settings(**_merge(base, dict(overrides or {})))
     except ValidationError as error:
         raise ConfigError(_invalid(error)) from None
-    if settings.store.backend in BUCKET_BACKENDS:
-        bucket_bounds(settings.model_dump()).check()
-    store = settings.store
-    if store.backend == "mongo-bucket" and store.max_bucket_bytes > MONGO_MAX_DOCUMENT_BYTES:
-        raise ConfigError(
-            f"store.max_bucket_bytes = {store.max_bucket_bytes} is above MongoDB's document "
-            f"limit of {MONGO_MAX_DOCUMENT_BYTES} bytes"
-        )
+    check_backend_rules(settings)
     return settings
+
+
+def check_backend_rules(settings: Settings) -> None:
+    """ConfigError when settings break a rule of the selected backend (its registration).
+
+    A bucket backend gets the bucket arithmetic checked and, with a largest document, a
+    bucket bound that fits it; one that writes some bucket encodings only refuses the others.
+    A plugin's layout is known once its store is opened: the composition root checks it then.
+    """
+    store = settings.store
+    rules = REGISTRY.get(store.backend).rules
+    if store.bucket_encoding is not None and store.bucket_encoding not in rules.encodings:
+        raise ConfigError(
+            f"{store.backend} writes the bucket encoding {' or '.join(map(repr, rules.encodings))}"
+            f" only, not {store.bucket_encoding!r}: set store.bucket_encoding = "
+            f'"{rules.default_encoding}" or leave it unset'
+        )
+    if rules.layout != "buckets":
+        return
+    bucket_bounds(settings).check()
+    limit = rules.max_document_bytes
+    if limit is not None and store.max_bucket_bytes > limit:
+        raise ConfigError(
+            f"store.max_bucket_bytes = {store.max_bucket_bytes} is above {store.backend}'s "
+            f"document limit of {limit} bytes"
+        )
 
 
 def check_keys(config: Mapping[str, Any], where: str) -> None:
@@ -400,40 +411,27 @@ def _invalid(error: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(lines)
 
 
-def limits_of(config: Mapping[str, Any]) -> Limits:
-    """The input limits of a configuration shaped like Settings (its model_dump())."""
-    return Limits(**config["limits"])
-
-
-def bucket_bounds(config: Mapping[str, Any]) -> BucketBounds:
-    """The worst-case bucket arithmetic of a configuration shaped like Settings.
-
-    The one place the bucket budget is computed: load_settings checks it, the container
-    hands ``bucket_bounds(config).budget()`` to the bucket stores (docs/buckets.md).
-    """
-    store = config["store"]
-    return BucketBounds.of(
-        store["bucket_size"],
-        limits_of(config),
-        store["max_deleters_per_slot"],
-        store["max_bucket_bytes"],
+def limits_of(settings: Settings) -> Limits:
+    """The input limits of settings."""
+    limits = settings.limits
+    return Limits(
+        max_id_length=limits.max_id_length,
+        max_content_bytes=limits.max_content_bytes,
+        max_seqs_per_call=limits.max_seqs_per_call,
+        max_message_bytes=limits.max_message_bytes,
     )
 
 
-# The bucket encoding a backend writes when store.bucket_encoding is unset.
-DEFAULT_ENCODINGS = {"sql-bucket": "compact"}
+def bucket_bounds(settings: Settings) -> BucketBounds:
+    """The worst-case bucket arithmetic of settings.
 
-
-def layout_of(config: Mapping[str, Any]) -> BucketLayout:
-    """The bucket layout of a configuration shaped like Settings: size and encoding."""
-    store = config["store"]
-    encoding = store.get("bucket_encoding") or DEFAULT_ENCODINGS.get(store["backend"], "openim")
-    return BucketLayout(store["bucket_size"], encoding)
-
-
-def tag_budget(config: Mapping[str, Any]) -> TagBudget:
-    """The inline limits the bucket stores enforce under a configuration."""
-    return bucket_bounds(config).budget()
+    The one place the bucket budget is computed: load_settings checks it, the container
+    hands ``bucket_bounds(settings).budget()`` to the bucket stores (docs/buckets.md).
+    """
+    store = settings.store
+    return BucketBounds.of(
+        store.bucket_size, limits_of(settings), store.max_deleters_per_slot, store.max_bucket_bytes
+    )
 
 
 def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

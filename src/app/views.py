@@ -5,7 +5,7 @@ from __future__ import annotations
 from imbucket.domain.model import Pick
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.seq_store import SeqStore
-from imbucket.ports.view_reads import View
+from imbucket.ports.view_reads import View, ViewReads
 
 
 class SeparateViews:
@@ -26,3 +26,11 @@ class SeparateViews:
         wanted = pick.of(marks)
         slots = self.store.get(conversation_id, wanted, viewer_id) if wanted else {}
         return marks, slots
+
+
+def pull_reads(store: MessageStore, seqs: SeqStore, fused: ViewReads | None) -> ViewReads:
+    """What a pull reads through: the backend's fused reads, else ``SeparateViews``.
+
+    The one place this is chosen: the service and a cached backend's miss path both ask here.
+    """
+    return fused if fused is not None else SeparateViews(store, seqs)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from imbucket.app.settings import CACHE_BACKENDS, STORE_BACKENDS, load_settings
+from imbucket.app.registry import REGISTRY
+from imbucket.app.settings import CACHE_BACKENDS, load_settings
 from imbucket.bench.traffic import Traffic, parse_traffic, read_document
 from imbucket.bench.workloads import WORKLOAD_NAMES
 from imbucket.domain.budget import DEFAULT_MAX_BUCKET_BYTES
@@ -109,8 +110,9 @@ def parse_backend(text: str, cache_url: str = "") -> BackendSpec:
 
 
 def _spec(store: str, url: str, cache: str, cache_url: str) -> BackendSpec:
-    if store not in STORE_BACKENDS:
-        raise ConfigError(f"unknown store backend {store!r}; known: {', '.join(STORE_BACKENDS)}")
+    builtins = REGISTRY.builtins()  # the lab measures the built-in backends only
+    if store not in builtins:
+        raise ConfigError(f"unknown store backend {store!r}; known: {', '.join(builtins)}")
     if cache not in CACHE_BACKENDS:
         raise ConfigError(f"unknown cache backend {cache!r}; known: {', '.join(CACHE_BACKENDS)}")
     if cache != "none" and not cache_url:

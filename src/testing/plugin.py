@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _backend(name: str, url: str, capabilities: str) -> SelectedBackend:
     # Imported here: this plugin loads in every pytest run where imbucket is installed.
-    from imbucket.app.backends import check_store_backend
+    from imbucket.app.registry import check_store_backend
     from imbucket.domain.errors import ConfigError
 
     try:

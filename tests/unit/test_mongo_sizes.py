@@ -13,7 +13,8 @@ import bson
 import pytest
 
 from imbucket.adapters.mongo import commands
-from imbucket.app.settings import MONGO_MAX_DOCUMENT_BYTES, load_settings
+from imbucket.app.registry import MONGO_MAX_DOCUMENT_BYTES
+from imbucket.app.settings import load_settings
 from imbucket.domain.budget import BucketBounds
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.model import DEFAULT_LIMITS, Message, Slot

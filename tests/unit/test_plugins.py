@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import tomllib
@@ -11,16 +12,20 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from imbucket.adapters.bucket import BucketMessageStore
-from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
-from imbucket.adapters.timeouts import Timeouts
-from imbucket.app import backends, open_service
-from imbucket.app.backends import Backend
+from imbucket.adapters.memory import MemoryBucketRepository
+from imbucket.app import open_service, registry
 from imbucket.app.cli import cli
+from imbucket.app.registry import REGISTRY, BackendRules
 from imbucket.app.settings import load_settings
-from imbucket.domain.budget import TagBudget
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.layout import BucketLayout
+from imbucket.plugin_api import (
+    Backend,
+    BucketLayout,
+    BucketMessageStore,
+    MemorySeqStore,
+    TagBudget,
+    Timeouts,
+)
 from imbucket.testing import suite_dir
 from imbucket.testing.factories import CONV, messages
 from imbucket.testing.rows import CAPABILITIES
@@ -49,12 +54,12 @@ PLUGINS = {
 @pytest.fixture(autouse=True)
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """PLUGINS as if installed packages had registered them."""
-    points = [EntryPoint(name, value, backends.PLUGIN_GROUP) for name, value in PLUGINS.items()]
+    points = [EntryPoint(name, value, registry.PLUGIN_GROUP) for name, value in PLUGINS.items()]
 
     def entry_points(group: str) -> list[EntryPoint]:
         return [point for point in points if point.group == group]
 
-    monkeypatch.setattr(backends, "entry_points", entry_points)
+    monkeypatch.setattr(registry, "entry_points", entry_points)
     opened.clear()
 
 
@@ -87,9 +92,41 @@ def test_a_factory_must_return_a_backend() -> None:
 
 
 def test_a_plugin_named_like_a_built_in_backend_is_ignored() -> None:
-    assert "memory" not in backends.plugin_names()
+    assert "memory" not in REGISTRY.plugins()
     with open_service({"store": {"backend": "memory"}}) as service:
         assert isinstance(service.seqs, MemorySeqStore)
+
+
+# Bucket settings that cannot fit: one slot's deleter cap is above what a bucket may hold.
+UNFIT = {"max_bucket_bytes": 4 * 1024 * 1024}
+
+
+def test_a_plugin_bucket_store_gets_the_bucket_bounds_check() -> None:
+    with pytest.raises(ConfigError, match=r"store\.max_bucket_bytes = 4194304"):
+        open_service({"store": {"backend": "fake-store", **UNFIT}})
+    assert opened == [("", 100)]  # opened (its layout is known only then), closed, refused
+    with open_service({"store": {"backend": "fake-store"}}) as service:
+        assert service.max_seq(CONV) == 0
+
+
+def test_a_new_built_in_backend_is_one_registration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(REGISTRY, "_builtins", dict(REGISTRY._builtins))
+    REGISTRY.register("toy", f"{__name__}:fake_store", BackendRules("buckets", persists=False))
+    with pytest.raises(ConfigError, match=r"store\.max_bucket_bytes"):
+        load_settings({"store": {"backend": "toy", **UNFIT}})  # checked at load, like memory
+    with open_service({"store": {"backend": "toy", "url": "toy://"}}) as service:
+        service.ingest(CONV, messages(1, 2))
+    assert opened == [("toy://", 100)]
+    result = CliRunner().invoke(cli, ["backends"])
+    assert result.exit_code == 0, result.output
+    rows = [[cell.strip() for cell in line.split("│")[1:3]] for line in result.output.splitlines()]
+    assert ["store", "toy"] in rows
+
+
+def test_a_backend_refuses_the_bucket_encodings_it_does_not_write_at_settings_load() -> None:
+    with pytest.raises(ConfigError, match="mongo-bucket writes the bucket encoding 'openim' only"):
+        load_settings({"store": {"backend": "mongo-bucket", "bucket_encoding": "compact"}})
+    assert load_settings({"store": {"backend": "mongo-bucket"}}).store.bucket_encoding is None
 
 
 def test_cli_backends_lists_the_plugins() -> None:
@@ -99,6 +136,19 @@ def test_cli_backends_lists_the_plugins() -> None:
 
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "imbucket-example-store"
+
+
+def test_the_example_backend_imports_only_the_plugin_api_and_the_public_surface() -> None:
+    imported: set[str] = set()
+    for path in (EXAMPLE / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    ours = {name for name in imported if name.split(".")[0] == "imbucket"}
+    assert "imbucket.plugin_api" in ours <= {"imbucket.plugin_api", "imbucket"}
 
 
 def usage_error(*options: str) -> str:

@@ -693,6 +693,11 @@ class SqlBucketStore(BucketMessageStore):
         return changed, raised.raised
 
     @property
+    def schema(self) -> BucketSchema:
+        """The tables (for the benchmark's raw-driver arm and its maintenance step)."""
+        return self.repository.schema
+
+    @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
         return self.repository.db.engine

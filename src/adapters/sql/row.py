@@ -438,7 +438,7 @@ class SqlRowStore(RowMessageStore):
 
     @property
     def schema(self) -> RowSchema:
-        """The tables (for the benchmark's raw-driver arm)."""
+        """The tables (for the benchmark's raw-driver arm and its maintenance step)."""
         return self.repository.schema
 
     @property

@@ -26,12 +26,9 @@ def routine_maintenance(store: MessageStore) -> tuple[Callable[[], None], str] |
     """The maintenance step of store's engine and its description, or None when it needs none."""
     from imbucket.adapters.sql import SqlBucketStore, SqlRowStore
 
-    if isinstance(store, SqlRowStore):
-        tables = store.schema.metadata.sorted_tables
-    elif isinstance(store, SqlBucketStore):
-        tables = store.repository.schema.metadata.sorted_tables
-    else:
+    if not isinstance(store, SqlRowStore | SqlBucketStore):
         return None
+    tables = store.schema.metadata.sorted_tables
     engine = store.engine
     if engine.dialect.name != "postgresql":
         return None

@@ -16,7 +16,7 @@ from typing import Any, cast
 from dependency_injector import providers
 
 from imbucket.adapters.bucket import BucketMessageStore
-from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemoryCacheBinding, MemorySeqStore
 from imbucket.app import open_container
 from imbucket.app.backends import Backend
 from imbucket.app.service import MessageService
@@ -66,7 +66,7 @@ def counted_memory(layout: BucketLayout, budget: TagBudget, counter: RoundTrips)
     """The memory backend of ``imbucket.app.backends.memory``, its engines counted into counter."""
     repository = cast(BucketRepository, Counted(MemoryBucketRepository(layout), counter))
     seqs = cast(SeqStore, Counted(MemorySeqStore(), counter))
-    return Backend(BucketMessageStore(repository, budget), seqs)
+    return Backend(BucketMessageStore(repository, budget), seqs, binding=MemoryCacheBinding())
 
 
 class Probe:
@@ -78,7 +78,7 @@ class Probe:
     def open_service(self, config: Mapping[str, Any] | None = None) -> MessageService:
         """``app.open_service``, with a memory backend's engines counted by this probe."""
         container = open_container(config)
-        if container.config.store.backend() == "memory":
+        if container.settings().store.backend == "memory":
             container.backend.override(
                 providers.Singleton(
                     counted_memory,

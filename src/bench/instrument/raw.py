@@ -26,12 +26,16 @@ def raw_arm(store: MessageStore) -> Any | None:
 
         if not slices_json(store.engine):
             return None
-        return RawBucketLatest(store.engine, store.repository.schema, store.layout)
+        return RawBucketLatest(store.engine, store.schema, store.layout)
     return _mongo_arm(store)
 
 
 def _mongo_arm(store: MessageStore) -> Any | None:
-    """The aggregate arm of a Mongo store (mongo-row, mongo-bucket), else None."""
+    """The aggregate arm of a Mongo store (mongo-row, mongo-bucket), else None.
+
+    It reaches the store's repository for the client: the Mongo stores declare no accessor
+    for it, since only this arm, which is driver-specific by nature, needs one.
+    """
     repository = getattr(store, "repository", None)
     layout: BucketLayout | None = getattr(store, "layout", None)
     if layout is None:

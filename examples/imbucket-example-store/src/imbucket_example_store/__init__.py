@@ -11,16 +11,28 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from imbucket.adapters.bucket import BucketMessageStore
-from imbucket.adapters.codec import conversation_of, slot_from_doc, slot_to_doc
-from imbucket.adapters.memory import MemoryCacheBinding, MemorySeqStore
-from imbucket.adapters.timeouts import Timeouts
-from imbucket.app.backends import Backend
-from imbucket.domain.budget import TagBudget
-from imbucket.domain.layout import BucketLayout
-from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats, viewed_deleters
-from imbucket.domain.tags import takes_revoke
-from imbucket.ports.bucket_repository import BucketRepository, Spilled, Viewed
+from imbucket.plugin_api import (
+    Backend,
+    BucketLayout,
+    BucketMessageStore,
+    BucketRepository,
+    MemoryCacheBinding,
+    MemorySeqStore,
+    Message,
+    Revoke,
+    Slot,
+    SlotPatch,
+    Spilled,
+    StoreStats,
+    TagBudget,
+    Timeouts,
+    Viewed,
+    conversation_of,
+    slot_from_doc,
+    slot_to_doc,
+    takes_revoke,
+    viewed_deleters,
+)
 
 
 def open_backend(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:

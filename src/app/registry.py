@@ -1,0 +1,163 @@
+"""The one registry of store backends: built-in ones by name, third-party ones by entry point.
+
+As SQLAlchemy's dialect loader does, a built-in backend is one registration: its name, the
+``"module:function"`` of its factory (imported only when a configuration selects it) and its
+rules (``BackendRules``). A name that is not built in is looked up in the entry point group
+``imbucket.backends`` (docs/plugins.md); a built-in name always means the built-in backend, so
+a plugin cannot shadow it. Every check of a backend name goes through ``REGISTRY.get``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import EntryPoint, entry_points
+from typing import Literal
+
+from imbucket.app.backends import Backend, StoreFactory
+from imbucket.domain.errors import ConfigError
+
+PLUGIN_GROUP = "imbucket.backends"
+# MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
+# messages, must fit it.
+MONGO_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+Layout = Literal["buckets", "rows"]
+ENCODINGS = ("compact", "openim")
+
+
+@dataclass(frozen=True, slots=True)
+class BackendRules:
+    """What settings load checks and the composition root decides for one backend.
+
+    layout: how the store keeps messages; None for a plugin, whose layout is known once its
+    store is opened (a ``BucketMessageStore`` stores buckets). encodings: the bucket encodings
+    it writes, default_encoding the one it writes when ``store.bucket_encoding`` is unset.
+    max_document_bytes: the engine's largest document, which a bucket must fit. persists:
+    whether data outlives the store's close; locate: ``"module:function"`` naming where a url
+    keeps its data (None when it keeps nothing), for backends whose url decides that.
+    pooled: the factory takes a ``pool`` keyword (the connections kept on a server).
+    """
+
+    layout: Layout | None
+    encodings: tuple[str, ...] = ENCODINGS
+    default_encoding: str = "openim"
+    max_document_bytes: int | None = None
+    persists: bool = True
+    locate: str | None = None
+    pooled: bool = False
+
+
+# A third-party backend: any encoding, its layout told by the store it opens.
+PLUGIN_RULES = BackendRules(layout=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One backend a configuration may name: where its factory lives, and its rules."""
+
+    name: str
+    target: str  # "module:function"
+    rules: BackendRules
+    builtin: bool = True
+
+    def load(self) -> StoreFactory:
+        """Import the factory; ConfigError naming the backend when its package fails to load."""
+        try:
+            if not self.builtin:
+                factory: StoreFactory = EntryPoint(self.name, self.target, PLUGIN_GROUP).load()
+                return factory
+            module, _, attribute = self.target.partition(":")
+            found: StoreFactory = getattr(import_module(module), attribute)
+            return found
+        except (ImportError, AttributeError) as error:
+            message = f"store backend {self.name!r} ({self.target}) fails to load: {error}"
+            raise ConfigError(message) from None
+
+    def location(self, url: str) -> tuple[str, ...] | None:
+        """Where the backend keeps its data at url, equal for one store; None when nowhere."""
+        if not self.rules.persists:
+            return None
+        if self.rules.locate is None:
+            return (self.name, url)
+        module, _, function = self.rules.locate.partition(":")
+        found: tuple[str, ...] | None = getattr(import_module(module), function)(url)
+        return None if found is None else (self.name, *found)
+
+    def checked(self, backend: object) -> Backend:
+        """backend, if the factory returned a Backend; else ConfigError."""
+        if not isinstance(backend, Backend):
+            kind = type(backend).__name__
+            raise ConfigError(f"store backend {self.name!r} returned {kind}, not Backend")
+        return backend
+
+
+class Registry:
+    """The built-in registrations, then the entry points of PLUGIN_GROUP (read on each call)."""
+
+    def __init__(self) -> None:
+        self._builtins: dict[str, Registration] = {}
+
+    def register(self, name: str, target: str, rules: BackendRules) -> None:
+        """Add a built-in backend: name, its factory as "module:function", and its rules."""
+        self._builtins[name] = Registration(name, target, rules)
+
+    def builtins(self) -> tuple[str, ...]:
+        """The built-in backends' names, in registration order."""
+        return tuple(self._builtins)
+
+    def plugins(self) -> tuple[str, ...]:
+        """The names installed packages register in PLUGIN_GROUP (none is imported)."""
+        return tuple(sorted(self._entry_points().keys() - self._builtins.keys()))
+
+    def names(self) -> tuple[str, ...]:
+        """Every backend a configuration may name: the built-in ones, then the plugins."""
+        return (*self._builtins, *self.plugins())
+
+    def get(self, name: str) -> Registration:
+        """The registration of name; ConfigError listing the known names when there is none."""
+        if name in self._builtins:
+            return self._builtins[name]
+        entry = self._entry_points().get(name)
+        if entry is None:
+            raise ConfigError(f"unknown store backend {name!r}; known: {', '.join(self.names())}")
+        return Registration(name, entry.value, PLUGIN_RULES, builtin=False)
+
+    @staticmethod
+    def _entry_points() -> dict[str, EntryPoint]:
+        found: dict[str, EntryPoint] = {}
+        for entry in entry_points(group=PLUGIN_GROUP):
+            found.setdefault(entry.name, entry)
+        return found
+
+
+REGISTRY = Registry()
+_FACTORIES = "imbucket.app.backends"
+# A SQL store keeps its data where its url says: nowhere for an in-memory SQLite database.
+_SQL_LOCATION = "imbucket.adapters.sql.engine:location"
+REGISTRY.register("memory", f"{_FACTORIES}:memory", BackendRules("buckets", persists=False))
+REGISTRY.register(
+    "sql-row", f"{_FACTORIES}:sql_row", BackendRules("rows", locate=_SQL_LOCATION, pooled=True)
+)
+REGISTRY.register(
+    "sql-bucket",
+    f"{_FACTORIES}:sql_bucket",
+    BackendRules("buckets", default_encoding="compact", locate=_SQL_LOCATION, pooled=True),
+)
+REGISTRY.register(
+    "mongo-bucket",
+    f"{_FACTORIES}:mongo_bucket",
+    BackendRules("buckets", encodings=("openim",), max_document_bytes=MONGO_MAX_DOCUMENT_BYTES),
+)
+REGISTRY.register("mongo-row", f"{_FACTORIES}:mongo_row", BackendRules("rows"))
+REGISTRY.register(
+    "openim-mongo",
+    f"{_FACTORIES}:openim_mongo",
+    BackendRules("buckets", encodings=("openim",), max_document_bytes=MONGO_MAX_DOCUMENT_BYTES),
+)
+
+
+def check_store_backend(name: str) -> str:
+    """The name, when it names a known store backend; else ConfigError listing the known ones."""
+    REGISTRY.get(name)
+    return name
