@@ -25,7 +25,6 @@ from sqlalchemy import (
     Executable,
     Text,
     and_,
-    bindparam,
     cast,
     column,
     delete,
@@ -82,10 +81,6 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
-# Listed seqs averaging fewer than this many per bucket are read slot by slot where the
-# engine offers it (ViewSql.sparse): on MariaDB one slot per bucket costs about half of a
-# walk of its array, two cost about as much.
-_SPARSE = 2
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
 _ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
@@ -103,7 +98,7 @@ class SqlBucketRepository:
         self._json = _JSON[db.kind].keyed(self._codec)
         self._table = schema.docs.name
         self._spill = schema.spill
-        self._views = _Views(schema, layout, _VIEW[db.kind].keyed(self._codec))
+        self._views = _Views(schema, layout, _VIEW[db.kind])
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -200,12 +195,13 @@ class SqlBucketRepository:
     ) -> tuple[Watermarks, dict[int, Slot], SpilledBy]:
         """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
 
-        Slots as ``read_viewed`` returns them (no deleter list; a ``spilled`` flag is left
-        for ``BucketMessageStore.viewed_seqs`` to settle), by seq; a missing slot is absent.
-        The viewer's own side-table entries of every flagged slot come with them (by doc_id
-        and slot index, as ``read_spilled`` returns them), so none is asked for afterwards.
-        The seqs of a ``latest`` pick are computed in the engine from max_seq, among at most
-        ``ceil(count / size) + 1`` candidate buckets.
+        Slots as ``read_viewed`` returns them (the deleter list reduced to the viewer, or
+        to "someone else"; a ``spilled`` flag is left for ``BucketMessageStore.viewed_seqs``
+        to settle), by seq; a missing slot is absent. The viewer's own side-table entries
+        of every flagged slot come with them (by doc_id and slot index, as ``read_spilled``
+        returns them), so none is asked for afterwards. Each bucket touched comes back whole
+        as JSON text and is decoded once; the buckets of a ``latest`` pick are chosen in the
+        engine from max_seq, among at most ``ceil(count / size) + 1`` candidates.
         """
         check_key(conversation_id, "conversation_id")
         check_key(viewer, "user_id")
@@ -216,37 +212,45 @@ class SqlBucketRepository:
             params.update(viewer=viewer, count=pick.latest)
             params["docs"] = _dumps(list(range(-(-pick.latest // size) + 1)))
         elif pick.seqs:
-            seqs = sorted(set(pick.seqs))
-            docs = sorted({self.layout.doc_index(s) for s in seqs})
-            params["viewer"] = viewer
-            if self._views.sparse is not None and len(seqs) < _SPARSE * len(docs):
-                statement = self._views.sparse
-                slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
-                params["slots"] = _dumps(slots)
-            else:
-                statement = self._views.listed
-                params.update(seqs=seqs, docs=_dumps(docs))
+            statement = self._views.listed
+            docs = sorted({self.layout.doc_index(s) for s in pick.seqs})
+            params.update(viewer=viewer, docs=_dumps(docs))
         else:  # nothing to read but the watermarks
             (row,) = self.db.execute(self._views.marks, params).rows
             return Watermarks(*map(int, row)), {}, {}
         rows = self.db.execute(statement, params).rows
         marks = Watermarks(*map(int, rows[0][:3]))
+        buckets = {int(row[3]): row for row in rows if row[4] is not None}
+        return marks, *self._viewed(conversation_id, viewer, pick.of(marks), buckets)
+
+    def _viewed(
+        self, conversation_id: str, viewer: str, seqs: Sequence[int], buckets: dict[int, Any]
+    ) -> tuple[dict[int, Slot], SpilledBy]:
+        """The viewer's slots of seqs from whole buckets (``view``'s rows by bucket index)."""
+        layout, from_doc = self.layout, self._codec.from_doc
+        deleters = self._codec.key("del_list")
+        decoded: dict[int, list[Any]] = {}
         found: dict[int, Slot] = {}
         spilled: dict[str, dict[int, set[str]]] = {}
-        from_doc, size = self._codec.from_doc, self.layout.size
-        for _, _, _, doc_index, index, value, has, count, spilled_has in rows:
-            if index is None:
+        for seq in seqs:
+            doc_index, index = layout.doc_index(seq), layout.slot_index(seq)
+            if doc_index not in buckets:
                 continue
-            seq = int(doc_index) * size + int(index) + 1
-            slot = from_doc(conversation_id, seq, _loads(value))
-            if count:  # the value came without its deleters: say whether the viewer is one
-                slot = replace(slot, deleted_by=viewed_deleters(viewer, bool(has), True))
-            if slot.spilled:  # the viewer's own side-table entry came with it
-                doc_id = self.layout.doc_id_for_index(conversation_id, int(doc_index))
-                mine = {viewer} if spilled_has else set()
-                spilled.setdefault(doc_id, {})[int(index)] = mine
+            if doc_index not in decoded:
+                decoded[doc_index] = _loads(buckets[doc_index][4])
+            doc = decoded[doc_index][index]
+            if not doc:
+                continue
+            deleted = doc.pop(deleters, None)
+            slot = from_doc(conversation_id, seq, doc)
+            if deleted:  # the viewer sees only whether it deleted, and whether anyone did
+                slot = replace(slot, deleted_by=viewed_deleters(viewer, viewer in deleted, True))
+            if slot.spilled:  # the viewer's own side-table entry came with the bucket
+                doc_id = layout.doc_id_for_index(conversation_id, doc_index)
+                has = str(index) in _listed(buckets[doc_index][5])
+                spilled.setdefault(doc_id, {})[index] = {viewer} if has else set()
             found[seq] = slot
-        return marks, found, spilled
+        return found, spilled
 
     def _select(
         self,
@@ -646,14 +650,12 @@ class _Views:
         latest = text(spelling.statement(table, spill, watermarks, size, latest=True))
         self.latest = _columns(latest, _VIEW_COLUMNS)
         listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
-        self.listed = _columns(listed.bindparams(bindparam("seqs", expanding=True)), _VIEW_COLUMNS)
-        sparse = spelling.sparse(table, spill, watermarks, size)
-        self.sparse = None if sparse is None else _columns(text(sparse), _VIEW_COLUMNS)
+        self.listed = _columns(listed, _VIEW_COLUMNS)
 
 
 # What the pull statements select, in order (ViewSql.statement).
 _MARK_COLUMNS = ("max_seq", "min_seq", "user_min_seq")
-_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "slot", "value", "has", "deleters", "spilled_has")
+_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "msgs", "spilled")
 
 
 def _columns(statement: TextClause, names: Sequence[str]) -> TextualSelect:
@@ -728,6 +730,13 @@ def _any(conditions: Sequence[str]) -> str:
         return conditions[0]
     middle = len(conditions) // 2
     return f"({_any(conditions[:middle])} OR {_any(conditions[middle:])})"
+
+
+def _listed(value: str | bytes | None) -> list[str]:
+    """The items of a comma-separated text from the engine (GROUP_CONCAT may give bytes)."""
+    if value is None:
+        return []
+    return (value.decode() if isinstance(value, bytes) else value).split(",")
 
 
 def _dumps(value: object) -> str:
