@@ -81,6 +81,9 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
+# Listed seqs averaging fewer than this many per bucket are read slot by slot: the engine
+# renders and the caller decodes only those slots instead of their buckets whole.
+_SPARSE = 2
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
 _ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
@@ -212,24 +215,37 @@ class SqlBucketRepository:
             params.update(viewer=viewer, count=pick.latest)
             params["docs"] = _dumps(list(range(-(-pick.latest // size) + 1)))
         elif pick.seqs:
-            statement = self._views.listed
-            docs = sorted({self.layout.doc_index(s) for s in pick.seqs})
-            params.update(viewer=viewer, docs=_dumps(docs))
+            seqs = sorted(set(pick.seqs))
+            docs = sorted({self.layout.doc_index(s) for s in seqs})
+            params["viewer"] = viewer
+            if len(seqs) < _SPARSE * len(docs):
+                statement = self._views.sparse
+                slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
+                params["slots"] = _dumps(slots)
+            else:
+                statement = self._views.listed
+                params["docs"] = _dumps(docs)
         else:  # nothing to read but the watermarks
             (row,) = self.db.execute(self._views.marks, params).rows
             return Watermarks(*map(int, row)), {}, {}
         rows = self.db.execute(statement, params).rows
         marks = Watermarks(*map(int, rows[0][:3]))
-        buckets = {int(row[3]): row for row in rows if row[4] is not None}
+        buckets: dict[int, Any] = {}
+        for row in rows:
+            if row[4] is not None:
+                buckets.setdefault(int(row[3]), []).append(row)
         return marks, *self._viewed(conversation_id, viewer, pick.of(marks), buckets)
 
     def _viewed(
         self, conversation_id: str, viewer: str, seqs: Sequence[int], buckets: dict[int, Any]
     ) -> tuple[dict[int, Slot], SpilledBy]:
-        """The viewer's slots of seqs from whole buckets (``view``'s rows by bucket index)."""
+        """The viewer's slots of seqs from ``view``'s rows by bucket index.
+
+        A bucket's row holds it whole, or its rows hold one listed slot each.
+        """
         layout, from_doc = self.layout, self._codec.from_doc
         deleters = self._codec.key("del_list")
-        decoded: dict[int, list[Any]] = {}
+        decoded: dict[int, dict[int, Any]] = {}
         found: dict[int, Slot] = {}
         spilled: dict[str, dict[int, set[str]]] = {}
         for seq in seqs:
@@ -237,8 +253,8 @@ class SqlBucketRepository:
             if doc_index not in buckets:
                 continue
             if doc_index not in decoded:
-                decoded[doc_index] = _loads(buckets[doc_index][4])
-            doc = decoded[doc_index][index]
+                decoded[doc_index] = _decoded(buckets[doc_index])
+            doc = decoded[doc_index].get(index)
             if not doc:
                 continue
             deleted = doc.pop(deleters, None)
@@ -247,7 +263,7 @@ class SqlBucketRepository:
                 slot = replace(slot, deleted_by=viewed_deleters(viewer, viewer in deleted, True))
             if slot.spilled:  # the viewer's own side-table entry came with the bucket
                 doc_id = layout.doc_id_for_index(conversation_id, doc_index)
-                has = str(index) in _listed(buckets[doc_index][5])
+                has = str(index) in _listed(buckets[doc_index][0][5])
                 spilled.setdefault(doc_id, {})[index] = {viewer} if has else set()
             found[seq] = slot
         return found, spilled
@@ -651,11 +667,13 @@ class _Views:
         self.latest = _columns(latest, _VIEW_COLUMNS)
         listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
         self.listed = _columns(listed, _VIEW_COLUMNS)
+        sparse = text(spelling.sparse(table, spill, watermarks, size))
+        self.sparse = _columns(sparse, _VIEW_COLUMNS)
 
 
 # What the pull statements select, in order (ViewSql.statement).
 _MARK_COLUMNS = ("max_seq", "min_seq", "user_min_seq")
-_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "msgs", "spilled")
+_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "msgs", "spilled", "slot")
 
 
 def _columns(statement: TextClause, names: Sequence[str]) -> TextualSelect:
@@ -730,6 +748,13 @@ def _any(conditions: Sequence[str]) -> str:
         return conditions[0]
     middle = len(conditions) // 2
     return f"({_any(conditions[:middle])} OR {_any(conditions[middle:])})"
+
+
+def _decoded(rows: Sequence[Any]) -> dict[int, Any]:
+    """A bucket's slots by index from its pull rows: the whole bucket, or one slot a row."""
+    if rows[0][6] is None:
+        return dict(enumerate(_loads(rows[0][4])))
+    return {int(row[6]): _loads(row[4]) for row in rows}
 
 
 def _listed(value: str | bytes | None) -> list[str]:

@@ -287,18 +287,36 @@ class ViewSql:
     text_sql: str  # ``d.msgs`` as JSON text
     slots_sql: str  # the ``s.slot`` values of the rows ``s`` as one comma-separated text
     greatest: str
+    # FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON ``:slots``
+    pairs_sql: str
+    slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` as JSON text
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
 
     def statement(self, table: str, spill: str, watermarks: str, size: int, latest: bool) -> str:
-        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, msgs, spilled).
+        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, msgs, spilled, slot).
 
         latest: the buckets of the newest ``:count`` visible seqs (the candidates are
         offsets back from the bucket of max_seq); else the buckets among ``:docs`` holding
         a visible seq. ``spilled``: the slots of the bucket whose side-table entries hold
         ``:viewer`` (comma-separated, NULL for none), so that a slot flagged ``spilled``
-        needs no second round trip. Rows with a NULL doc_index carry the watermarks alone.
+        needs no second round trip; ``slot`` is NULL (the bucket is whole). Rows with a
+        NULL doc_index carry the watermarks alone.
         """
+        return self._select(table, spill, watermarks, size, latest, sparse=False)
+
+    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str:
+        """``statement`` for listed seqs few to a bucket: one row per listed slot.
+
+        Its ``msgs`` is the slot alone (``slot_at_sql``), its ``slot`` the slot index; the
+        engine then renders one slot instead of the whole bucket, and the caller decodes
+        one slot instead of a bucket.
+        """
+        return self._select(table, spill, watermarks, size, latest=False, sparse=True)
+
+    def _select(
+        self, table: str, spill: str, watermarks: str, size: int, latest: bool, sparse: bool
+    ) -> str:
         if latest:
             last = self.divide_sql.format(left="w.max_seq - 1", right=size)
             index = f"({last} - c.j)"
@@ -315,9 +333,10 @@ class ViewSql:
         )
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
-            f" {self.text_sql} AS msgs, CASE WHEN d.msgs IS NULL THEN NULL ELSE {spilled} END"
-            f" AS spilled FROM ({watermarks}) AS w"
-            f" LEFT JOIN {self.candidates_sql} ON {candidate}"
+            f" {self.slot_at_sql if sparse else self.text_sql} AS msgs,"
+            f" CASE WHEN d.msgs IS NULL THEN NULL ELSE {spilled} END AS spilled,"
+            f" {'c.k' if sparse else 'NULL'} AS slot FROM ({watermarks}) AS w"
+            f" LEFT JOIN {self.pairs_sql if sparse else self.candidates_sql} ON {candidate}"
             f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
         )
 
@@ -333,6 +352,11 @@ POSTGRES_VIEW = ViewSql(
     # driver hands text over without decoding it.
     text_sql="CAST(d.msgs AS text)",
     slots_sql="string_agg(CAST(s.slot AS text), ',')",
+    pairs_sql=(
+        "(SELECT CAST(t.p ->> 0 AS bigint) AS j, CAST(t.p ->> 1 AS integer) AS k"
+        " FROM jsonb_array_elements(CAST(:slots AS jsonb)) AS t(p)) AS c"
+    ),
+    slot_at_sql="CAST(d.msgs -> c.k AS text)",
     greatest="GREATEST",
     # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
     # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
@@ -346,6 +370,10 @@ MARIADB_VIEW = ViewSql(
     doc_id_sql="CONCAT(:conversation_id, ':', {index})",
     text_sql="d.msgs",
     slots_sql="GROUP_CONCAT(s.slot)",
+    pairs_sql=(
+        "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
+    ),
+    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, ']'))",
     greatest="GREATEST",
 )
 
@@ -355,5 +383,9 @@ SQLITE_VIEW = ViewSql(
     doc_id_sql="(:conversation_id || ':' || {index})",
     text_sql="d.msgs",
     slots_sql="group_concat(s.slot)",
+    pairs_sql=(
+        "(SELECT t.value ->> '$[0]' AS j, t.value ->> '$[1]' AS k FROM json_each(:slots) AS t) AS c"
+    ),
+    slot_at_sql="(d.msgs -> ('$[' || c.k || ']'))",
     greatest="max",
 )
