@@ -325,7 +325,10 @@ class ViewSql:
             index = "c.j"
             low = f"{self.greatest}(w.min_seq, w.user_min_seq, 1)"
         # Only the candidates holding a visible seq: the newest seqs often fill one bucket.
-        candidate = f"{index} * {size} + {size} >= {low} AND {index} * {size} < w.max_seq"
+        # In bucket indexes: seqs near 2**63 would overflow as seqs.
+        first = self.divide_sql.format(left=f"{low} - 1", right=size)
+        last_index = self.divide_sql.format(left="w.max_seq - 1", right=size)
+        candidate = f"{index} >= {first} AND {index} <= {last_index}"
         doc_id = self.doc_id_sql.format(index=index)
         spilled = (
             f"(SELECT {self.slots_sql} FROM {spill} AS s"
