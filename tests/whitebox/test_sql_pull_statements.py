@@ -14,6 +14,7 @@ import pytest
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.app import MessageService
+from imbucket.bench.instrument import received
 from imbucket.bench.instrument.roundtrips import EngineStatements
 from imbucket.domain.model import Actor, Role, Slot
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
@@ -110,3 +111,25 @@ def test_a_spilled_slot_is_settled_in_the_same_statement_for_every_viewer(
         with statements(service) as trips:  # seq 1 is not flagged: one statement for anyone
             (entry,) = service.pull(CONV, viewer, [1])
         assert trips.total == 1 and isinstance(entry, MessageView), (viewer, trips.statements)
+
+
+@pytest.mark.parametrize("backend_config", backends(SQL, BUCKETS), indirect=True)
+def test_a_pull_receives_each_touched_bucket_once_and_a_sparse_pull_only_its_slots(
+    service: MessageService,
+) -> None:
+    """pull_range across a bucket boundary receives the two buckets' JSON once each (the
+    engine does no per-slot work); scattered seqs one to a bucket receive those slots alone."""
+    store = service.store
+    assert isinstance(store, BucketMessageStore)
+    service.ingest(CONV, messages(1, 300))
+    layout, repository = store.layout, store.repository
+    sizes = {
+        index: repository.bucket_bytes(layout.doc_id_for_index(CONV, index)) for index in range(3)
+    }
+    with received.counting() as ranged:
+        assert len(service.pull_range(CONV, "bob", 51, 150)) == 100
+    both = sizes[0] + sizes[1]  # type: ignore[operator]
+    assert both <= ranged.total() <= both + 2_000, (ranged.total(), sizes)
+    with received.counting() as scattered:
+        assert len(service.pull(CONV, "bob", [5, 105, 205])) == 3
+    assert scattered.total() < min(sizes.values()) / 5, (scattered.total(), sizes)  # type: ignore[type-var]

@@ -25,7 +25,6 @@ from sqlalchemy import (
     Executable,
     Text,
     and_,
-    bindparam,
     cast,
     column,
     delete,
@@ -82,9 +81,8 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
-# Listed seqs averaging fewer than this many per bucket are read slot by slot where the
-# engine offers it (ViewSql.sparse): on MariaDB one slot per bucket costs about half of a
-# walk of its array, two cost about as much.
+# Listed seqs averaging fewer than this many per bucket are read slot by slot: the engine
+# renders and the caller decodes only those slots instead of their buckets whole.
 _SPARSE = 2
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
@@ -103,7 +101,7 @@ class SqlBucketRepository:
         self._json = _JSON[db.kind].keyed(self._codec)
         self._table = schema.docs.name
         self._spill = schema.spill
-        self._views = _Views(schema, layout, _VIEW[db.kind].keyed(self._codec))
+        self._views = _Views(schema, layout, _VIEW[db.kind])
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -200,12 +198,13 @@ class SqlBucketRepository:
     ) -> tuple[Watermarks, dict[int, Slot], SpilledBy]:
         """The viewer's watermarks and the slots of ``pick.of(marks)`` in one statement.
 
-        Slots as ``read_viewed`` returns them (no deleter list; a ``spilled`` flag is left
-        for ``BucketMessageStore.viewed_seqs`` to settle), by seq; a missing slot is absent.
-        The viewer's own side-table entries of every flagged slot come with them (by doc_id
-        and slot index, as ``read_spilled`` returns them), so none is asked for afterwards.
-        The seqs of a ``latest`` pick are computed in the engine from max_seq, among at most
-        ``ceil(count / size) + 1`` candidate buckets.
+        Slots as ``read_viewed`` returns them (the deleter list reduced to the viewer, or
+        to "someone else"; a ``spilled`` flag is left for ``BucketMessageStore.viewed_seqs``
+        to settle), by seq; a missing slot is absent. The viewer's own side-table entries
+        of every flagged slot come with them (by doc_id and slot index, as ``read_spilled``
+        returns them), so none is asked for afterwards. Each bucket touched comes back whole
+        as JSON text and is decoded once; the buckets of a ``latest`` pick are chosen in the
+        engine from max_seq, among at most ``ceil(count / size) + 1`` candidates.
         """
         check_key(conversation_id, "conversation_id")
         check_key(viewer, "user_id")
@@ -219,34 +218,55 @@ class SqlBucketRepository:
             seqs = sorted(set(pick.seqs))
             docs = sorted({self.layout.doc_index(s) for s in seqs})
             params["viewer"] = viewer
-            if self._views.sparse is not None and len(seqs) < _SPARSE * len(docs):
+            if len(seqs) < _SPARSE * len(docs):
                 statement = self._views.sparse
                 slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
                 params["slots"] = _dumps(slots)
             else:
                 statement = self._views.listed
-                params.update(seqs=seqs, docs=_dumps(docs))
+                params["docs"] = _dumps(docs)
         else:  # nothing to read but the watermarks
             (row,) = self.db.execute(self._views.marks, params).rows
             return Watermarks(*map(int, row)), {}, {}
         rows = self.db.execute(statement, params).rows
         marks = Watermarks(*map(int, rows[0][:3]))
+        buckets: dict[int, Any] = {}
+        for row in rows:
+            if row[4] is not None:
+                buckets.setdefault(int(row[3]), []).append(row)
+        return marks, *self._viewed(conversation_id, viewer, pick.of(marks), buckets)
+
+    def _viewed(
+        self, conversation_id: str, viewer: str, seqs: Sequence[int], buckets: dict[int, Any]
+    ) -> tuple[dict[int, Slot], SpilledBy]:
+        """The viewer's slots of seqs from ``view``'s rows by bucket index.
+
+        A bucket's row holds it whole, or its rows hold one listed slot each.
+        """
+        layout, from_doc = self.layout, self._codec.from_doc
+        deleters = self._codec.key("del_list")
+        decoded: dict[int, dict[int, Any]] = {}
         found: dict[int, Slot] = {}
         spilled: dict[str, dict[int, set[str]]] = {}
-        from_doc, size = self._codec.from_doc, self.layout.size
-        for _, _, _, doc_index, index, value, has, count, spilled_has in rows:
-            if index is None:
+        for seq in seqs:
+            doc_index, index = layout.doc_index(seq), layout.slot_index(seq)
+            if doc_index not in buckets:
                 continue
-            seq = int(doc_index) * size + int(index) + 1
-            slot = from_doc(conversation_id, seq, _loads(value))
-            if count:  # the value came without its deleters: say whether the viewer is one
-                slot = replace(slot, deleted_by=viewed_deleters(viewer, bool(has), True))
-            if slot.spilled:  # the viewer's own side-table entry came with it
-                doc_id = self.layout.doc_id_for_index(conversation_id, int(doc_index))
-                mine = {viewer} if spilled_has else set()
-                spilled.setdefault(doc_id, {})[int(index)] = mine
+            if doc_index not in decoded:
+                decoded[doc_index] = _decoded(buckets[doc_index])
+            doc = decoded[doc_index].get(index)
+            if not doc:
+                continue
+            deleted = doc.pop(deleters, None)
+            slot = from_doc(conversation_id, seq, doc)
+            if deleted:  # the viewer sees only whether it deleted, and whether anyone did
+                slot = replace(slot, deleted_by=viewed_deleters(viewer, viewer in deleted, True))
+            if slot.spilled:  # the viewer's own side-table entry came with the bucket
+                doc_id = layout.doc_id_for_index(conversation_id, doc_index)
+                has = str(index) in _listed(buckets[doc_index][0][5])
+                spilled.setdefault(doc_id, {})[index] = {viewer} if has else set()
             found[seq] = slot
-        return marks, found, spilled
+        return found, spilled
 
     def _select(
         self,
@@ -646,14 +666,14 @@ class _Views:
         latest = text(spelling.statement(table, spill, watermarks, size, latest=True))
         self.latest = _columns(latest, _VIEW_COLUMNS)
         listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
-        self.listed = _columns(listed.bindparams(bindparam("seqs", expanding=True)), _VIEW_COLUMNS)
-        sparse = spelling.sparse(table, spill, watermarks, size)
-        self.sparse = None if sparse is None else _columns(text(sparse), _VIEW_COLUMNS)
+        self.listed = _columns(listed, _VIEW_COLUMNS)
+        sparse = text(spelling.sparse(table, spill, watermarks, size))
+        self.sparse = _columns(sparse, _VIEW_COLUMNS)
 
 
 # What the pull statements select, in order (ViewSql.statement).
 _MARK_COLUMNS = ("max_seq", "min_seq", "user_min_seq")
-_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "slot", "value", "has", "deleters", "spilled_has")
+_VIEW_COLUMNS = (*_MARK_COLUMNS, "doc_index", "msgs", "spilled", "slot")
 
 
 def _columns(statement: TextClause, names: Sequence[str]) -> TextualSelect:
@@ -733,6 +753,20 @@ def _any(conditions: Sequence[str]) -> str:
         return conditions[0]
     middle = len(conditions) // 2
     return f"({_any(conditions[:middle])} OR {_any(conditions[middle:])})"
+
+
+def _decoded(rows: Sequence[Any]) -> dict[int, Any]:
+    """A bucket's slots by index from its pull rows: the whole bucket, or one slot a row."""
+    if rows[0][6] is None:
+        return dict(enumerate(_loads(rows[0][4])))
+    return {int(row[6]): _loads(row[4]) for row in rows}
+
+
+def _listed(value: str | bytes | None) -> list[str]:
+    """The items of a comma-separated text from the engine (GROUP_CONCAT may give bytes)."""
+    if value is None:
+        return []
+    return (value.decode() if isinstance(value, bytes) else value).split(",")
 
 
 def _dumps(value: object) -> str:

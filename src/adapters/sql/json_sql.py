@@ -275,133 +275,72 @@ class ViewSql:
 
     The statement joins the one-row watermark query ``w`` to the candidate buckets ``c``
     (``c.j``: a bound JSON array of bucket indexes, or of offsets back from the bucket of
-    max_seq), each candidate's row ``d`` by primary key, and the elements ``e`` of its
-    ``msgs`` array: the engine parses each bucket once per statement, not once per slot.
-    LEFT JOINs all the way, so that the watermarks come back even when nothing else does.
+    max_seq) and each candidate's row ``d`` by primary key, and returns each bucket's
+    ``msgs`` whole, as the JSON text the engine keeps or renders once: no per-slot JSON
+    work in the engine. The caller decodes each bucket once and picks its slots. LEFT
+    JOINs all the way, so that the watermarks come back even when no bucket does.
     """
 
     candidates_sql: str  # FROM item ``c`` with integer column ``c.j`` from JSON ``:docs``
     divide_sql: str  # integer division of ``{left}`` by ``{right}``
     doc_id_sql: str  # ``:conversation_id`` + ':' + bucket index ``{index}``
-    elements_sql: str  # FROM item ``e``: the elements of ``d.msgs``
-    position_sql: str  # an element's position in ``msgs``, from 1
-    element_sql: str  # an element's JSON
-    without_sql: str  # the element without its deleters (``{del_list}``: their stored key)
-    has_sql: str  # condition: the element's deleters hold ``:viewer``
-    length_sql: str  # the number of the element's deleters (NULL when missing)
+    text_sql: str  # ``d.msgs`` as JSON text
+    slots_sql: str  # the ``s.slot`` values of the rows ``s`` as one comma-separated text
     greatest: str
+    # FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON ``:slots``
+    pairs_sql: str
+    slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` as JSON text
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
-    # An engine whose array walk costs far more than extracting one slot (MariaDB) reads
-    # sparse listed seqs slot by slot: ``pairs_sql`` is FROM item ``c`` with ``c.j`` (bucket
-    # index) and ``c.k`` (slot index) from JSON ``:slots``; ``slot_at_sql`` the JSON of slot
-    # ``{slot}`` of ``d.msgs``.
-    pairs_sql: str | None = None
-    slot_at_sql: str = ""
-    deleters_key: str = "del_list"  # the stored key of a slot's deleters (the encoding's)
-    # An engine keeping JSON as text parses an element again for each of the three deleter
-    # parts: ``maybe_sql`` and ``empty_sql`` make a cheap test that is true for every element
-    # holding deleters, so that an element without deleters is returned as stored, with no
-    # parse at all: the quoted key appears in its text (``maybe_sql``), and not with an empty
-    # array (``empty_sql``), as OpenIM's encoding writes every slot and as the engines
-    # re-render it (SQLite without a space, MariaDB with one). It may be true for other
-    # elements, never false for one with deleters: a quote inside a string is escaped, so the
-    # key can match only as a key. The test that usually settles it goes first (SQL's AND
-    # stops there): the key for an encoding that leaves empty keys out, the empty array for
-    # one that writes them (``empty_first``).
-    maybe_sql: str | None = None
-    empty_sql: str = ""
-    empty_first: bool = False
-
-    def keyed(self, codec: SlotCodec) -> ViewSql:
-        """The engine's pull SQL for buckets written by codec."""
-        key = codec.key("del_list")
-        return replace(self, deleters_key=key, empty_first=codec.writes_empty_keys)
-
-    def _part(self, template: str, element: str) -> str:
-        return template.format(element=element, del_list=self.deleters_key)
-
-    def _deleter_columns(self, element: str) -> str:
-        """The value (without deleters), has, deleters and spilled_has columns of one element.
-
-        ``spilled_has``: whether the viewer is in the side table for this slot (``_spilled``'s
-        join), so that a slot flagged ``spilled`` needs no second round trip.
-        """
-        without = self._part(self.without_sql, element)
-        has = f"CASE WHEN {self._part(self.has_sql, element)} THEN 1 ELSE 0 END"
-        count = f"COALESCE({self._part(self.length_sql, element)}, 0)"
-        if self.maybe_sql is not None:
-            tests = [self.maybe_sql, self.empty_sql]
-            maybe = " AND ".join(
-                self._part(test, element) for test in (tests[::-1] if self.empty_first else tests)
-            )
-            without = f"CASE WHEN {maybe} THEN {without} ELSE {element} END"
-            has = f"CASE WHEN {maybe} THEN {has} ELSE 0 END"
-            count = f"CASE WHEN {maybe} THEN {count} ELSE 0 END"
-        mine = "CASE WHEN s.user_id IS NULL THEN 0 ELSE 1 END"
-        return f"{without} AS value, {has} AS has, {count} AS deleters, {mine} AS spilled_has"
-
-    @staticmethod
-    def _spilled(spill: str, doc_id: str, slot: str) -> str:
-        """FROM item ``s``: the viewer's side-table entry of the slot, if any (a key probe)."""
-        return (
-            f" LEFT JOIN {spill} AS s ON s.doc_id = {doc_id} AND s.slot = {slot}"
-            " AND s.user_id = :viewer"
-        )
-
-    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str | None:
-        """The SELECT of ``statement``'s columns for listed slots, each extracted on its own.
-
-        None when the engine has no such form (``pairs_sql``): its array walk is cheap.
-        """
-        if self.pairs_sql is None:
-            return None
-        doc_id = self.doc_id_sql.format(index="c.j")
-        slot = self.slot_at_sql.format(slot="c.k")
-        # LIMIT: the derived table is materialized, so each slot is extracted once.
-        slots = (
-            f"SELECT c.j, c.k, {slot} AS slot FROM {self.pairs_sql}"
-            f" JOIN {table} AS d ON d.doc_id = {doc_id} LIMIT 18446744073709551615"
-        )
-        low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
-        return (
-            f"SELECT w.max_seq, w.min_seq, w.user_min_seq, x.j AS doc_index, x.k AS slot,"
-            f" {self._deleter_columns('x.slot')}"
-            f" FROM ({watermarks}) AS w LEFT JOIN ({slots}) AS x"
-            f" ON x.j * {size} + x.k + 1 BETWEEN {low} AND w.max_seq"
-            + self._spilled(spill, self.doc_id_sql.format(index="x.j"), "x.k")
-        )
 
     def statement(self, table: str, spill: str, watermarks: str, size: int, latest: bool) -> str:
-        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, slot, *deleter columns).
+        """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, msgs, spilled, slot).
 
-        latest: the newest ``:count`` visible seqs (the candidates are offsets back from
-        the bucket of max_seq); else the visible seqs among ``:seqs`` (the candidates are
-        their bucket indexes). Rows with a NULL slot carry the watermarks alone.
+        latest: the buckets of the newest ``:count`` visible seqs (the candidates are
+        offsets back from the bucket of max_seq); else the buckets among ``:docs`` holding
+        a visible seq. ``spilled``: the slots of the bucket whose side-table entries hold
+        ``:viewer`` (comma-separated, NULL for none), so that a slot flagged ``spilled``
+        needs no second round trip; ``slot`` is NULL (the bucket is whole). Rows with a
+        NULL doc_index carry the watermarks alone.
         """
+        return self._select(table, spill, watermarks, size, latest, sparse=False)
+
+    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str:
+        """``statement`` for listed seqs few to a bucket: one row per listed slot.
+
+        Its ``msgs`` is the slot alone (``slot_at_sql``), its ``slot`` the slot index; the
+        engine then renders one slot instead of the whole bucket, and the caller decodes
+        one slot instead of a bucket.
+        """
+        return self._select(table, spill, watermarks, size, latest=False, sparse=True)
+
+    def _select(
+        self, table: str, spill: str, watermarks: str, size: int, latest: bool, sparse: bool
+    ) -> str:
         if latest:
             last = self.divide_sql.format(left="w.max_seq - 1", right=size)
             index = f"({last} - c.j)"
             low = f"{self.greatest}(w.max_seq - :count + 1, w.min_seq, w.user_min_seq, 1)"
-            # Only the candidates holding a wanted seq: the newest seqs often fill one bucket.
-            candidate = f"{index} >= {self.divide_sql.format(left=f'{low} - 1', right=size)}"
-            wanted = ""
         else:
             index = "c.j"
-            low = f"{self.greatest}(w.min_seq, w.user_min_seq)"
-            candidate = "1 = 1"
-            wanted = " AND {seq} IN :seqs"
-        seq = f"({index} * {size} + {self.position_sql})"
+            low = f"{self.greatest}(w.min_seq, w.user_min_seq, 1)"
+        # Only the candidates holding a visible seq: the newest seqs often fill one bucket.
+        # In bucket indexes: seqs near 2**63 would overflow as seqs.
+        first = self.divide_sql.format(left=f"{low} - 1", right=size)
+        last_index = self.divide_sql.format(left="w.max_seq - 1", right=size)
+        candidate = f"{index} >= {first} AND {index} <= {last_index}"
         doc_id = self.doc_id_sql.format(index=index)
+        spilled = (
+            f"(SELECT {self.slots_sql} FROM {spill} AS s"
+            f" WHERE s.doc_id = {doc_id} AND s.user_id = :viewer)"
+        )
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
-            f" {self.position_sql} - 1 AS slot, {self._deleter_columns(self.element_sql)}"
-            f" FROM ({watermarks}) AS w"
-            f" LEFT JOIN {self.candidates_sql} ON {candidate}"
+            f" {self.slot_at_sql if sparse else self.text_sql} AS msgs,"
+            f" CASE WHEN d.msgs IS NULL THEN NULL ELSE {spilled} END AS spilled,"
+            f" {'c.k' if sparse else 'NULL'} AS slot FROM ({watermarks}) AS w"
+            f" LEFT JOIN {self.pairs_sql if sparse else self.candidates_sql} ON {candidate}"
             f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
-            f" LEFT JOIN {self.elements_sql}"
-            f" ON {seq} BETWEEN {low} AND w.max_seq{wanted.format(seq=seq)}"
-            + self._spilled(spill, doc_id, f"{self.position_sql} - 1")
         )
 
 
@@ -412,12 +351,15 @@ POSTGRES_VIEW = ViewSql(
     ),
     divide_sql="(({left}) / {right})",
     doc_id_sql="(CAST(:conversation_id AS text) || ':' || CAST({index} AS text))",
-    elements_sql="jsonb_array_elements(d.msgs) WITH ORDINALITY AS e(slot, n)",
-    position_sql="e.n",
-    element_sql="e.slot",
-    without_sql="({element} - '{del_list}')",
-    has_sql="({element} -> '{del_list}') @> jsonb_build_array(CAST(:viewer AS text))",
-    length_sql="jsonb_array_length({element} -> '{del_list}')",
+    # jsonb rendered as text once per bucket: cheaper than walking its elements, and the
+    # driver hands text over without decoding it.
+    text_sql="CAST(d.msgs AS text)",
+    slots_sql="string_agg(CAST(s.slot AS text), ',')",
+    pairs_sql=(
+        "(SELECT CAST(t.p ->> 0 AS bigint) AS j, CAST(t.p ->> 1 AS integer) AS k"
+        " FROM jsonb_array_elements(CAST(:slots AS jsonb)) AS t(p)) AS c"
+    ),
+    slot_at_sql="CAST(d.msgs -> c.k AS text)",
     greatest="GREATEST",
     # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
     # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
@@ -429,42 +371,24 @@ MARIADB_VIEW = ViewSql(
     candidates_sql="JSON_TABLE(:docs, '$[*]' COLUMNS (j BIGINT PATH '$')) AS c",
     divide_sql="(({left}) DIV {right})",
     doc_id_sql="CONCAT(:conversation_id, ':', {index})",
-    elements_sql="JSON_TABLE(d.msgs, '$[*]' COLUMNS (n FOR ORDINALITY, slot JSON PATH '$')) AS e",
-    position_sql="e.n",
-    element_sql="e.slot",
-    without_sql="JSON_REMOVE({element}, '$.{del_list}')",
-    has_sql="JSON_CONTAINS({element}, JSON_QUOTE(:viewer), '$.{del_list}')",
-    length_sql="JSON_LENGTH({element}, '$.{del_list}')",
-    greatest="GREATEST",
-    # JSON_TABLE costs about two slot extractions per element it walks (it copies every
-    # element out): a few slots of a bucket are cheaper extracted one by one.
+    text_sql="d.msgs",
+    slots_sql="GROUP_CONCAT(s.slot)",
     pairs_sql=(
         "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
     ),
-    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', {slot}, ']'))",
-    maybe_sql="""INSTR({element}, '"{del_list}"') > 0""",
-    empty_sql=(
-        """(INSTR({element}, '"{del_list}":[]') = 0"""
-        """ AND INSTR({element}, '"{del_list}": []') = 0)"""
-    ),
+    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, ']'))",
+    greatest="GREATEST",
 )
 
 SQLITE_VIEW = ViewSql(
     candidates_sql="(SELECT t.value AS j FROM json_each(:docs) AS t) AS c",
     divide_sql="(({left}) / {right})",
     doc_id_sql="(:conversation_id || ':' || {index})",
-    elements_sql="json_each(d.msgs) AS e",
-    position_sql="(e.key + 1)",  # json_each numbers elements from 0
-    element_sql="e.value",
-    without_sql="json_remove({element}, '$.{del_list}')",
-    has_sql=(
-        "EXISTS (SELECT 1 FROM json_each({element}, '$.{del_list}') AS x WHERE x.value = :viewer)"
+    text_sql="d.msgs",
+    slots_sql="group_concat(s.slot)",
+    pairs_sql=(
+        "(SELECT t.value ->> '$[0]' AS j, t.value ->> '$[1]' AS k FROM json_each(:slots) AS t) AS c"
     ),
-    length_sql="json_array_length({element}, '$.{del_list}')",
+    slot_at_sql="(d.msgs -> ('$[' || c.k || ']'))",
     greatest="max",
-    maybe_sql="""instr({element}, '"{del_list}"') > 0""",
-    empty_sql=(
-        """(instr({element}, '"{del_list}":[]') = 0"""
-        """ AND instr({element}, '"{del_list}": []') = 0)"""
-    ),
 )

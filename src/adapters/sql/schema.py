@@ -182,6 +182,7 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
         **_TABLE_OPTIONS,
     )
     _spill_with_the_patch(metadata, docs, spill)
+    _spill_by_user(metadata, spill)
     return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs, spill)
 
 
@@ -238,6 +239,21 @@ def _spill_with_the_patch(metadata: MetaData, docs: Table, spill: Table) -> None
                 text(f"ALTER TABLE {name} ADD COLUMN {SPILLING} {column_type[dialect]} NULL")
             )
         connection.execute(text(triggers[dialect]))
+
+    event.listen(metadata, "after_create", create)
+
+
+def _spill_by_user(metadata: MetaData, spill: Table) -> None:
+    """An index of the side table by (doc_id, user_id), created at every open if missing.
+
+    A pull asks for one viewer's entries of a whole bucket (``ViewSql.statement``): a probe
+    of this index, whatever the number of other users' entries the bucket holds. Created
+    with IF NOT EXISTS, so bucket tables created before gain it too.
+    """
+    statement = f"CREATE INDEX IF NOT EXISTS {spill.name}_user ON {spill.name} (doc_id, user_id)"
+
+    def create(target: MetaData, connection: Connection, **_: Any) -> None:
+        connection.execute(text(statement))
 
     event.listen(metadata, "after_create", create)
 

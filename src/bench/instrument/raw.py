@@ -2,7 +2,7 @@
 
 One hand-written query per pull on the store's own tables or collections: sql-row and
 sql-bucket (``raw_sql``), mongo-row and mongo-bucket (``raw_mongo``). Stores without one
-(memory, third-party plugins, a MariaDB too old to slice JSON arrays) get None.
+(memory, third-party plugins) get None.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ def raw_arm(store: MessageStore) -> Any | None:
 
         return RawRowLatest(store.engine, store.schema)
     if isinstance(store, SqlBucketStore):
-        from imbucket.bench.instrument.raw_sql import RawBucketLatest, slices_json
+        from imbucket.bench.instrument.raw_sql import RawBucketLatest
 
-        if not slices_json(store.engine):
-            return None
         return RawBucketLatest(store.engine, store.schema, store.layout)
     return _mongo_arm(store)
 

@@ -15,16 +15,15 @@ import orjson
 from sqlalchemy import (
     BigInteger,
     BindParameter,
-    ColumnElement,
     Engine,
     Integer,
     Select,
     String,
+    Text,
     bindparam,
     cast,
     func,
     literal,
-    literal_column,
     select,
     type_coerce,
     union_all,
@@ -90,12 +89,12 @@ def latest_query(schema: RowSchema) -> Select[Any]:
 
 
 class RawBucketLatest:
-    """The newest slots of a conversation, sliced out of its bucket rows in one SELECT.
+    """The newest slots of a conversation, from its bucket rows read whole in one SELECT.
 
     The watermarks are subqueries of the same statement; the engine computes the one or two
-    doc_ids holding the newest seqs and slices their slots with its own JSON functions
-    (PostgreSQL ``jsonb_path_query_array``, MariaDB ≥ 10.9 a ``$[m to n]`` path, SQLite
-    ``json_each``).
+    doc_ids holding the newest seqs and returns each bucket's ``msgs`` whole as JSON text
+    (PostgreSQL renders its ``jsonb`` once); each is decoded once with orjson and sliced
+    here, as the store does.
     """
 
     def __init__(self, engine: Engine, schema: BucketSchema, layout: BucketLayout) -> None:
@@ -114,15 +113,15 @@ class RawBucketLatest:
                 self._query, {"conv": conversation_id, "viewer": viewer_id, "n": count}
             )
             return [
-                {"doc_id": d, "low": int(low), "msgs": _loads(slots)}
-                for d, slots, low in result.fetchall()
+                {"doc_id": d, "low": int(low), "msgs": orjson.loads(msgs)[int(low) : int(high) + 1]}
+                for d, msgs, low, high in result.fetchall()
             ]
 
 
 def bucket_latest_query(schema: BucketSchema, size: int, dialect: str) -> Select[Any]:
     """The SELECT of ``RawBucketLatest``, with parameters ``conv``, ``viewer`` and ``n``.
 
-    Rows: (doc_id, JSON array of the wanted slots of that bucket), oldest bucket first.
+    Rows: (doc_id, the bucket's JSON text, first and last wanted slot), oldest bucket first.
     """
     docs, seqs, users = schema.docs, schema.seqs, schema.user_seqs
     conv: BindParameter[str] = bindparam("conv", type_=String)
@@ -157,9 +156,8 @@ def bucket_latest_query(schema: BucketSchema, size: int, dialect: str) -> Select
         bucket(oldest, first_seq - 1 - oldest * size, literal(size - 1)).where(oldest < newest),
         bucket(newest, greatest(first_seq - 1 - newest * size, 0), last - 1 - newest * size),
     ).subquery("wanted")
-    slots = _slice(dialect, docs.c.msgs, wanted.c.low, wanted.c.high)
     return (
-        select(docs.c.doc_id, slots.label("slots"), wanted.c.low)
+        select(docs.c.doc_id, cast(docs.c.msgs, Text).label("msgs"), wanted.c.low, wanted.c.high)
         .select_from(wanted.join(docs, docs.c.doc_id == wanted.c.doc_id))
         .order_by(wanted.c.position)
     )
@@ -169,34 +167,3 @@ def _greatest(dialect: str) -> Any:
     """GREATEST, typed as an integer (SQLite's many-argument max is its GREATEST)."""
     function = func.max if dialect == "sqlite" else func.greatest
     return lambda *values: type_coerce(function(*values), BigInteger)
-
-
-def _slice(dialect: str, msgs: Any, low: Any, high: Any) -> ColumnElement[Any]:
-    """The JSON array of msgs[low..high], sliced by the engine."""
-    if dialect == "postgresql":
-        return func.jsonb_path_query_array(
-            msgs, literal_column("'$[$lo to $hi]'"), func.jsonb_build_object("lo", low, "hi", high)
-        )
-    if dialect == "sqlite":
-        element = func.json_each(msgs).table_valued("key", "value").alias("slot")
-        return (
-            select(func.json_group_array(func.json(element.c.value)))
-            .where(element.c.key.between(low, high))
-            .scalar_subquery()
-        )
-    path = func.concat("$[", low, " to ", high, "]")
-    return type_coerce(func.json_extract(msgs, path), String)
-
-
-def _loads(value: Any) -> Any:
-    """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
-    return orjson.loads(value) if isinstance(value, str | bytes) else value
-
-
-def slices_json(engine: Engine) -> bool:
-    """Whether the engine can slice a JSON array in SQL (MariaDB: ``$[m to n]`` from 10.9)."""
-    if engine.dialect.name != "mysql":
-        return True
-    with engine.connect() as connection:
-        version = tuple(connection.dialect.server_version_info or ())
-    return version >= (10, 9)
