@@ -13,6 +13,7 @@ only for work declared idempotent; other work then raises OutcomeUnknown.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import math
@@ -582,7 +583,33 @@ def _create_engine(
         raise ConfigError(f"cannot use {parsed.drivername}: {error}") from error
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
+    if kind == "mariadb" and asynchronous:
+        event.listen(engine, "do_connect", _bounded_handshake(timeouts.connect))
     return kind, engine
+
+
+def _bounded_handshake(seconds: float) -> Callable[..., None]:
+    """A do_connect hook bounding aiomysql's whole connect, handshake included, to seconds.
+
+    aiomysql's connect_timeout covers opening the socket only: a server that accepts and then
+    stays silent would hold the connect forever.
+    """
+
+    def bound(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        import aiomysql
+        import pymysql
+
+        async def connect(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await asyncio.wait_for(aiomysql.connect(*args, **kwargs), seconds)
+            except TimeoutError:
+                raise pymysql.err.OperationalError(
+                    2013, f"no handshake within {seconds:g} s (store.connect_timeout_seconds)"
+                ) from None
+
+        params["async_creator_fn"] = connect
+
+    return bound
 
 
 def _engine(url: URL, options: dict[str, Any], asynchronous: bool) -> Engine:
