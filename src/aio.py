@@ -6,7 +6,8 @@ Example::
     from imbucket.aio import open_service
 
     async with open_service({"store": {"backend": "sql-bucket", "url": "sqlite://"}}) as chat:
-        sent = await chat.send("sg_team", [Draft(send_id="alice", content="hi", client_msg_id="c-1")])
+        hi = Draft(send_id="alice", content="hi", client_msg_id="c-1")
+        sent = await chat.send("sg_team", [hi])
 
 ``AsyncMessageService`` runs the one ``MessageService`` in greenlets on asyncio drivers
 (docs/asyncio.md): the same rules, arguments, results, errors and configuration.

@@ -10,6 +10,7 @@ and each statement they issue is awaited on the event loop (``adapters/greenlets
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -61,7 +62,7 @@ class AsyncMessageService:
         """
         from sqlalchemy.util import greenlet_spawn
 
-        return await greenlet_spawn(work, *args, **kwargs)
+        return await greenlet_spawn(functools.partial(work, *args, **kwargs))
 
     async def send(self, conversation_id: str, drafts: Sequence[Draft]) -> list[Message]:
         """MessageService.send: new messages, once per (conversation_id, client_msg_id)."""
@@ -169,9 +170,8 @@ class Opening:
 
     async def _open(self) -> AsyncMessageService:
         with needs_extra("imbucket.aio"):
-            from sqlalchemy.util import greenlet_spawn
-
             import greenlet  # noqa: F401 - SQLAlchemy's asyncio support needs it
+            from sqlalchemy.util import greenlet_spawn
 
         settings = load_settings(self._config)
         check_asynchronous(settings)

@@ -56,7 +56,7 @@ ASYNC_API = "imbucket.aio"
 
 
 def on_asyncio(config: Config) -> Config:
-    """config for a row that runs the same tests on the asyncio API (``imbucket.testing.aio``)."""
+    """Config for a row that runs the same tests on the asyncio API (``imbucket.testing.aio``)."""
     return {**config, ASYNC_API: True}
 
 

@@ -25,6 +25,7 @@ import pytest
 from imbucket.app import MessageService, open_service
 from imbucket.ports.message_store import MessageStore
 from imbucket.testing import selected
+from imbucket.testing.aio import BlockingService, LoopThread
 from imbucket.testing.rows import (
     ASYNC_API,
     BUCKETS,
@@ -38,7 +39,6 @@ from imbucket.testing.rows import (
     store_config,
     use,
 )
-from imbucket.testing.aio import BlockingService, LoopThread
 
 # sqlite:// is in memory, so a second open_service sees a new, empty database.
 ROWS = [

@@ -99,9 +99,8 @@ class Watchdog:
 
 def _shut_down(driver: Any) -> None:
     """Shut down the driver's socket under it; its blocked read returns at once."""
-    with contextlib.suppress(Exception):
-        with socket.socket(fileno=os.dup(_fileno(driver))) as sock:
-            sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception), socket.socket(fileno=os.dup(_fileno(driver))) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _fileno(driver: Any) -> int:
