@@ -51,6 +51,15 @@ def backends(*capabilities: str) -> list[Any]:
     ]
 
 
+# A config key the suite's ``open_backend`` reads (and removes): the row runs on imbucket.aio.
+ASYNC_API = "imbucket.aio"
+
+
+def on_asyncio(config: Config) -> Config:
+    """Config for a row that runs the same tests on the asyncio API (``imbucket.testing.aio``)."""
+    return {**config, ASYNC_API: True}
+
+
 def store_config(backend: str, url: str = "") -> Config:
     """An uncached store configuration."""
     return {"store": {"backend": backend, "url": url}, "cache": {"backend": "none"}}

@@ -26,7 +26,9 @@ import pytest
 from imbucket.app import MessageService, open_service
 from imbucket.ports.message_store import MessageStore
 from imbucket.testing import selected
+from imbucket.testing.aio import BlockingService, LoopThread
 from imbucket.testing.rows import (
+    ASYNC_API,
     BUCKETS,
     PERSISTENT,
     ROW_LAYOUT,
@@ -34,6 +36,7 @@ from imbucket.testing.rows import (
     Config,
     Row,
     backends,
+    on_asyncio,
     store_config,
     use,
 )
@@ -71,6 +74,21 @@ ROWS = [
         "sql_bucket_postgres_openim_config",
         frozenset({SQL, PERSISTENT, BUCKETS}),
     ),
+]
+# The same rows on the asyncio API (imbucket.aio): every test, unchanged, through a blocking
+# facade that runs each call as a task on an event loop (imbucket.testing.aio).
+ASYNC_ROWS = (
+    "memory",
+    *(
+        f"sql-{layout}-{engine}"
+        for layout in ("row", "bucket")
+        for engine in ("sqlite", "postgres", "mariadb")
+    ),
+)
+ROWS += [
+    Row(f"aio:{row.id}", f"aio_{row.fixture}", row.capabilities)
+    for row in ROWS
+    if row.id in ASYNC_ROWS
 ]
 
 # `pytest --imbucket-backend NAME` (imbucket.testing.plugin, docs/plugins.md): NAME alone.
@@ -172,6 +190,18 @@ def mongo_row_config(mongo_url: str) -> Config:
     return store_config("mongo-row", mongo_url)
 
 
+def _on_asyncio(name: str) -> Any:
+    def config(request: pytest.FixtureRequest) -> Config:
+        return on_asyncio(request.getfixturevalue(name.removeprefix("aio_")))
+
+    return pytest.fixture(name=name)(config)
+
+
+for _row in ROWS:
+    if _row.id.startswith("aio:"):
+        globals()[_row.fixture] = _on_asyncio(_row.fixture)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend_config(request: pytest.FixtureRequest) -> Config:
     """The config of one backend row."""
@@ -182,17 +212,25 @@ def backend_config(request: pytest.FixtureRequest) -> Config:
 @pytest.fixture
 def open_backend(backend_config: Config) -> Iterator[Any]:
     """Open more services on the same backend (e.g. one per thread or a re-open)."""
-    opened: list[MessageService] = []
+    opened: list[Any] = []
+    loops: list[LoopThread] = []
 
-    def opener(**overrides: Any) -> MessageService:
+    def opener(**overrides: Any) -> Any:
         config = {**backend_config, **overrides}
-        service = open_service(config)
+        service: Any
+        if config.pop(ASYNC_API, False):
+            loops[:] = loops or [LoopThread()]
+            service = BlockingService.open(config, loops[0])
+        else:
+            service = open_service(config)
         opened.append(service)
         return service
 
     yield opener
     for service in opened:
         service.close()
+    for loop in loops:
+        loop.close()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from imbucket.app import MessageService, open_service
 from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.model import Draft
 from imbucket.domain.projection import MessageView
+from imbucket.testing.aio import BlockingService, LoopThread
 from imbucket.testing.rows import store_config
 from tests.faults.conftest import _ENGINES, STORES
 from tests.proxy import TcpProxy
@@ -36,35 +37,50 @@ def draft(n: int) -> Draft:
     )
 
 
-def served(config: dict[str, Any], proxy: TcpProxy) -> Iterator[tuple[MessageService, TcpProxy]]:
-    """The service of config (whose URL points at proxy); both closed afterwards."""
-    service = open_service(config)
+# Each SQL store on both APIs: imbucket.aio's drivers are bounded by the same settings.
+ON_BOTH_APIS = [
+    *[pytest.param((*store.values[0], False), id=store.id) for store in STORES],
+    *[pytest.param((*store.values[0], True), id=f"aio:{store.id}") for store in STORES],
+]
+
+
+def served(
+    config: dict[str, Any], proxy: TcpProxy, aio: bool = False
+) -> Iterator[tuple[MessageService, TcpProxy]]:
+    """The service of config (whose URL points at proxy); both closed afterwards.
+
+    aio: the service is imbucket.aio's, driven through imbucket.testing.aio's blocking facade.
+    """
+    loop = LoopThread() if aio else None
+    service: Any = BlockingService.open(config, loop) if loop else open_service(config)
     try:
         yield service, proxy
     finally:
         proxy.close()
         service.close()
+        if loop is not None:
+            loop.close()
 
 
 def opened(
     request: pytest.FixtureRequest, settings: dict[str, Any]
 ) -> Iterator[tuple[MessageService, TcpProxy]]:
-    backend, engine = request.param
+    backend, engine, *aio = request.param
     find_server, namespace, port = _ENGINES[engine]
     with namespace(find_server()) as url:
         proxy = TcpProxy(url, port)
         config = store_config(backend, proxy.url)
         config["store"].update(settings)
-        yield from served(config, proxy)
+        yield from served(config, proxy, bool(aio and aio[0]))
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=ON_BOTH_APIS)
 def short(request: pytest.FixtureRequest) -> Iterator[tuple[MessageService, TcpProxy]]:
     """A store whose every wait is bounded to 1 s, behind a proxy."""
     yield from opened(request, SHORT)
 
 
-@pytest.fixture(params=[STORES[0], STORES[1]])
+@pytest.fixture(params=[ON_BOTH_APIS[0], ON_BOTH_APIS[1], ON_BOTH_APIS[4], ON_BOTH_APIS[5]])
 def default(request: pytest.FixtureRequest) -> Iterator[tuple[MessageService, TcpProxy]]:
     """A store with the default settings and a plain URL, behind a proxy."""
     yield from opened(request, {})

@@ -17,6 +17,7 @@ as libpq reads it (``target_session_attrs=read-write`` finds the primary).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
 import logging
@@ -55,7 +56,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from imbucket.adapters import contention
+from imbucket.adapters import contention, greenlets
 from imbucket.adapters.extras import missing
 from imbucket.adapters.sql.sizing import StatementLimits, ask_limits
 from imbucket.adapters.sql.watchdog import Watchdog
@@ -78,6 +79,14 @@ _DRIVERS: dict[str, tuple[Kind, str]] = {
     "mysql": ("mariadb", "mysql+pymysql"),
     "mariadb": ("mariadb", "mysql+pymysql"),
 }
+# Under imbucket.aio (greenlets.async_drivers): the asyncio driver for each engine, unless the
+# URL names another asyncio driver itself.
+_ASYNC_DEFAULTS: dict[Kind, str] = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+psycopg",
+    "mariadb": "mysql+aiomysql",
+}
+_ASYNC_DRIVER_NAMES = frozenset({"aiosqlite", "psycopg", "psycopg_async", "asyncpg", "aiomysql"})
 _NAMES: dict[Kind, str] = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mariadb": "MariaDB"}
 _BEGIN: dict[Kind, str] = {
     "sqlite": "BEGIN IMMEDIATE",
@@ -172,25 +181,40 @@ class Database:
 
     SQLite is serialised by a lock (an in-memory database is a single shared connection);
     the servers run statements from many threads on pooled connections.
+
+    asynchronous (default: whether it is opened inside ``greenlets.async_drivers``): the engine
+    is the ``sync_engine`` of an asyncio engine, and every call must run in a greenlet
+    (``imbucket.aio``); the statements, retries and bounds are the same.
     """
 
     def __init__(
-        self, url: str, timeouts: Timeouts | None = None, pool: PoolSize | None = None
+        self,
+        url: str,
+        timeouts: Timeouts | None = None,
+        pool: PoolSize | None = None,
+        *,
+        asynchronous: bool | None = None,
     ) -> None:
         self.timeouts = timeouts or Timeouts()
-        self.kind, self.engine = _create_engine(url or DEFAULT_URL, self.timeouts, pool)
+        if asynchronous is None:
+            asynchronous = greenlets.asynchronous()
+        self.asynchronous = asynchronous
+        self.kind, self.engine = _create_engine(
+            url or DEFAULT_URL, self.timeouts, pool, asynchronous
+        )
         self._given = make_url(url or DEFAULT_URL)
         self.attempts = dict(ATTEMPTS)  # per fault, the first attempt included
         if self.kind == "mariadb" and len(_hosts(self._given)) > 1:
             self.attempts[Fault.CONTENTION] = MULTI_MASTER_CONTENTION_ATTEMPTS
-        self._lock: AbstractContextManager[Any] = (
-            threading.RLock() if self.kind == "sqlite" else nullcontext()
-        )
+        self._lock: AbstractContextManager[Any] = nullcontext()
+        if self.kind == "sqlite":
+            self._lock = greenlets.GreenletLock() if asynchronous else threading.RLock()
         self._limits: StatementLimits | None = None
         self._held = threading.local()  # the connection of this thread's open batch, if any
-        # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long.
+        # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long;
+        # the same for MariaDB's asyncio driver.
         self.watchdog: Watchdog | None = None
-        if self.kind == "postgresql":
+        if self.kind == "postgresql" or (self.kind == "mariadb" and asynchronous):
             self.watchdog = Watchdog(self.engine, self.timeouts.statement)
 
     @property
@@ -265,7 +289,7 @@ class Database:
         attempts = 1
         while self._again(failure, attempts, started, idempotent):
             self._warn(failure, attempts)
-            time.sleep(_wait(attempts))
+            greenlets.pause(_wait(attempts))
             attempts += 1
             try:
                 return attempt()
@@ -545,7 +569,9 @@ def translate(error: SQLAlchemyError) -> Exception:
 _MANY_VALUES_PAGE = 100_000
 
 
-def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple[Kind, Engine]:
+def _create_engine(
+    url: str, timeouts: Timeouts, pool: PoolSize | None, asynchronous: bool = False
+) -> tuple[Kind, Engine]:
     try:
         parsed = make_url(url)
     except ArgumentError as error:
@@ -565,6 +591,8 @@ def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple
     # One dialect name per engine, so that the mysql_* table options always apply.
     if "+" not in parsed.drivername or backend == "mariadb":
         parsed = parsed.set(drivername=default_driver)
+    if asynchronous and parsed.get_driver_name() not in _ASYNC_DRIVER_NAMES:
+        parsed = parsed.set(drivername=_ASYNC_DEFAULTS[kind])
     options: dict[str, Any] = {
         "isolation_level": "AUTOCOMMIT",
         "skip_autocommit_rollback": True,
@@ -576,13 +604,13 @@ def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple
         # the server's limits (adapters/sql/sizing.py), not per 1,000 rows.
         "insertmanyvalues_page_size": _MANY_VALUES_PAGE,
     }
-    options.update(_driver_options(kind, timeouts, pool or PoolSize()))
+    options.update(_driver_options(kind, timeouts, pool or PoolSize(), asynchronous))
     given = set(parsed.query)  # what the URL sets itself wins
     options["connect_args"] = {k: v for k, v in options["connect_args"].items() if k not in given}
     if kind == "sqlite" and parsed.database in (None, "", ":memory:"):
         options["poolclass"] = StaticPool  # one connection, or every thread sees a new DB
     try:
-        engine = create_engine(parsed, **options)
+        engine = _engine(parsed, options, asynchronous)
     except ImportError as error:
         raise missing(error, f"{_NAMES[kind]} ({parsed.drivername}://)") from None
     except (ArgumentError, NoSuchModuleError) as error:
@@ -591,7 +619,9 @@ def _create_engine(url: str, timeouts: Timeouts, pool: PoolSize | None) -> tuple
         event.listen(engine, "connect", _sqlite_wal)
     if kind == "mariadb":
         event.listen(engine, "handle_error", _drop_unready)
-        if len(hosts) > 1:
+        if asynchronous:
+            event.listen(engine, "do_connect", _bounded_handshake(timeouts.connect))
+        elif len(hosts) > 1:
             event.listen(engine, "do_connect", _RoundRobin(hosts))
     return kind, engine
 
@@ -644,6 +674,39 @@ def _drop_unready(context: Any) -> None:
         context.is_disconnect = True
 
 
+def _bounded_handshake(seconds: float) -> Callable[..., None]:
+    """A do_connect hook bounding aiomysql's whole connect, handshake included, to seconds.
+
+    aiomysql's connect_timeout covers opening the socket only: a server that accepts and then
+    stays silent would hold the connect forever.
+    """
+
+    def bound(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        import aiomysql
+        import pymysql
+
+        async def connect(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await asyncio.wait_for(aiomysql.connect(*args, **kwargs), seconds)
+            except TimeoutError:
+                raise pymysql.err.OperationalError(
+                    2013, f"no handshake within {seconds:g} s (store.connect_timeout_seconds)"
+                ) from None
+
+        params["async_creator_fn"] = connect
+
+    return bound
+
+
+def _engine(url: URL, options: dict[str, Any], asynchronous: bool) -> Engine:
+    """The engine for url; under asyncio, the synchronous face of an asyncio engine."""
+    if not asynchronous:
+        return create_engine(url, **options)
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    return create_async_engine(url, **options).sync_engine
+
+
 def location(url: str) -> tuple[str, ...] | None:
     """Where url keeps its data, equal for two URLs naming one database; None when nowhere.
 
@@ -668,7 +731,9 @@ def location(url: str) -> tuple[str, ...] | None:
     return (kind, (parsed.host or "localhost").lower(), str(port), database, *options)
 
 
-def _driver_options(kind: Kind, timeouts: Timeouts, pool: PoolSize) -> dict[str, Any]:
+def _driver_options(
+    kind: Kind, timeouts: Timeouts, pool: PoolSize, asynchronous: bool = False
+) -> dict[str, Any]:
     """Pool and driver settings that bound every wait (URL query options win over these)."""
     if kind == "sqlite":
         # The busy timeout: how long a statement waits for another writer's lock.
@@ -689,9 +754,10 @@ def _driver_options(kind: Kind, timeouts: Timeouts, pool: PoolSize) -> dict[str,
             "init_command": _MARIADB_SESSION,
             "charset": "utf8mb4",
             "connect_timeout": connect,
-            "read_timeout": timeouts.statement,
-            "write_timeout": timeouts.statement,
         }
+        if not asynchronous:  # aiomysql has no socket timeouts: the watchdog bounds a reply
+            options["connect_args"]["read_timeout"] = timeouts.statement
+            options["connect_args"]["write_timeout"] = timeouts.statement
     return options
 
 
@@ -708,7 +774,9 @@ def _check_mariadb(connection: Connection) -> None:
 
 def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:
     """Readers of a SQLite file need not wait for its writer."""
-    dbapi_connection.execute("PRAGMA journal_mode=WAL")
+    cursor = dbapi_connection.cursor()  # sqlite3's and the aiosqlite adapter's alike
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
 
 
 def _in_transaction(connection: Connection, begin: str, work: Callable[[Connection], T]) -> T:

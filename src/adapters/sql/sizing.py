@@ -57,6 +57,8 @@ def ask_limits(kind: str, connection: Connection) -> StatementLimits:
     if kind == "postgresql":
         return StatementLimits(_POSTGRES_BYTES, _POSTGRES_PARAMS)
     raw: Any = connection.connection.driver_connection
+    # aiosqlite (imbucket.aio) keeps the sqlite3 connection it runs in its thread.
+    raw = getattr(raw, "_conn", raw)
     return StatementLimits(
         raw.getlimit(sqlite3.SQLITE_LIMIT_LENGTH),
         raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER),

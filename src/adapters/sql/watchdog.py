@@ -6,6 +6,10 @@ keepalives or ``TCP_USER_TIMEOUT`` do not fire while the peer's kernel still ack
 So every statement arms a deadline; if its reply has not arrived by then, the watchdog shuts
 the connection's socket down. The driver then sees the connection closed and raises, the pool
 discards the connection, and the engine's retry policy treats it as a lost connection.
+
+The asyncio drivers of ``imbucket.aio`` (psycopg's asyncio mode, aiomysql) have no read
+timeout either; the same watchdog ends their socket, whose reader on the event loop then
+sees it closed.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class Watchdog:
             self._thread.join(5)
 
     def _arm(self, connection: Any, *_: Any) -> None:
-        dbapi = connection.connection.dbapi_connection
+        dbapi = connection.connection.driver_connection
         deadline = time.monotonic() + self.seconds
         with self._changed:
             if self._thread is None:
@@ -66,13 +70,13 @@ class Watchdog:
                 self._changed.notify()
 
     def _disarm(self, connection: Any, *_: Any) -> None:
-        dbapi = connection.connection.dbapi_connection
+        dbapi = connection.connection.driver_connection
         with self._changed:
             self._armed.pop(id(dbapi), None)
 
     def _failed(self, context: Any) -> None:
         dbapi = getattr(context.connection, "connection", None)
-        dbapi = getattr(dbapi, "dbapi_connection", None)
+        dbapi = getattr(dbapi, "driver_connection", None)
         with self._changed:
             self._armed.pop(id(dbapi), None)
 
@@ -93,9 +97,15 @@ class Watchdog:
                 _shut_down(dbapi)
 
 
-def _shut_down(dbapi: Any) -> None:
+def _shut_down(driver: Any) -> None:
     """Shut down the driver's socket under it; its blocked read returns at once."""
-    with contextlib.suppress(Exception):
-        fileno = int(dbapi.pgconn.socket)
-        with socket.socket(fileno=os.dup(fileno)) as sock:
-            sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception), socket.socket(fileno=os.dup(_fileno(driver))) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _fileno(driver: Any) -> int:
+    """The socket of a psycopg connection (either mode) or of an aiomysql one."""
+    pgconn = getattr(driver, "pgconn", None)
+    if pgconn is not None:
+        return int(pgconn.socket)
+    return int(driver._writer.get_extra_info("socket").fileno())

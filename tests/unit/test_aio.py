@@ -1,0 +1,81 @@
+"""imbucket.aio runs the one implementation of the rules: no asyncio copy of any of them."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from imbucket import ConfigError, Draft, open_service
+from imbucket.aio import AsyncMessageService
+from imbucket.aio import open_service as open_async
+from imbucket.app.service import MessageService
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+CONFIG = {"store": {"backend": "sql-bucket", "url": "sqlite://"}}
+
+
+def test_the_async_service_runs_the_same_service_store_and_state_machines() -> None:
+    async def opened() -> tuple[type, ...]:
+        async with open_async(CONFIG) as service:
+            inner = service.service
+            repository = inner.store.repository  # type: ignore[attr-defined]
+            return type(inner), type(inner.store), type(repository), type(inner.seqs)
+
+    with open_service(CONFIG) as sync:
+        expected = (
+            type(sync),
+            type(sync.store),
+            type(sync.store.repository),  # type: ignore[attr-defined]
+            type(sync.seqs),
+        )
+    assert asyncio.run(opened()) == expected
+    assert expected[0] is MessageService
+
+
+def test_no_rule_module_has_an_async_copy() -> None:
+    """Only the asyncio facade, the test kit and a driver's connect hook define coroutines."""
+    coroutines = {
+        path.relative_to(SRC).as_posix()
+        for path in SRC.rglob("*.py")
+        if re.search(r"^\s*async def ", path.read_text(), re.MULTILINE)
+    }
+    assert coroutines == {"app/aio.py", "testing/aio.py", "adapters/sql/engine.py"}
+
+
+def test_every_use_case_of_the_sync_service_is_a_coroutine_of_the_async_one() -> None:
+    public = {
+        name
+        for name in vars(MessageService)
+        if not name.startswith("_") and callable(getattr(MessageService, name))
+    }
+    missing = {
+        name
+        for name in public - {"close"}
+        if not asyncio.iscoroutinefunction(getattr(AsyncMessageService, name, None))
+    }
+    assert missing == set()
+
+
+def test_a_backend_without_an_asyncio_driver_is_a_config_error() -> None:
+    async def opened() -> None:
+        await open_async({"store": {"backend": "mongo-bucket", "url": "mongodb://x/db"}})
+
+    with pytest.raises(ConfigError, match="no asyncio driver"):
+        asyncio.run(opened())
+
+
+def test_concurrent_sends_as_tasks_get_distinct_seqs() -> None:
+    async def sends() -> list[int]:
+        async with open_async(CONFIG) as service:
+            batches = await asyncio.gather(
+                *(
+                    service.send("si_a_b", [Draft(send_id="a", content="x", client_msg_id=f"c{n}")])
+                    for n in range(16)
+                )
+            )
+            return sorted(message.seq for batch in batches for message in batch)
+
+    assert asyncio.run(sends()) == list(range(1, 17))
