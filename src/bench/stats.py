@@ -154,6 +154,8 @@ def fmt_interval(found: Interval | None) -> str:
     """E.g. ``1.21× [1.10–1.34]``."""
     if found is None:
         return "–"
+    if found.low == found.high == found.point:
+        return f"{found.point:.2f}×"
     return f"{found.point:.2f}× [{found.low:.2f}–{found.high:.2f}]"
 
 
@@ -178,8 +180,8 @@ def between(a: BackendResult, a_name: str, b: BackendResult, b_name: str) -> Int
     if top is None or not bottom or ra is None or rb is None:
         return None
     found = _replicated(_arm(ra), _arm(rb))
-    if found is None:
-        return None
+    if found is None:  # no latencies kept (hand-made results): the point alone
+        return Interval(top / bottom, top / bottom, top / bottom)
     return interval(top / bottom, found[0] / np.maximum(found[1], 1.0))
 
 
@@ -193,15 +195,16 @@ def mix_interval(a: BackendResult, b: BackendResult, weights: dict[str, float]) 
     names = [n for n, w in weights.items() if w and a.p50(n) and b.p50(n)]
     if not names:
         return None
+    drawn = {n: _replicated(_arm(a.workloads[n]), _arm(b.workloads[n])) for n in names}
+    kept = [n for n in names if drawn[n] is not None] or names
+    point = sum(weights[n] * (a.p50(n) or 0.0) for n in kept) / sum(
+        weights[n] * (b.p50(n) or 0.0) for n in kept
+    )
     top_sum, bottom_sum = np.zeros(RESAMPLES), np.zeros(RESAMPLES)
-    point_top = point_bottom = 0.0
-    for name in names:
-        found = _replicated(_arm(a.workloads[name]), _arm(b.workloads[name]))
-        if found is None:
-            continue
-        top, bottom = found
-        top_sum += weights[name] * top
-        bottom_sum += weights[name] * bottom
-        point_top += weights[name] * (a.p50(name) or 0.0)
-        point_bottom += weights[name] * (b.p50(name) or 0.0)
-    return interval(point_top / point_bottom, top_sum / np.maximum(bottom_sum, 1.0))
+    for name in kept:
+        found = drawn[name]
+        if found is None:  # no latencies kept (hand-made results): the point alone
+            return Interval(point, point, point)
+        top_sum += weights[name] * found[0]
+        bottom_sum += weights[name] * found[1]
+    return interval(point, top_sum / np.maximum(bottom_sum, 1.0))
