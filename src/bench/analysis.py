@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imbucket.bench import stats
 from imbucket.bench.defaults import OPENIM_BUCKET_SIZE
 from imbucket.bench.results import BackendResult, RunResults
 
@@ -31,6 +32,14 @@ class Pair:
     def ratio(self, workload: str) -> float | None:
         """Bucket p50 / row p50 of one workload."""
         return ratio(self.bucket.p50(workload), self.row.p50(workload))
+
+    def interval(self, workload: str) -> stats.Interval | None:
+        """The bucket/row ratio of one workload with its 95 % interval (paired by trial)."""
+        return stats.between(self.bucket, workload, self.row, workload)
+
+    def verdict(self, workload: str) -> str:
+        """faster, slower (the bucket layout), on par or inconclusive, from the interval."""
+        return stats.verdict(self.interval(workload))
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

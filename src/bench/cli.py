@@ -92,6 +92,17 @@ def bench(
             help="run the contention workloads (N concurrent workers)",
         ),
     ] = True,
+    trials: Annotated[
+        int,
+        typer.Option(min=1, help="split each workload's timed operations into K trials"),
+    ] = 5,
+    rate: Annotated[
+        str,
+        typer.Option(
+            help="offered-load rates: % of closed-loop throughput or ops/s, e.g. 50%,70%,90% "
+            "or 200,400; 'off': no offered-load section"
+        ),
+    ] = "50%,70%,90%",
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report.
 
@@ -101,6 +112,7 @@ def bench(
     """
     with needs_extra("imbucket bench"):
         from imbucket.bench import console as bench_console
+        from imbucket.bench import load as offered_load
         from imbucket.bench import report, runner
 
     try:
@@ -109,7 +121,11 @@ def bench(
         )
     except (OSError, ValueError) as error:
         refuse("bench", error, 2)
-    options = replace(options, contention=contention)
+    try:
+        rates = () if rate.strip().lower() == "off" else offered_load.parse_rates(rate)
+    except offered_load.RateError as error:
+        refuse("bench", error, 2)
+    options = replace(options, contention=contention, trials=trials, rates=rates)
     with bench_console.RichObserver(Console(stderr=True)) as observer:
         results = runner.run(specs, options, observer)
     if not any(b.ok for b in results.backends):  # the observer said why each was skipped

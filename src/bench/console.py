@@ -23,7 +23,7 @@ from imbucket.bench.results import RunResults
 from imbucket.bench.runner import Observer
 from imbucket.bench.targets import targets
 
-_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "n/a": "dim"}
+_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "n/a": "dim", "inconclusive": "yellow"}
 
 
 class RichObserver(LiveProgress, Observer):
@@ -82,9 +82,11 @@ def summary_table(results: RunResults) -> Table:
 
 
 def verdicts(results: RunResults) -> list[str]:
-    """One sentence per bucket/row pair: where each layout wins."""
+    """The answer per engine, then one sentence per bucket/row pair: where each layout wins."""
+    from imbucket.bench.answer import answers
+
     titles = results.parameters.titles(layouts_only=True)
-    return [verdict_summary(pair, titles) for pair in pairs(results)]
+    return [*answers(results), *(verdict_summary(pair, titles) for pair in pairs(results))]
 
 
 def targets_table(results: RunResults) -> Table:

@@ -34,9 +34,18 @@ class Recorder:
     write_drivers: Counter[str] = field(default_factory=Counter)
     error_kinds: Counter[str] = field(default_factory=Counter)
     trips: Counter[int] = field(default_factory=Counter)
+    warm: int = 0  # warm-up operations: round trips and errors counted, latency not
+    trials: list[HdrHistogram] = field(default_factory=list)
 
-    def time(self, operation: Callable[[], _T], items: int = 1) -> _T | None:
-        """Run one operation, record its latency and round trips; errors are counted."""
+    def next_trial(self) -> None:
+        """Start a trial: the latencies timed from now on also go into its own histogram."""
+        self.trials.append(HdrHistogram(1, _MAX_US, 3))
+
+    def time(self, operation: Callable[[], _T], items: int = 1, timed: bool = True) -> _T | None:
+        """Run one operation, record its latency and round trips; errors are counted.
+
+        An untimed (warm-up) operation counts its round trips and errors, not its latency.
+        """
         before = self.round_trips.snapshot()
         start = time.perf_counter()
         result: _T | None = None
@@ -47,10 +56,10 @@ class Recorder:
             self.error_kinds[f"{type(error).__name__}: {error}"[:200]] += 1
         elapsed = time.perf_counter() - start
         count = self.round_trips.snapshot() - before
-        self.ops += 1
-        self.items += items
-        self.seconds += elapsed
-        self.histogram.record_value(max(1, round(elapsed * 1_000_000)))
+        if timed:
+            self._timed(elapsed, items)
+        else:
+            self.warm += 1
         self.reads += count.reads
         self.writes += count.writes
         self.max_round_trips = max(self.max_round_trips, count.total)
@@ -59,9 +68,18 @@ class Recorder:
         self.write_drivers.update(count.writes_by)
         return result
 
+    def _timed(self, elapsed: float, items: int) -> None:
+        self.ops += 1
+        self.items += items
+        self.seconds += elapsed
+        micros = max(1, round(elapsed * 1_000_000))
+        self.histogram.record_value(micros)
+        if self.trials:
+            self.trials[-1].record_value(micros)
+
     def result(self) -> WorkloadResult:
         """What was measured."""
-        ops = max(self.ops, 1)
+        ops = max(self.ops + self.warm, 1)  # round trips count the warm-up operations too
         h = self.histogram
         latency = Latency(
             p50=h.get_value_at_percentile(50),
@@ -93,4 +111,6 @@ class Recorder:
             errors=self.errors,
             error_samples=dict(self.error_kinds.most_common(3)),
             histogram=h.encode().decode("ascii") if self.ops else "",
+            warmup=self.warm,
+            trials=[t.encode().decode("ascii") for t in self.trials if t.get_total_count()],
         )

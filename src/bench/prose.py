@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from imbucket.bench import stats
 from imbucket.bench.analysis import Pair, index_ratio
-from imbucket.bench.defaults import ON_PAR_HIGH, ON_PAR_LOW
+from imbucket.bench.defaults import ON_PAR_HIGH
 from imbucket.bench.formatting import fmt_num, fmt_ratio, fmt_us
 
 # What each workload stands for in a design review.
@@ -39,15 +40,19 @@ def reading(pair: Pair, workload: str, title: str) -> tuple[str, str] | None:
     value = pair.ratio(workload)
     if value is None:
         return None
-    if value < ON_PAR_LOW:
+    found = pair.interval(workload)
+    word = stats.verdict(found)
+    if word == stats.FASTER:
         verdict = f"the bucket layout is {1 / value:.1f}× faster"
-    elif value > ON_PAR_HIGH:
+    elif word == stats.SLOWER:
         verdict = f"the row layout is {value:.1f}× faster"
-    else:
+    elif word == stats.ON_PAR:
         verdict = f"both layouts are on par ({_ON_PAR})"
+    else:
+        verdict = "inconclusive: the interval straddles the on-par band"
     first = (
         f"{title} on {pair.name}: p50 {fmt_us(bucket)} (bucket) vs {fmt_us(row)} (row), "
-        f"ratio {fmt_ratio(value)}: {verdict}."
+        f"ratio {stats.fmt_interval(found)} (95 % interval): {verdict}."
     )
     second = f"{_why(pair, workload, value)} {MEANING.get(workload, '')}".strip()
     return first, second
@@ -69,21 +74,19 @@ def _why(pair: Pair, workload: str, value: float) -> str:
 
 def verdict_summary(pair: Pair, titles: dict[str, str]) -> str:
     """One sentence: on which workloads each layout wins, and the index size ratio."""
-    faster: list[str] = []
-    slower: list[str] = []
-    even: list[str] = []
+    by_word: dict[str, list[str]] = {}
     for name, title in titles.items():
-        value = pair.ratio(name)
-        if value is not None:
-            (faster if value < ON_PAR_LOW else slower if value > ON_PAR_HIGH else even).append(
-                title
-            )
-    total = len(faster) + len(slower) + len(even)
+        if pair.ratio(name) is not None:
+            by_word.setdefault(pair.verdict(name), []).append(title)
+    faster, slower = by_word.get(stats.FASTER, []), by_word.get(stats.SLOWER, [])
+    even, unsure = by_word.get(stats.ON_PAR, []), by_word.get(stats.INCONCLUSIVE, [])
+    total = len(faster) + len(slower) + len(even) + len(unsure)
     parts = [f"On {pair.name} the bucket layout is faster on {len(faster)} of {total} workloads"]
     if faster:
         parts[0] += f" ({', '.join(faster)})"
     parts.append(f"slower on {len(slower)}" + (f" ({', '.join(slower)})" if slower else ""))
     parts.append(f"on par on {len(even)}")
+    parts.append(f"inconclusive on {len(unsure)}")
     data, index = index_ratio(pair)
     text = ", ".join(parts) + "."
     if index is not None and data is not None:
@@ -93,7 +96,7 @@ def verdict_summary(pair: Pair, titles: dict[str, str]) -> str:
 
 
 def pair_rows(pair: Pair, titles: dict[str, str]) -> Iterator[list[str]]:
-    """Table rows of one pair: workload, p50 row, p50 bucket, ratio, round trips."""
+    """Table rows of one pair: workload, p50s, ratio [95 % interval], verdict, round trips."""
     for name, title in titles.items():
         row, bucket = pair.row.p50(name), pair.bucket.p50(name)
         if row is None and bucket is None:
@@ -102,6 +105,7 @@ def pair_rows(pair: Pair, titles: dict[str, str]) -> Iterator[list[str]]:
             title,
             fmt_us(row),
             fmt_us(bucket),
-            fmt_ratio(pair.ratio(name)),
+            stats.fmt_interval(pair.interval(name)),
+            pair.verdict(name) if pair.ratio(name) is not None else "–",
             f"{fmt_num(pair.row.trips(name))} → {fmt_num(pair.bucket.trips(name))}",
         ]

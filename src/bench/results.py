@@ -111,6 +111,10 @@ class WorkloadResult:
     log: LogWrites | None = None  # None: the backend's log is not measured
     received: Received | None = None  # measured on the workloads that ask for it only
     pages: Pages | None = None  # None: the engine's pages are not counted
+    # Operations run before the trials, untimed: their round trips and errors count.
+    warmup: int = field(default=0, metadata=_OMIT_EMPTY)
+    # One encoded latency histogram per trial (the confidence intervals resample them).
+    trials: list[str] = field(default_factory=list, metadata=_OMIT_EMPTY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +202,8 @@ class BackendResult:
     contention: list[ContentionRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
     contention_s: float | None = None
     duration_s: float | None = None
+    # Latency at fixed offered rates (imbucket.bench.load), when the run had a load section.
+    offered: list[OfferedRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
 
     @property
     def ok(self) -> bool:
@@ -218,6 +224,38 @@ class BackendResult:
         """Mean round trips per operation, None when the workload did not run."""
         run = self.workloads.get(workload)
         return None if run is None else float(run.round_trips.per_op)
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedRun:
+    """A workload mix driven at a fixed offered rate on one backend.
+
+    Each operation is timed from its intended start, so a late start counts as latency (no
+    coordinated omission).
+    """
+
+    fraction: float  # of the closed-loop throughput the rate was derived from (0: absolute)
+    offered_ops_per_s: float
+    achieved_ops_per_s: float
+    ops: int
+    planned: int  # operations scheduled; fewer ran when the deadline stopped the run
+    latency_us: Latency
+    p999_us: int
+    late: int  # operations that started after their intended start
+    errors: int = 0
+    histogram: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineLoad:
+    """How busy the machine was while the benchmark ran (from /proc)."""
+
+    cpu_count: int | None
+    load_start: list[float]  # 1, 5 and 15 min load average at the start
+    load_end: list[float]
+    others_cpu_share: float | None  # other processes' share of all CPU time during the run
+    own_cpu_s: float | None  # CPU seconds of the benchmark (and its finished children)
+    busy: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +296,8 @@ class Parameters:
     bucket_sizes: list[int] | None = None
     traffic: Traffic | None = None  # None: the built-in traffic
     contention: Plan | None = None  # None: no contention runs
+    trials: int | None = None  # each workload's timed operations split into this many trials
+    offered_load: list[str] | None = None  # the offered-load section's rates
 
     def titles(self, layouts_only: bool = False) -> dict[str, str]:
         """Workload name -> title, in run order; layouts_only leaves out the raw-driver arm."""
@@ -297,6 +337,8 @@ class RatioReading:
     p50_ratio: float
     round_trips: list[float | None]  # row, bucket
     reading: list[str]
+    ci: list[float] | None = None  # the ratio's 95 % interval [low, high] (imbucket.bench.stats)
+    verdict: str | None = None  # faster, slower, on par or inconclusive
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,10 +350,14 @@ class TargetLine:
     measured: str
     passed: bool | None = field(default=None, metadata=_KEEP)  # None: not measured
     note: str | None = None
+    # A time target whose interval straddles its limit: neither pass nor FAIL.
+    inconclusive: bool = field(default=False, metadata=_OMIT_EMPTY)
 
     @property
     def verdict(self) -> str:
-        """pass, FAIL or n/a."""
+        """pass, FAIL, inconclusive or n/a."""
+        if self.inconclusive:
+            return "inconclusive"
         return {True: "pass", False: "FAIL", None: "n/a"}[self.passed]
 
 
@@ -334,6 +380,7 @@ class Analysis:
     targets: list[TargetLine]
     sweep: list[SweepReading] | None = None
     contention: dict[str, str] | None = None  # scenario -> reading
+    answers: list[str] | None = None  # one paragraph per engine: which layout, and why
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +415,7 @@ class RunResults:
     backends: list[BackendResult]
     analysis: Analysis | None = None
     compare: Comparison | None = None
+    load: MachineLoad | None = None  # how busy the machine was during the run
 
     def ok_backends(self) -> list[BackendResult]:
         """Backends that ran."""

@@ -9,6 +9,7 @@ running then.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import platform
 import subprocess
@@ -20,16 +21,16 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from imbucket.app.service import MessageService
-from imbucket.bench import contention
+from imbucket.bench import contention, load
 from imbucket.bench.dataset import SCALES, Dataset
 from imbucket.bench.instrument import received
 from imbucket.bench.instrument.maintenance import routine_maintenance
-from imbucket.bench.instrument.pages import PageMeter, Uncounted, page_meter
+from imbucket.bench.instrument.pages import PageCount, PageMeter, Uncounted, page_meter
 from imbucket.bench.instrument.probe import Probe, probing
 from imbucket.bench.instrument.scratch import (
     is_emulated,
@@ -38,6 +39,7 @@ from imbucket.bench.instrument.scratch import (
     server_version,
 )
 from imbucket.bench.instrument.wal import LogMeter, Unmetered, log_meter
+from imbucket.bench.machine import LoadWatch
 from imbucket.bench.metrics import Recorder
 from imbucket.bench.results import (
     SCHEMA,
@@ -55,12 +57,14 @@ from imbucket.bench.results import (
     RunResults,
     Unsized,
     WorkloadInfo,
-    WorkloadResult,
 )
 from imbucket.bench.spec import BackendSpec, redact
 from imbucket.bench.traffic import Traffic
 from imbucket.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
 from imbucket.domain.model import StoreStats
+
+DEFAULT_TRIALS = 5  # fits `make bench`: the operations are split, not multiplied
+WARMUP_MAX = 10  # untimed operations before the trials: at most this, a tenth of the plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,9 @@ class Options:
     traffic: Traffic | None = None  # None: the built-in shape of the scale
     bucket_sizes: tuple[int, ...] = ()  # the sweep's sizes (the specs are already expanded)
     contention: bool = True  # run the contention workloads after the others
+    trials: int = DEFAULT_TRIALS  # each workload's timed operations split into this many
+    # The offered-load section's rates (empty: no such section).
+    rates: tuple[load.Rate, ...] = load.parse_rates(load.DEFAULT_RATES)
 
 
 class Observer:
@@ -124,6 +131,7 @@ def run(
     if options.scale not in SCALES:
         raise ValueError(f"unknown scale {options.scale!r}; known: {', '.join(SCALES)}")
     started = time.perf_counter()
+    watch = LoadWatch()
     dataset = Dataset(SCALES[options.scale], options.seed, options.traffic)
     # ingest always runs: it loads the data every other workload reads or tags
     wanted = {"ingest", *options.workloads} if options.workloads else {w.name for w in WORKLOADS}
@@ -147,16 +155,16 @@ def run(
             opened = _open_backend(setup, result, stack, probe, observer, ops)
             backends += [] if opened is None else [opened]
         for workload in chosen:
-            twin = _raw_twin(workload, chosen)
-            for backend in backends:
-                if workload.raw:
-                    continue  # measured interleaved with the service workload it mirrors
-                paired = twin if backend.subject.raw is not None else None
-                twin_plan = plans[paired.name] if paired is not None else None
-                runs = (workload, plans[workload.name], paired, twin_plan)
-                _measure(runs, backend, probe, observer, loaded)
+            if workload.raw:
+                continue  # measured interleaved with the service workload it mirrors
+            sides = [_side(workload, chosen, plans, b, probe, observer) for b in backends]
+            _in_trials(sides, options.trials)
+            for side in sides:
+                side.finish(loaded)
         for backend in backends:
             backend.result.footprint.end = footprint(backend.subject.service)
+        if options.rates:
+            _offered_load(backends, plans, options, observer)
         for backend in backends if plan is not None else ():
             assert plan is not None
             if backend.setup.spec.encoding is not None:
@@ -177,6 +185,7 @@ def run(
         machine=machine(),
         git=git_info(),
         backends=results,
+        load=watch.finish(),
     )
 
 
@@ -246,20 +255,160 @@ def _raw_twin(workload: Workload, chosen: list[Workload]) -> Workload | None:
 _Runs = tuple[Workload, list[Op], Workload | None, list[Op] | None]
 
 
-def _measure(runs: _Runs, backend: _Open, probe: Probe, observer: Observer, loaded: str) -> None:
-    """Run one workload (and its raw twin, interleaved) on one backend.
+def _side(
+    workload: Workload,
+    chosen: list[Workload],
+    plans: dict[str, list[Op]],
+    backend: _Open,
+    probe: Probe,
+    observer: Observer,
+) -> _Side:
+    """One backend's share of a workload: its plan, and its raw twin's where it has an arm."""
+    twin = _raw_twin(workload, chosen) if backend.subject.raw is not None else None
+    twin_plan = plans[twin.name] if twin is not None else None
+    runs = (workload, plans[workload.name], twin, twin_plan)
+    side = _Side(runs, backend, Recorder(probe.round_trips), Recorder(probe.round_trips))
+    observer.workload(backend.setup.label, workload.title, len(runs[1]) + len(twin_plan or ()))
+    side.observer = observer
+    return side
 
-    After the loading workload, size the store.
+
+def trial_bounds(ops: int, trials: int) -> list[tuple[int, int]]:
+    """The warm-up's bounds, then each trial's: [start, stop) indexes into a plan of ops.
+
+    The warm-up is the plan's first operations (a tenth, at most WARMUP_MAX); the rest splits
+    into at most trials non-empty chunks of sizes differing by at most one.
     """
-    workload = runs[0]
-    clock = time.perf_counter()
-    for name, result in _run_workload(runs, backend, probe, observer).items():
-        backend.result.workloads[name] = result
-    if backend.maintain is not None:
-        backend.maintain()
-    if workload.name == loaded:
-        backend.result.footprint.after_ingest = footprint(backend.subject.service)
-    backend.seconds += time.perf_counter() - clock
+    warm = min(WARMUP_MAX, ops // 10)
+    left = ops - warm
+    count = max(1, min(trials, left))
+    cuts = [warm + left * k // count for k in range(count + 1)]
+    return [(0, warm), *itertools.pairwise(cuts)]
+
+
+def _in_trials(sides: list[_Side], trials: int) -> None:
+    """The warm-up on every backend, then each trial on every backend in turn.
+
+    The backend that goes first takes turns from trial to trial, so that a burst of machine
+    load hits each layout's share of the same trial, never one layout's whole workload.
+    """
+    if not sides:
+        return
+    bounds = trial_bounds(len(sides[0].runs[1]), trials)
+    for side in sides:
+        side.run(*bounds[0], timed=False)
+    for k, (start, stop) in enumerate(bounds[1:]):
+        turn = k % len(sides)
+        for side in sides[turn:] + sides[:turn]:
+            side.run(start, stop, timed=True)
+
+
+@dataclass
+class _Side:
+    """A workload (and its raw twin, interleaved) on one backend, run chunk by chunk."""
+
+    runs: _Runs
+    backend: _Open
+    recorder: Recorder
+    twin_recorder: Recorder
+    observer: Observer = field(default_factory=Observer)
+    replies: Counter[str] = field(default_factory=Counter)
+    written: int = 0
+    # Pages the engine touched during the timed chunks, and the operations they served (a
+    # raw twin reads the same pages as its pulls, so its operations count too).
+    paged: PageCount = field(default_factory=lambda: PageCount(0, 0))
+    paged_ops: int = 0
+
+    def run(self, start: int, stop: int, timed: bool) -> None:
+        """Operations [start, stop) of the plan: a trial when timed, else the warm-up.
+
+        A twin's operations alternate with the workload's, the first of each pair taking
+        turns, so both arms meet the same machine noise and warm the same caches: their
+        ratio (goal 2) compares two halves of one loop. Log bytes and received bytes are
+        counted around the timed chunks only, so a server-wide counter never sees another
+        backend's chunk.
+        """
+        workload, plan, _, twin_plan = self.runs
+        clock, label, meter = time.perf_counter(), self.backend.setup.label, self.backend.meter
+        if timed:
+            self.recorder.next_trial()
+            self.twin_recorder.next_trial()
+            if meter is not None:
+                meter.begin()
+            if self.backend.pages is not None:
+                self.backend.pages.begin()
+        counting: AbstractContextManager[Counter[str]] = (
+            received.counting() if workload.received and timed else nullcontext(Counter())
+        )
+        with counting as replies:
+            for n in range(start, stop):
+                each = [(self.recorder, plan[n])]
+                if twin_plan is not None:
+                    each.insert(n % 2, (self.twin_recorder, twin_plan[n]))
+                for recorder, op in each:
+                    recorder.time(op.prepare(self.backend.subject), op.items, timed)
+                    self.observer.advance(label)
+                if meter is not None and timed:
+                    meter.after_op()  # untimed: the clock stopped inside recorder.time
+        self.replies.update(replies)
+        if meter is not None and timed:
+            self.written += meter.written()
+        if self.backend.pages is not None and timed:
+            self.paged = self.paged + self.backend.pages.pages()
+            self.paged_ops += (stop - start) * (1 if twin_plan is None else 2)
+        self.backend.seconds += time.perf_counter() - clock
+
+    def finish(self, loaded: str) -> None:
+        """Store the results; run the engine's routine; after the loading workload, size it."""
+        clock = time.perf_counter()
+        workload, _, twin, _ = self.runs
+        result = self.recorder.result()
+        if workload.received:
+            ops = max(result.ops, 1)
+            by_driver = {k: round(v / ops, 1) for k, v in sorted(self.replies.items())}
+            result = replace(
+                result, received=Received(round(sum(self.replies.values()) / ops, 1), by_driver)
+            )
+        if self.backend.pages is not None:
+            result = replace(result, pages=per_op_pages(self.paged, self.paged_ops))
+        if self.backend.meter is not None:  # the service workload's: a raw twin only reads
+            per_op = self.written / max(result.ops, 1)
+            per_item = self.written / max(result.items, 1)
+            result = replace(
+                result, log=LogWrites(self.written, round(per_op, 1), round(per_item, 1))
+            )
+        found = self.backend.result.workloads
+        found[workload.name] = result
+        if twin is not None:
+            found[twin.name] = self.twin_recorder.result()
+        if self.backend.maintain is not None:
+            self.backend.maintain()
+        if workload.name == loaded:
+            self.backend.result.footprint.after_ingest = footprint(self.backend.subject.service)
+        self.backend.seconds += time.perf_counter() - clock
+
+
+def _offered_load(
+    backends: list[_Open], plans: dict[str, list[Op]], options: Options, observer: Observer
+) -> None:
+    """Latency at fixed offered rates of the traffic's repeatable operations (bench.load)."""
+    budget = load.BUDGETS.get(options.scale, load.BUDGETS["small"])
+    # an encoding variant is left out, as from the contention runs: its layout is the default's
+    entries = [(b.result, b.subject) for b in backends if b.setup.spec.encoding is None]
+    mixed = {n: plans[n] for n in load.WORKLOADS if plans.get(n)}
+    started = time.perf_counter()
+    load.measure(
+        entries,
+        mixed,
+        options.traffic,
+        options.rates,
+        budget,
+        options.seed,
+        lambda label, title: observer.workload(label, title, 0),
+    )
+    share = (time.perf_counter() - started) / max(1, len(backends))
+    for backend in backends:
+        backend.seconds += share
 
 
 def _parameters(
@@ -279,7 +428,13 @@ def _parameters(
         bucket_sizes=list(options.bucket_sizes) or None,
         traffic=None if options.traffic is None else traffic,
         contention=plan,
+        trials=options.trials,
+        offered_load=[_rate_text(r) for r in options.rates] or None,
     )
+
+
+def _rate_text(rate: load.Rate) -> str:
+    return f"{rate.fraction:.0%}" if rate.fraction else f"{rate.ops_per_s:g} ops/s"
 
 
 def _contend(backend: _Open, plan: Plan, run_id: str, observer: Observer) -> list[ContentionRun]:
@@ -370,65 +525,9 @@ def _version(spec: BackendSpec, url: str) -> str:
     return version
 
 
-def _run_workload(
-    runs: _Runs, backend: _Open, probe: Probe, observer: Observer
-) -> dict[str, WorkloadResult]:
-    """The results of a workload and, when given, of its raw twin, by workload name.
-
-    A twin's operations alternate with the workload's, the first of each pair taking turns,
-    so that both arms meet the same machine noise and warm the same caches for each other:
-    their ratio (goal 2) compares two halves of one loop, not two loops minutes apart.
-    """
-    workload, plan, twin, twin_plan = runs
-    label = backend.setup.label
-    observer.workload(label, workload.title, len(plan) + len(twin_plan or ()))
-    recorder, twin_recorder = Recorder(probe.round_trips), Recorder(probe.round_trips)
-    meter = backend.meter
-    if meter is not None:
-        meter.begin()
-    if backend.pages is not None:
-        backend.pages.begin()
-    counting: AbstractContextManager[Counter[str]] = (
-        received.counting() if workload.received else nullcontext(Counter())
-    )
-    with counting as replies:
-        unpaired: list[Op | None] = [None] * len(plan)
-        pairs = zip(plan, twin_plan or unpaired, strict=True)
-        for n, (op, twin_op) in enumerate(pairs):
-            timed = [(recorder, op)]
-            if twin_op is not None:
-                timed.insert(n % 2, (twin_recorder, twin_op))
-            for timing, each in timed:
-                timing.time(each.prepare(backend.subject), each.items)
-                observer.advance(label)
-            if meter is not None:
-                meter.after_op()  # untimed: the clock stopped inside recorder.time
-    found = {workload.name: recorder.result()}
-    if twin is not None:
-        found[twin.name] = twin_recorder.result()
-    if backend.pages is not None:
-        ops = len(plan) + len(twin_plan or ())  # a raw twin reads the same pages as its pulls
-        pages = per_op_pages(backend.pages, ops)
-        found[workload.name] = replace(found[workload.name], pages=pages)
-    if workload.received:
-        result = found[workload.name]
-        ops = max(result.ops, 1)
-        by_driver = {k: round(v / ops, 1) for k, v in sorted(replies.items())}
-        count = Received(round(sum(replies.values()) / ops, 1), by_driver)
-        found[workload.name] = replace(result, received=count)
-    if meter is None:
-        return found
-    written = meter.written()  # the service workload's: a raw twin only reads
-    result = found[workload.name]
-    per_op, per_item = written / max(result.ops, 1), written / max(result.items, 1)
-    log = LogWrites(written, round(per_op, 1), round(per_item, 1))
-    found[workload.name] = replace(result, log=log)
-    return found
-
-
-def per_op_pages(meter: PageMeter, ops: int) -> Pages:
-    """The pages meter counted since it began, per operation of ops."""
-    count, per = meter.pages(), max(ops, 1)
+def per_op_pages(count: PageCount, ops: int) -> Pages:
+    """Pages counted over ops operations, per operation."""
+    per = max(ops, 1)
     kinds = {k: round(v / per, 2) for k, v in count.by_kind.items()}
     return Pages(round(count.touched / per, 2), round(count.read / per, 2), kinds)
 

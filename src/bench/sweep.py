@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imbucket.app.registry import REGISTRY
 from imbucket.bench.defaults import FLAT
 from imbucket.bench.formatting import fmt_num, fmt_us
 from imbucket.bench.results import BackendResult, Footprint, RunResults, SweepReading
@@ -26,24 +27,33 @@ class Series:
 
 def series(results: RunResults) -> list[Series]:
     """Every bucket backend that ran at two sizes or more, in run order."""
-    found: dict[tuple[str, str, str], list[BackendResult]] = {}
+    found: dict[tuple[tuple[str, str, str], str | None], list[BackendResult]] = {}
     rows: dict[tuple[str, str, str], BackendResult] = {}
     for b in results.ok_backends():
         if b.layout == "row":
             rows.setdefault(b.engine_key, b)
         elif b.bucket_size is not None:
-            found.setdefault(b.engine_key, []).append(b)
+            # each encoding is a series of its own: its sizes, its best size
+            found.setdefault((b.engine_key, b.encoding), []).append(b)
+    encodings = {key: {e for k, e in found if k == key} for key, _ in found}
     out = []
-    for key, members in found.items():
+    for (key, _), members in found.items():
         members.sort(key=lambda b: b.bucket_size or 0)
         if len(members) < 2:
             continue
         family, engine, cache = key
         name = family if family == "memory" else f"{family}/{engine}"
         name += "" if cache == "none" else f"+{cache}"
+        if len(encodings[key]) > 1:
+            name += f" [{encoding_of(members[0])}]"
         sizes = tuple(b.bucket_size or 0 for b in members)
         out.append(Series(name, sizes, tuple(members), rows.get(key)))
     return out
+
+
+def encoding_of(bucket: BackendResult) -> str:
+    """The bucket encoding a backend wrote: the one asked for, else its store's default."""
+    return bucket.encoding or REGISTRY.get(bucket.store).rules.default_encoding
 
 
 def mix(results: RunResults) -> dict[str, float]:

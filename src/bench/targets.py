@@ -11,6 +11,7 @@ Thresholds live in ``imbucket.bench.defaults``.
 
 from __future__ import annotations
 
+from imbucket.bench import stats
 from imbucket.bench.analysis import Pair, nearest_default, pairs, ratio, variants
 from imbucket.bench.defaults import (
     BUCKET_BYTES_MAX,
@@ -37,6 +38,7 @@ _BUCKET_BYTES = "bucket data+index bytes/msg ≤ row's"
 _TAGS = f"tag writes ≤ {TAG_MAX_TRIPS} round trips"
 _INDEX = f"sql-bucket index bytes/msg ≤ 1/{1 / INDEX_SHARE_MAX:.0f} of sql-row"
 _DURATION = "make bench < 3 min on 2 cores"
+_STRADDLES = "inconclusive: the 95 % interval straddles the limit"
 
 
 def targets(results: RunResults) -> list[TargetLine]:
@@ -131,11 +133,13 @@ def _overhead_targets(backends: list[BackendResult], titles: dict[str, str]) -> 
 
 def _overhead_line(b: BackendResult, arm: str, title: str) -> TargetLine:
     service, raw = b.p50(arm), b.p50(f"raw_{arm}")
-    value = ratio(service, raw)
-    measured = f"{title} p50 {fmt_us(service)} vs raw {fmt_us(raw)} = {fmt_ratio(value)}"
+    found = stats.between(b, arm, b, f"raw_{arm}")
+    measured = f"{title} p50 {fmt_us(service)} vs raw {fmt_us(raw)} = {stats.fmt_interval(found)}"
     if b.emulated:
         return TargetLine(_OVERHEAD, b.label, measured, None, "emulated: latencies do not count")
-    passed = None if value is None else value <= OVERHEAD_MAX
+    passed = stats.judged(found, OVERHEAD_MAX)
+    if passed is None and found is not None:
+        return TargetLine(_OVERHEAD, b.label, measured, None, _STRADDLES, inconclusive=True)
     note = (
         "building the answer's Message, Slot and MessageView objects in Python (for OpenIM's"
         " encoding, from slots of named fields) does not fit in half the raw pull; it weighs"
@@ -274,22 +278,29 @@ def _clear_targets(backends: list[BackendResult]) -> list[TargetLine]:
             continue
         writes = {_store_writes(small), _store_writes(large)}
         same_trips = small.round_trips.per_op == large.round_trips.per_op
-        growth = ratio(b.p50("clear_largest"), b.p50("clear_small"))
-        flat = growth is not None and growth <= CLEAR_GROWTH_MAX
+        growth = stats.between(b, "clear_largest", b, "clear_small")
+        flat = stats.judged(growth, CLEAR_GROWTH_MAX)
         measured = (
             f"store writes/op {', '.join(fmt_num(w) for w in sorted(writes))}; round trips "
             f"{fmt_num(small.round_trips.per_op)} vs "
             f"{fmt_num(large.round_trips.per_op)}; "
-            f"p50 largest/small {fmt_ratio(growth)}"
+            f"p50 largest/small {stats.fmt_interval(growth)}"
         )
+        counted = writes == {1.0} and same_trips
+        note = (
+            f"flat = p50 on the largest within {CLEAR_GROWTH_MAX}× of a ≤100-message "
+            "conversation, judged on the 95 % interval"
+        )
+        unsure = counted and flat is None and growth is not None
+        passed = None if unsure else counted and bool(flat)
         found.append(
             TargetLine(
                 "clear_history: one write, flat cost",
                 b.label,
                 measured,
-                writes == {1.0} and same_trips and flat,
-                f"flat = p50 on the largest within {CLEAR_GROWTH_MAX}× of a ≤100-message "
-                "conversation",
+                passed,
+                note + (f"; {_STRADDLES}" if unsure else ""),
+                inconclusive=unsure,
             )
         )
     return found

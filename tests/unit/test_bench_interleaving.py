@@ -1,4 +1,5 @@
-"""The raw-driver twin of a workload is timed interleaved with it, taking turns going first."""
+"""Workloads run in trials: a warm-up, then every backend's chunk of trial k before trial k + 1,
+the first backend taking turns; a raw-driver twin alternates with its workload."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from imbucket.bench import runner
 from imbucket.bench.instrument.roundtrips import RoundTrips
-from imbucket.bench.runner import Observer
+from imbucket.bench.metrics import Recorder
 from imbucket.bench.workloads import Op, Subject, Workload
 
 
@@ -18,35 +19,65 @@ def _plan(calls: list[str], arm: str, count: int) -> list[Op]:
     return [op(n) for n in range(count)]
 
 
-def _backend() -> Any:
+def _backend(label: str = "b") -> Any:
     subject = Subject(service=SimpleNamespace(), raw=SimpleNamespace())  # type: ignore[arg-type]
+    result = SimpleNamespace(workloads={}, footprint=SimpleNamespace())
     return SimpleNamespace(
-        setup=SimpleNamespace(label="b"), subject=subject, meter=None, pages=None
+        setup=SimpleNamespace(label=label),
+        subject=subject,
+        meter=None,
+        pages=None,
+        maintain=None,
+        result=result,
+        seconds=0.0,
     )
+
+
+def _side(runs: Any, backend: Any) -> runner._Side:
+    trips = RoundTrips()
+    return runner._Side(runs, backend, Recorder(trips), Recorder(trips))
 
 
 def test_a_twin_alternates_with_its_workload_and_each_gets_its_own_result() -> None:
     calls: list[str] = []
     service = Workload("pull", "pull", "", lambda data: [])
     twin = Workload("raw_pull", "raw pull", "", lambda data: [], raw=True)
-    runs = (service, _plan(calls, "s", 4), twin, _plan(calls, "r", 4))
-    probe = SimpleNamespace(round_trips=RoundTrips())
+    backend = _backend()
+    side = _side((service, _plan(calls, "s", 4), twin, _plan(calls, "r", 4)), backend)
 
-    found = runner._run_workload(runs, _backend(), probe, Observer())  # type: ignore[arg-type]
+    side.run(0, 4, timed=True)
+    side.finish(loaded="ingest")
 
     assert calls == ["r0", "s0", "s1", "r1", "r2", "s2", "s3", "r3"]
+    found = backend.result.workloads
     assert set(found) == {"pull", "raw_pull"}
     assert found["pull"].ops == found["raw_pull"].ops == 4
 
 
-def test_without_a_twin_only_the_workload_runs() -> None:
+def test_trial_bounds_split_the_plan_after_a_warm_up() -> None:
+    assert runner.trial_bounds(40, 5) == [(0, 4), (4, 11), (11, 18), (18, 25), (25, 32), (32, 40)]
+    assert runner.trial_bounds(400, 5)[0] == (0, runner.WARMUP_MAX)
+    assert runner.trial_bounds(3, 5) == [(0, 0), (0, 1), (1, 2), (2, 3)]  # no empty trial
+
+
+def test_trials_interleave_the_backends_taking_turns_going_first() -> None:
     calls: list[str] = []
     service = Workload("pull", "pull", "", lambda data: [])
-    probe = SimpleNamespace(round_trips=RoundTrips())
+    row, bucket = _backend("row"), _backend("bucket")
+    sides = [
+        _side((service, _plan(calls, "row", 22), None, None), row),
+        _side((service, _plan(calls, "bkt", 22), None, None), bucket),
+    ]
 
-    found = runner._run_workload(  # type: ignore[arg-type]
-        (service, _plan(calls, "s", 3), None, None), _backend(), probe, Observer()
-    )
+    runner._in_trials(sides, trials=2)  # warm-up 2, then trials of 10
 
-    assert calls == ["s0", "s1", "s2"]
-    assert list(found) == ["pull"]
+    assert calls[:4] == ["row0", "row1", "bkt0", "bkt1"]
+    assert calls[4:14] == [f"row{n}" for n in range(2, 12)]
+    assert calls[14:24] == [f"bkt{n}" for n in range(2, 12)]
+    assert calls[24:34] == [f"bkt{n}" for n in range(12, 22)]  # trial 2: bucket goes first
+    assert calls[34:] == [f"row{n}" for n in range(12, 22)]
+    for side in sides:
+        side.finish(loaded="ingest")
+    found = row.result.workloads["pull"]
+    assert (found.ops, found.warmup, len(found.trials)) == (20, 2, 2)
+    assert found.round_trips.distribution == {"0": 22}  # the warm-up's round trips count

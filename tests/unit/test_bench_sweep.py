@@ -146,7 +146,8 @@ def test_the_report_gains_a_sweep_section_with_charts(tmp_path: Path) -> None:
     files = report.write(typed(results), tmp_path)
     markdown = files.markdown.read_text()
     assert "## Bucket size sweep" in markdown and "### sql/sqlite" in markdown
-    assert "| p50 · round trips | row layout | 20 slots | 50 slots | 100 slots |" in markdown
+    headers = "| p50 · round trips | row layout | 20 slots (compact) | 50 slots (compact) |"
+    assert headers in markdown
     assert markdown.count("| pull ≤ 1 round trip |") == 2  # row, and bucket at 100
     assert (tmp_path / "sweep-sql-sqlite.png").read_bytes()[:4] == b"\x89PNG"
     assert "Bucket size sweep" in files.html.read_text()
@@ -156,3 +157,18 @@ def test_without_a_sweep_the_report_has_no_sweep_section(tmp_path: Path) -> None
     files = report.write(typed(bench_fakes.results()), tmp_path)
     assert "Bucket size sweep" not in files.markdown.read_text()
     assert "Contention" not in files.markdown.read_text()
+
+
+def test_each_encoding_of_a_sweep_is_a_series_with_its_own_best_size() -> None:
+    results = swept([(20, 400, 100, 300), (50, 200, 100, 400)])
+    for size, latest in ((20, 150.0), (50, 300.0)):
+        openim = _at(size, latest, 100, 900)
+        openim["encoding"] = "openim"
+        openim["label"] += "[openim]"
+        results["backends"].append(openim)
+    compact, openim_series = sweep.series(typed(results))
+    assert compact.name == "sql/sqlite [compact]" and compact.sizes == (20, 50)
+    assert openim_series.name == "sql/sqlite [openim]" and openim_series.sizes == (20, 50)
+    weights = sweep.mix(typed(results))
+    assert "Best for this traffic: 50" in sweep.reading(compact, weights, TITLES)
+    assert "Best for this traffic: 20" in sweep.reading(openim_series, weights, TITLES)

@@ -44,6 +44,12 @@ class PageCount:
     read: int
     by_kind: dict[str, int] = field(default_factory=dict)
 
+    def __add__(self, other: PageCount) -> PageCount:
+        kinds = dict(self.by_kind)
+        for k, v in other.by_kind.items():
+            kinds[k] = kinds.get(k, 0) + v
+        return PageCount(self.touched + other.touched, self.read + other.read, kinds)
+
     def __sub__(self, other: PageCount) -> PageCount:
         kinds = {k: v - other.by_kind.get(k, 0) for k, v in self.by_kind.items()}
         return PageCount(self.touched - other.touched, self.read - other.read, kinds)
