@@ -26,10 +26,10 @@ OPERATIONS: dict[str, Callable[[MessageService], object]] = {
 # Pages touched per operation, by (store, engine). A bucket pull reads one bucket where rows
 # take a page run and an index walk; a bucket tag write rewrites the whole bucket.
 PINNED: dict[tuple[str, str], dict[str, int]] = {
-    ("sql-row", "sqlite"): {"pull_range": 25, "delete_for_me": 10},
+    ("sql-row", "sqlite"): {"pull_range": 26, "delete_for_me": 10},
     ("sql-bucket", "sqlite"): {"pull_range": 11, "delete_for_me": 26},
     ("sql-row", "postgresql"): {"pull_range": 40, "delete_for_me": 16},
-    ("sql-bucket", "postgresql"): {"pull_range": 12, "delete_for_me": 6},
+    ("sql-bucket", "postgresql"): {"pull_range": 14, "delete_for_me": 6},
 }
 
 
