@@ -25,7 +25,7 @@ from pymongo import ReturnDocument
 
 from imbucket.adapters.codec import message_to_doc
 from imbucket.domain.errors import OpenimIncompatible, StoreUnavailable
-from imbucket.domain.model import Message, Revoke, Slot
+from imbucket.domain.model import Message, Revoke, Role, Slot
 
 Doc = dict[str, Any]
 
@@ -40,6 +40,7 @@ INT32_FIELDS = ("sender_platform_id", "session_type", "msg_from", "content_type"
 INT64_FIELDS = ("seq", "send_time", "create_time")
 INT32 = range(-(2**31), 2**31)
 PURGED = {"msg": None}  # what OpenIM's physical delete leaves in a slot
+APP_ADMIN_ROLE = 0  # the role OpenIM records for an app admin's revoke
 
 MALLOC_SEQ = "MALLOC_SEQ:"  # OpenIM's cache keys, followed by the conversation id
 MESSAGE_CACHE = "MSG_CACHE:"  # + conversation id + ":" + seq
@@ -68,8 +69,11 @@ def message_doc(message: Message) -> Doc:
 
 
 def revoke_doc(revoke: Revoke) -> Doc:
-    """OpenIM's RevokeModel: role (int32), user_id, nickname, time (int64)."""
-    role = int(revoke.role)
+    """OpenIM's RevokeModel: role (int32), user_id, nickname, time (int64).
+
+    An app admin's revoke gets OpenIM's role for it, 0; every other role is kept.
+    """
+    role = APP_ADMIN_ROLE if revoke.role == Role.APP_ADMIN else int(revoke.role)
     if role not in INT32:
         raise OpenimIncompatible(f"revoke role {role} does not fit OpenIM's int32")
     return {
