@@ -484,7 +484,10 @@ class OpenimSeqStore:
         found = {}
         for c, u in keys:
             user = self._user(c, u)
-            found[c, u] = UserSeqs(c, u, int(user.get("min_seq") or 0), self._read(c, u, user))
+            found[c, u] = UserSeqs(
+                c, u, int(user.get("min_seq") or 0), self._read(c, u, user),
+                int(user.get("max_seq") or 0),
+            )  # fmt: skip
         return found
 
     def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
@@ -514,7 +517,7 @@ class OpenimSeqStore:
             found = list(self._users.find(where).sort(order).limit(limit))
         rows = [
             UserSeqs(d["conversation_id"], d["user_id"], int(d.get("min_seq") or 0),
-                     self._read(d["conversation_id"], d["user_id"], d))
+                     self._read(d["conversation_id"], d["user_id"], d), int(d.get("max_seq") or 0))
             for d in found
         ]  # fmt: skip
         last = found[-1] if len(found) == limit else None
