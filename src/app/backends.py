@@ -166,10 +166,11 @@ def _mongo(
 
 
 def openim_mongo(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
-    """A database OpenIM wrote, opened as it is and read-only (docs/openim.md).
+    """A database OpenIM wrote, opened as it is (docs/openim.md).
 
     url is the MongoDB URL; an ``openim_redis`` query parameter, when present, is OpenIM's
     Redis URL, whose ``MALLOC_SEQ`` hashes give each conversation's allocated maximum.
+    ``openim_writes=true`` (with ``openim_redis``) writes as OpenIM does; else read-only.
     """
     with needs_extra("store backend 'openim-mongo'"):
         from imbucket.adapters.mongo.connection import MongoConnection
@@ -177,23 +178,30 @@ def openim_mongo(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
             OPENIM_LAYOUT,
             OpenimBucketRepository,
             OpenimSeqStore,
-            split_redis,
+            ensure_indexes,
+            split_url,
         )
+        from imbucket.adapters.mongo.openim_writes import OpenimAllocator
     if layout.size != OPENIM_LAYOUT.size:
         raise ConfigError(
             f"OpenIM's buckets hold {OPENIM_LAYOUT.size} messages, not {layout.size}: "
             "leave store.bucket_size unset"
         )
-    mongo_url, redis_url = split_redis(url)
-    connection = MongoConnection(mongo_url, timeouts=timeouts)
+    parts = split_url(url)
+    connection = MongoConnection(parts.mongo, timeouts=timeouts)
     try:
         redis = None
-        if redis_url:
+        if parts.redis:
             from redis import Redis
 
-            redis = Redis.from_url(redis_url, decode_responses=True)
-        store = BucketMessageStore(OpenimBucketRepository(connection), budget)
-        return Backend(store, OpenimSeqStore(connection, redis), connection.server_version)
+            redis = Redis.from_url(parts.redis, decode_responses=True)
+        seqs = OpenimSeqStore(connection, redis, parts.writes)
+        side = None
+        if parts.writes and redis is not None:
+            ensure_indexes(connection)
+            side = OpenimAllocator(redis, connection.collection("seq"))
+        store = BucketMessageStore(OpenimBucketRepository(connection, side), budget)
+        return Backend(store, seqs, connection.server_version)
     except BaseException:
         connection.close()
         raise

@@ -595,12 +595,14 @@ def _values(rows: Sequence[Any], seqs: SeqStore) -> list[list[tuple[str, int, in
             )
         elif isinstance(row, UserSeqs):
             user = users[conv, row.user_id]
-            values.append(
-                [
-                    (f"user {row.user_id} min_seq", row.min_seq, user.min_seq),
-                    (f"user {row.user_id} read_seq", row.read_seq, user.read_seq),
-                ]
-            )
+            found = [
+                (f"user {row.user_id} min_seq", row.min_seq, user.min_seq),
+                (f"user {row.user_id} read_seq", row.read_seq, user.read_seq),
+            ]
+            if row.max_seq:  # a ceiling the other store may not hold: what that user sees
+                ceiling = seqs.watermarks(conv, row.user_id).user_max_seq
+                found.append((f"user {row.user_id} max_seq", row.max_seq, ceiling))
+            values.append(found)
         else:
             recorded = sent[conv].get(row.client_msg_id, 0)
             values.append([(f"send {row.client_msg_id}", row.seq, recorded)])

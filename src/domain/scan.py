@@ -43,12 +43,15 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class UserSeqs:
-    """A user's clear floor and read seq in one conversation."""
+    """A user's clear floor and read seq in one conversation, and their own ceiling."""
 
     conversation_id: str
     user_id: str
     min_seq: int
     read_seq: int
+    # The seq after which the user sees nothing (left the group), 0 for none: OpenIM's
+    # seq_user.max_seq. Only openim-mongo keeps one; migrate verify compares it.
+    max_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)

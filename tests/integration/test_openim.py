@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 from pymongo import MongoClient
+from typer.testing import CliRunner
 
 from imbucket.app import MessageService, open_service
+from imbucket.app.cli import cli
 from imbucket.app.migrate import migrate, verify
+from imbucket.bench.traffic import load_traffic
 from imbucket.domain.errors import OpenimIncompatible
 from imbucket.domain.model import Actor, Draft, Role, SessionType
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
@@ -126,9 +129,48 @@ def test_it_migrates_verified(openim: Any, backend: str, tmp_path: Any) -> None:
     target = {"store": {"backend": backend, "url": f"sqlite:///{tmp_path / 'to.db'}"}}
     tally = migrate(config(url), target)
     assert tally.differences == 0
-    assert verify(config(url), target).differences == 0
+    # dave left at 100: no other store keeps his ceiling, and verify says so.
+    checked = verify(config(url), target)
+    assert [(d.what, d.source, d.target) for d in checked.first] == [
+        ("user dave max_seq", "100", "0")
+    ]
     copied: MessageService = open_service(target)
     source = open_service(config(url))
     for viewer in ("alice", "bob", "carol"):
         seqs = list(range(1, 131))
         assert copied.pull(data.group, viewer, seqs) == source.pull(data.group, viewer, seqs)
+
+
+def toml(path: Any, store: dict[str, Any], extra: str = "") -> Any:
+    lines = [f'{key} = "{value}"' for key, value in store.items()]
+    path.write_text("[store]\n" + "\n".join(lines) + "\n" + extra)
+    return path
+
+
+def test_profile_derives_the_traffic_of_an_openim_database(openim: Any, tmp_path: Any) -> None:
+    url, _, data = openim
+    ids = f'[profile]\nconversations = ["{data.group}", "{data.single}"]\nsample = 50\n'
+    path = toml(tmp_path / "profile.toml", config(url)["store"], ids)
+    out = tmp_path / "traffic.toml"
+    result = CliRunner().invoke(cli, ["profile", "--config", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    traffic = load_traffic(out)
+    assert (traffic.single_chats, traffic.single_mean, traffic.groups) == (1, 5.0, 1)
+    assert traffic.group_share == pytest.approx(129 / 134, abs=1e-3)  # seq 9 was purged
+
+
+def test_the_migrate_command_copies_an_openim_database(openim: Any, tmp_path: Any) -> None:
+    url, _, data = openim
+    source = toml(tmp_path / "openim.toml", config(url)["store"])
+    target = toml(tmp_path / "to.toml", {"backend": "sql-bucket",
+                                         "url": f"sqlite:///{tmp_path / 'to.db'}"})  # fmt: skip
+    result = CliRunner().invoke(cli, ["migrate", "--from", str(source), "--to", str(target)])
+    assert result.exit_code == 0, result.output
+    checked = CliRunner().invoke(
+        cli, ["migrate", "--verify-only", "--from", str(source), "--to", str(target)]
+    )
+    assert checked.exit_code == 1 and "user dave max_seq" in checked.output
+    with open_service({"store": {"backend": "sql-bucket",
+                                 "url": f"sqlite:///{tmp_path / 'to.db'}"}}) as copied:  # fmt: skip
+        assert copied.max_seq(data.group) == 130
+        assert copied.seqs.read_seq(data.group, "carol") == 50

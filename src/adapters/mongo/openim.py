@@ -1,13 +1,16 @@
 """A database OpenIM wrote, opened as it is: ``msg``, ``seq`` and ``seq_user`` (docs/openim.md).
 
-Nothing is converted and nothing is created: no index, no layout record, no document.
-Slots are read the way OpenIM reads them: ``{msg: null}`` alone (OpenIM's physical delete)
-is a purged slot, every other slot keeps OpenIM's four keys. The allocated maximum of a
-conversation is OpenIM's Redis hash ``MALLOC_SEQ:<conversation>`` (field ``CURR``) when a
-Redis client is given; else the seq of its newest stored message (``seq.max_seq`` is only
-OpenIM's reservation ceiling). ``seq_user.max_seq`` caps what a member who left sees.
+Nothing is converted. Slots are read the way OpenIM reads them: ``{msg: null}`` alone
+(OpenIM's physical delete) is a purged slot, every other slot keeps OpenIM's four keys. The
+allocated maximum of a conversation is OpenIM's Redis hash ``MALLOC_SEQ:<conversation>``
+(field ``CURR``) when OpenIM's Redis is given; else the seq of its newest stored message
+(``seq.max_seq`` is only OpenIM's reservation ceiling). ``seq_user.max_seq`` caps what a
+member who left sees.
 
-The store is read-only: every write raises ``OpenimIncompatible``.
+Read-only unless opened with writes (``openim_writes=true``, which needs OpenIM's Redis):
+then every write is one OpenIM itself makes, in its shape (``openim_writes``), seqs come from
+OpenIM's allocator, and OpenIM's cached copies of what changed are deleted. What OpenIM has
+no place for (send claims, early readers, spilled deleters) raises ``OpenimIncompatible``.
 """
 
 from __future__ import annotations
@@ -16,15 +19,21 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NoReturn, Protocol
+from dataclasses import dataclass
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pymongo import ASCENDING, IndexModel, ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from imbucket.adapters.codec import conversation_of, message_from_doc, revoke_from_doc
 from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo import openim_writes as writes
 from imbucket.adapters.mongo.connection import MongoConnection, translated
-from imbucket.adapters.mongo.replies import bucket_bytes, store_stats
+from imbucket.adapters.mongo.openim_writes import OpenimAllocator, OpenimRedis
+from imbucket.adapters.mongo.replies import bucket_bytes, duplicate_positions, store_stats
 from imbucket.domain.budget import TagBudget
-from imbucket.domain.errors import OpenimIncompatible
+from imbucket.domain.errors import ConfigError, OpenimIncompatible, StoreUnavailable
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
     EMPTY_SLOT,
@@ -39,6 +48,7 @@ from imbucket.domain.model import (
     stored_slot,
 )
 from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.domain.tags import MAX_ROUNDS
 from imbucket.ports.bucket_repository import Spilled, Viewed
 
 Doc = dict[str, Any]
@@ -46,36 +56,133 @@ Doc = dict[str, Any]
 OPENIM_LAYOUT = BucketLayout(100, "openim")  # OpenIM's singleGocMsgNum, baked into its doc_ids
 SEQS = "seq"
 USER_SEQS = "seq_user"
-MALLOC_SEQ = "MALLOC_SEQ:"  # OpenIM's cachekey.MallocSeq
-READ_ONLY = "the openim-mongo store is read-only (docs/openim.md)"
-
-
-class Allocated(Protocol):
-    """The part of a Redis client this store uses: ``HGET``."""
-
-    def hget(self, name: str, key: str) -> Any:
-        """The value of field key of hash name, None when absent."""
-        ...
-
-
+READ_ONLY = (
+    "the openim-mongo store is read-only; openim_writes=true on its URL writes as OpenIM does "
+    "(docs/openim.md)"
+)
 REDIS_PARAMETER = "openim_redis"
+WRITES_PARAMETER = "openim_writes"
+# OpenIM's indexes, created by OpenIM at start-up and by a writing store when missing.
+INDEXES = {
+    commands.BUCKETS: IndexModel([("doc_id", ASCENDING)], unique=True),
+    SEQS: IndexModel([("conversation_id", ASCENDING)]),
+    USER_SEQS: IndexModel([("user_id", ASCENDING), ("conversation_id", ASCENDING)]),
+}
 
 
-def split_redis(url: str) -> tuple[str, str]:
-    """The MongoDB URL without its ``openim_redis`` query parameter, and that parameter.
+@dataclass(frozen=True, slots=True)
+class OpenimUrl:
+    """A store URL taken apart: the MongoDB URL, OpenIM's Redis URL ("" if none), writes."""
 
-    The parameter ("" when absent) is the Redis that holds OpenIM's ``MALLOC_SEQ`` hashes.
+    mongo: str
+    redis: str
+    writes: bool
+
+
+def split_url(url: str) -> OpenimUrl:
+    """The MongoDB URL without the ``openim_redis`` and ``openim_writes`` query parameters.
+
+    ``openim_redis`` is the Redis holding OpenIM's allocator and caches; ``openim_writes``
+    is ``true`` or ``false`` (the default). Writes without Redis are a ConfigError: OpenIM
+    allocates seqs and caches messages there, so a write made without it would collide
+    with OpenIM's next seqs or stay hidden behind its cache.
     """
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    redis = [value for name, value in query if name == REDIS_PARAMETER]
-    kept = urlencode([(name, value) for name, value in query if name != REDIS_PARAMETER])
-    return urlunsplit(parts._replace(query=kept)), (redis[-1] if redis else "")
+    found = {name: value for name, value in query if name in (REDIS_PARAMETER, WRITES_PARAMETER)}
+    kept = urlencode([(n, v) for n, v in query if n not in (REDIS_PARAMETER, WRITES_PARAMETER)])
+    flag = found.get(WRITES_PARAMETER, "false").lower()
+    if flag not in ("true", "false"):
+        raise ConfigError(f"{WRITES_PARAMETER} must be true or false, not {flag!r}")
+    redis = found.get(REDIS_PARAMETER, "")
+    if flag == "true" and not redis:
+        raise ConfigError(
+            f"{WRITES_PARAMETER}=true needs {REDIS_PARAMETER}=<OpenIM's Redis URL> on the store "
+            "URL: OpenIM allocates seqs and caches messages there (docs/openim.md)"
+        )
+    return OpenimUrl(urlunsplit(parts._replace(query=kept)), redis, flag == "true")
+
+
+def split_redis(url: str) -> tuple[str, str]:
+    """The MongoDB URL and OpenIM's Redis URL of a store URL (``split_url``)."""
+    parts = split_url(url)
+    return parts.mongo, parts.redis
+
+
+def ensure_indexes(connection: MongoConnection) -> None:
+    """Create OpenIM's indexes where missing (what OpenIM does at start-up)."""
+    for name, index in INDEXES.items():
+        with translated(f"create OpenIM's index on {name}"):
+            connection.collection(name).create_indexes([index])
 
 
 def refuse(what: str) -> NoReturn:
     """Raise OpenimIncompatible for what."""
     raise OpenimIncompatible(f"{what}: {READ_ONLY}")
+
+
+def refuse_spill() -> NoReturn:
+    """Raise OpenimIncompatible for a deleter beyond the budget."""
+    raise OpenimIncompatible(
+        "deleting for a user beyond the store's deleter budget: OpenIM keeps every deleter "
+        "in the slot and has no side table (docs/openim.md)"
+    )
+
+
+def refuse_foreign(patches: Mapping[int, SlotPatch]) -> None:
+    """OpenimIncompatible if a patch needs a key OpenIM does not have (before any write)."""
+    if any(p.mark_spilled for p in patches.values()):
+        refuse_spill()
+    if any(p.add_read_by is not None for p in patches.values()):
+        raise OpenimIncompatible(
+            "marking read a message not stored yet: OpenIM keeps no early readers (docs/openim.md)"
+        )
+
+
+def patch_command(
+    doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None
+) -> tuple[Doc, Doc]:
+    """(filter, update) writing patches as OpenIM writes tags, within budget.
+
+    The filter holds while no slot gaining a tag is purged and, with a budget, while the
+    deleters stay within it (``$expr`` over the array sizes, as mongo-bucket does).
+    """
+    condition: Doc = {"doc_id": doc_id}
+    sets: Doc = {}
+    adds: Doc = {}
+    for index, patch in patches.items():
+        if patch.purge:
+            sets[f"msgs.{index}"] = dict(writes.PURGED)
+            continue
+        condition.update(writes.not_purged(index))
+        if patch.set_read:
+            sets[f"msgs.{index}.is_read"] = True
+        if patch.add_deleted_by is not None:
+            adds[f"msgs.{index}.del_list"] = patch.add_deleted_by
+    within = [] if budget is None else _within(budget, patches)
+    if within:
+        condition["$expr"] = {"$and": within}
+    update = {name: value for name, value in (("$set", sets), ("$addToSet", adds)) if value}
+    return condition, update
+
+
+def _within(budget: TagBudget, patches: Mapping[int, SlotPatch]) -> list[Doc]:
+    """The budget's deleter conditions as ``$expr`` terms (OpenIM has no early readers)."""
+    deleting = budget.conditions(patches).deleting
+    if not deleting:
+        return []
+
+    def size(of: Any) -> Doc:
+        return {"$size": {"$ifNull": [of, []]}}
+
+    def deleters(index: int) -> Doc:
+        element = {"$arrayElemAt": ["$msgs", index]}
+        return {"$let": {"vars": {"slot": element}, "in": size("$$slot.del_list")}}
+
+    slot = [{"$lt": [deleters(i), budget.deleters_per_slot]} for i in deleting]
+    every = {"$map": {"input": "$msgs", "as": "s", "in": size("$$s.del_list")}}
+    total = {"$lte": [{"$add": [{"$sum": every}, len(deleting)]}, budget.deleters_per_bucket]}
+    return [*slot, total]
 
 
 def openim_slot(conversation_id: str, doc: Doc | None) -> Slot:
@@ -99,12 +206,17 @@ def _slots(wanted: Mapping[str, Sequence[int]], found: list[Doc]) -> dict[str, l
 
 
 class OpenimBucketRepository:
-    """BucketRepository over OpenIM's ``msg``, reading only (see the module docstring)."""
+    """BucketRepository over OpenIM's ``msg`` (see the module docstring).
+
+    side: OpenIM's Redis when writing (None: read-only), whose message cache each tag
+    write clears for the slots it changed.
+    """
 
     layout = OPENIM_LAYOUT
 
-    def __init__(self, connection: MongoConnection) -> None:
+    def __init__(self, connection: MongoConnection, side: OpenimAllocator | None = None) -> None:
         self._connection = connection
+        self._side = side
         self._buckets = connection.collection(commands.BUCKETS)
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
@@ -166,26 +278,79 @@ class OpenimBucketRepository:
         return store_stats(storage, counted)
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
-        """Refused: read-only."""
-        refuse("storing messages")
+        """``$set msgs.<i>.msg`` for every slot, matching only if all of them are free.
+
+        A slot OpenIM purged (``{msg: null}``) is not free: imbucket's purge is final.
+        """
+        self._writable("storing messages")
+        if not messages:
+            return self._exists(doc_id)
+        condition: Doc = {"doc_id": doc_id}
+        for index in messages:
+            condition[f"msgs.{index}.msg"] = {"$type": "null"}
+            condition.update(writes.not_purged(index))
+        update = {"$set": {f"msgs.{i}.msg": writes.message_doc(m) for i, m in messages.items()}}
+        return self._update(condition, update, "write messages")
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
-        """Refused: read-only."""
-        refuse("storing messages")
+        """insert_one of OpenIM's whole bucket; a duplicate doc_id means another writer won."""
+        self._writable("storing messages")
+        document = writes.new_bucket(doc_id, slots, self.layout.size)
+        with translated("create a bucket"):
+            try:
+                self._buckets.insert_one(document)
+            except DuplicateKeyError:
+                return False
+        return True
 
     def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
-        """Refused: read-only."""
-        refuse("storing messages")
+        """Unordered insert_many; the duplicate doc_ids reported existed."""
+        self._writable("storing messages")
+        doc_ids = list(buckets)
+        documents = [writes.new_bucket(d, buckets[d], self.layout.size) for d in doc_ids]
+        with translated("create buckets"):
+            try:
+                self._buckets.insert_many(documents, ordered=False)
+            except BulkWriteError as error:
+                lost = set(duplicate_positions(error.details))
+                return {doc_id for n, doc_id in enumerate(doc_ids) if n not in lost}
+        return set(doc_ids)
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
-        """Refused: read-only."""
-        refuse("revoking")
+        """``$set msgs.<i>.revoke`` iff the slot holds no revoke and is not purged."""
+        self._writable("revoking")
+        condition = {"doc_id": doc_id, f"msgs.{slot}.revoke": {"$type": "null"}}
+        update = {"$set": {f"msgs.{slot}.revoke": writes.revoke_doc(revoke)}}
+        written = self._update(condition, update, "revoke")
+        self._forget(doc_id, [slot])
+        return written
 
     def patch(
         self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
     ) -> bool:
-        """Refused: read-only."""
-        refuse("writing tags")
+        """One update_one as OpenIM writes tags; purged slots are spared (read, retried).
+
+        Delete-for-me is ``$addToSet msgs.<i>.del_list``, mark-read ``$set msgs.<i>.is_read``,
+        purge ``$set msgs.<i>: {msg: null}``. An early reader or a spilling deleter is
+        refused (OpenimIncompatible) before anything is written.
+        """
+        self._writable("writing tags")
+        refuse_foreign(patches)
+        for _ in range(MAX_ROUNDS):
+            if not patches:
+                return self._exists(doc_id)
+            condition, update = patch_command(doc_id, patches, budget)
+            if self._update(condition, update, "write tags"):
+                self._forget(doc_id, list(patches))
+                return True
+            slots = self.read({doc_id: sorted(patches)}).get(doc_id)
+            if slots is None:
+                return False
+            kept = {i: p for i, p in patches.items() if p.purge or not slots[i].purged}
+            if len(kept) == len(patches):
+                return False  # over the budget
+            patches = kept
+        raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
 
     def patch_many(
         self,
@@ -193,16 +358,40 @@ class OpenimBucketRepository:
         budget: TagBudget | None = None,
         spills: Sequence[Spilled] = (),
     ) -> set[str] | None:
-        """Refused: read-only."""
-        refuse("writing tags")
+        """``patch`` of each bucket, after checking that none needs what OpenIM lacks."""
+        self._writable("writing tags")
+        if spills:
+            refuse_spill()
+        for slots in patches.values():
+            refuse_foreign(slots)
+        return {doc_id for doc_id, slots in patches.items() if self.patch(doc_id, slots, budget)}
 
     def add_spilled(self, entries: Sequence[Spilled]) -> int:
         """Refused: OpenIM has no side table for deleters."""
-        refuse("spilling deleters")
+        refuse_spill()
 
     def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
-        """Refused: read-only."""
-        refuse("purging")
+        """Nothing to drop: no slot is ever flagged as spilled here."""
+
+    def _writable(self, what: str) -> None:
+        if self._side is None:
+            refuse(what)
+
+    def _update(self, condition: Doc, update: Doc, action: str) -> bool:
+        with translated(action):
+            return self._buckets.update_one(condition, update).matched_count == 1
+
+    def _exists(self, doc_id: str) -> bool:
+        with translated("look up a bucket"):
+            return self._buckets.count_documents({"doc_id": doc_id}, limit=1) > 0
+
+    def _forget(self, doc_id: str, indexes: Sequence[int]) -> None:
+        """Delete OpenIM's cached copies of the slots (``MSG_CACHE:<conversation>:<seq>``)."""
+        if self._side is not None:
+            conversation_id, number = doc_id.rsplit(":", 1)
+            first = int(number) * self.layout.size + 1
+            self._side.forget(*(f"{writes.MESSAGE_CACHE}{conversation_id}:{first + i}"
+                                for i in indexes))  # fmt: skip
 
     def close(self) -> None:
         """Close the client."""
@@ -210,23 +399,30 @@ class OpenimBucketRepository:
 
 
 class OpenimSeqStore:
-    """SeqStore over OpenIM's ``seq`` and ``seq_user`` and, when given, its Redis allocator.
+    """SeqStore over OpenIM's ``seq`` and ``seq_user`` and, when given, its Redis.
 
-    Reads only; a conversation's max_seq is the allocated maximum (``MALLOC_SEQ``'s CURR),
-    else the newest stored message's seq (two round trips plus one per trailing empty bucket).
+    A conversation's max_seq is the allocated maximum (``MALLOC_SEQ``'s CURR), else the
+    newest stored message's seq (two round trips plus one per trailing empty bucket); a
+    read seq is the higher of ``seq_user.read_seq`` and OpenIM's cached one. With writes,
+    seqs come from OpenIM's allocator (``OpenimAllocator``) and floors and read seqs are
+    written as OpenIM's upserts write them, raising only.
     """
 
-    def __init__(self, connection: MongoConnection, redis: Allocated | None = None) -> None:
+    def __init__(
+        self, connection: MongoConnection, redis: OpenimRedis | None = None, writes: bool = False
+    ) -> None:
         self._connection = connection
         self._redis = redis
         self._seqs = connection.collection(SEQS)
         self._users = connection.collection(USER_SEQS)
         self._buckets = connection.collection(commands.BUCKETS)
+        self._side = None if redis is None else OpenimAllocator(redis, self._seqs)
+        self._writes = writes
 
     def max_seq(self, conversation_id: str) -> int:
         """The allocated maximum (see the class docstring)."""
         if self._redis is not None:
-            current = self._redis.hget(MALLOC_SEQ + conversation_id, "CURR")
+            current = self._redis.hget(writes.MALLOC_SEQ + conversation_id, "CURR")
             if current is not None:
                 return int(current)
         return self._newest_stored(conversation_id)
@@ -260,8 +456,14 @@ class OpenimSeqStore:
         return int(self._user(conversation_id, user_id).get("min_seq") or 0)
 
     def read_seq(self, conversation_id: str, user_id: str) -> int:
-        """``seq_user.read_seq`` (OpenIM writes it behind Redis ``SEQ_USER_READ``)."""
-        return int(self._user(conversation_id, user_id).get("read_seq") or 0)
+        """``seq_user.read_seq``, or OpenIM's newer one in Redis ``SEQ_USER_READ``."""
+        return self._read(conversation_id, user_id, self._user(conversation_id, user_id))
+
+    def _read(self, conversation_id: str, user_id: str, user: Doc) -> int:
+        stored = int(user.get("read_seq") or 0)
+        if self._side is None:
+            return stored
+        return max(stored, self._side.cached_read(conversation_id, user_id))
 
     def watermarks(self, conversation_id: str, user_id: str) -> Watermarks:
         """max_seq, min_seq and the user's floor and ceiling."""
@@ -283,8 +485,9 @@ class OpenimSeqStore:
         for c, u in keys:
             user = self._user(c, u)
             found[c, u] = UserSeqs(
-                c, u, int(user.get("min_seq") or 0), int(user.get("read_seq") or 0)
-            )
+                c, u, int(user.get("min_seq") or 0), self._read(c, u, user),
+                int(user.get("max_seq") or 0),
+            )  # fmt: skip
         return found
 
     def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
@@ -314,7 +517,7 @@ class OpenimSeqStore:
             found = list(self._users.find(where).sort(order).limit(limit))
         rows = [
             UserSeqs(d["conversation_id"], d["user_id"], int(d.get("min_seq") or 0),
-                     int(d.get("read_seq") or 0))
+                     self._read(d["conversation_id"], d["user_id"], d), int(d.get("max_seq") or 0))
             for d in found
         ]  # fmt: skip
         last = found[-1] if len(found) == limit else None
@@ -343,33 +546,66 @@ class OpenimSeqStore:
         self, conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
     ) -> dict[str, int]:
         """Refused: OpenIM keeps no client_msg_id claims."""
-        refuse("claiming client_msg_ids")
+        raise OpenimIncompatible(
+            "claiming client_msg_ids: OpenIM keeps no send claims (docs/openim.md)"
+        )
 
     def allocate_sends(
         self, conversation_id: str, client_msg_ids: Sequence[str], at: int = 0, since: int = 0
     ) -> dict[str, int]:
-        """Refused: OpenIM allocates seqs itself."""
-        refuse("allocating seqs")
+        """New consecutive seqs in the order given, with no claim kept (none in OpenIM).
+
+        A retry of a client_msg_id therefore gets another seq: sends are not idempotent on
+        OpenIM's layout (docs/openim.md).
+        """
+        first = self.allocate(conversation_id, len(client_msg_ids))
+        return {client_msg_id: first + n for n, client_msg_id in enumerate(client_msg_ids)}
 
     def allocate(self, conversation_id: str, n: int) -> int:
-        """Refused: read-only."""
-        refuse("allocating seqs")
+        """Take n seqs from OpenIM's allocator; returns the first."""
+        return self._allocator("allocating seqs").take(conversation_id, n).before + 1
 
     def raise_max_seq(self, conversation_id: str, seq: int) -> int:
-        """Refused: read-only."""
-        refuse("raising max_seq")
+        """Raise OpenIM's CURR (and, past its reserve, ``seq.max_seq``) to at least seq."""
+        return self._allocator("raising max_seq").take(conversation_id, 0, floor=seq).current
 
     def raise_min_seq(self, conversation_id: str, seq: int) -> int:
-        """Refused: read-only."""
-        refuse("clearing history")
+        """``seq.min_seq`` raised to seq (OpenIM's SetMinSeq, never lowering)."""
+        side = self._allocator("clearing history")
+        found = self._raise(self._seqs, {"conversation_id": conversation_id},
+                            writes.counter_upsert("min_seq", seq, ("max_seq",)))  # fmt: skip
+        side.forget(writes.MIN_SEQ_CACHE + conversation_id)
+        return int(found["min_seq"])
 
     def raise_user_min_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
-        """Refused: read-only."""
-        refuse("clearing history")
+        """``seq_user.min_seq`` raised to seq (OpenIM's SetUserMinSeq, never lowering)."""
+        side = self._allocator("clearing history")
+        others = ("max_seq", "read_seq")
+        found = self._raise(self._users, {"user_id": user_id, "conversation_id": conversation_id},
+                            writes.counter_upsert("min_seq", seq, others))  # fmt: skip
+        side.forget(f"{writes.USER_MIN_CACHE}{conversation_id}:{user_id}")
+        return int(found["min_seq"])
 
     def raise_read_seq(self, conversation_id: str, user_id: str, seq: int) -> int:
-        """Refused: read-only."""
-        refuse("raising a read seq")
+        """``seq_user.read_seq`` raised to seq, and OpenIM's cached read seq when it is lower."""
+        side = self._allocator("raising a read seq")
+        others = ("min_seq", "max_seq")
+        found = self._raise(self._users, {"user_id": user_id, "conversation_id": conversation_id},
+                            writes.counter_upsert("read_seq", seq, others))  # fmt: skip
+        side.raise_cached_read(conversation_id, user_id, seq)
+        return self._read(conversation_id, user_id, found)
+
+    def _allocator(self, what: str) -> OpenimAllocator:
+        if not self._writes or self._side is None:
+            refuse(what)
+        return self._side
+
+    def _raise(self, collection: Any, key: Doc, update: Doc) -> Doc:
+        with translated("raise a counter"):
+            found: Doc = collection.find_one_and_update(
+                key, update, upsert=True, return_document=ReturnDocument.AFTER
+            )
+        return found
 
     def batch(self) -> AbstractContextManager[None]:
         """Writes are refused: nothing to group."""
