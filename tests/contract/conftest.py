@@ -18,7 +18,7 @@ that needs one runs on the rows having it::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -30,10 +30,13 @@ from imbucket.testing.rows import (
     BUCKETS,
     PERSISTENT,
     ROW_LAYOUT,
+    SLOW,
     SQL,
     Config,
     Row,
     backends,
+    examples,
+    row_of,
     store_config,
     use,
 )
@@ -49,11 +52,14 @@ ROWS = [
     Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     # Real distributed engines the session starts itself: Galera (every node takes writes,
     # each test's connections spread over them) and PostgreSQL under Patroni (synchronous
-    # replication; the URL names every member and connects to the primary).
-    Row("sql-row-galera", "sql_row_galera_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
-    Row("sql-bucket-galera", "sql_bucket_galera_config", frozenset({SQL, PERSISTENT, BUCKETS})),
-    Row("sql-row-pg-ha", "sql_row_pg_ha_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
-    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    # replication; the URL names every member and connects to the primary). Every write
+    # waits for other nodes, so they are SLOW: the heaviest tests run a share of their examples.
+    Row("sql-row-galera", "sql_row_galera_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT, SLOW})),
+    Row(
+        "sql-bucket-galera", "sql_bucket_galera_config", frozenset({SQL, PERSISTENT, BUCKETS, SLOW})
+    ),
+    Row("sql-row-pg-ha", "sql_row_pg_ha_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT, SLOW})),
+    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", frozenset({SQL, PERSISTENT, BUCKETS, SLOW})),
     Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT, BUCKETS})),
     Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT, ROW_LAYOUT})),
     Row("memory+redis", "memory_redis_config"),
@@ -177,6 +183,13 @@ def backend_config(request: pytest.FixtureRequest) -> Config:
     """The config of one backend row."""
     config: Config = request.getfixturevalue(request.param)
     return config
+
+
+@pytest.fixture
+def row_examples(request: pytest.FixtureRequest) -> Callable[[int], int]:
+    """How many of count examples a heavy test runs on this test's row (``rows.examples``)."""
+    row = row_of(request.node.callspec.params["backend_config"])
+    return lambda count: examples(count, row.capabilities)
 
 
 @pytest.fixture
