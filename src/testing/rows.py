@@ -22,7 +22,12 @@ PERSISTENT = "persistent"  # a second open_service on the same config sees the s
 SQL = "sql"  # the store exposes its SQLAlchemy ``engine`` (round trips can be counted)
 BUCKETS = "buckets"  # the store is a BucketMessageStore: its ``repository`` can be tested
 ROW_LAYOUT = "rows"  # the store is a RowMessageStore: its ``repository`` can be tested
-CAPABILITIES = (PERSISTENT, SQL, BUCKETS, ROW_LAYOUT)
+# Not a feature but a cost: every round trip is several times a single local server's (a
+# replicated cluster, a remote engine). The heaviest tests (model-based, hostile input, the
+# hot-group deleters) run SLOW_SHARE-th of their examples there, read through ``examples``.
+SLOW = "slow"
+CAPABILITIES = (PERSISTENT, SQL, BUCKETS, ROW_LAYOUT, SLOW)
+SLOW_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,19 @@ ASYNC_API = "imbucket.aio"
 def on_asyncio(config: Config) -> Config:
     """Config for a row that runs the same tests on the asyncio API (``imbucket.testing.aio``)."""
     return {**config, ASYNC_API: True}
+
+
+def row_of(fixture: str) -> Row:
+    """The row of this run whose config fixture is named fixture."""
+    return next(row for row in _rows if row.fixture == fixture)
+
+
+def examples(count: int, capabilities: frozenset[str]) -> int:
+    """How many of a heavy test's count examples a row with capabilities runs.
+
+    All of them, or on a SLOW row a SLOW_SHARE-th (at least one).
+    """
+    return max(1, count // SLOW_SHARE) if SLOW in capabilities else count
 
 
 def store_config(backend: str, url: str = "") -> Config:

@@ -18,7 +18,7 @@ that needs one runs on the rows having it::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,11 +32,14 @@ from imbucket.testing.rows import (
     BUCKETS,
     PERSISTENT,
     ROW_LAYOUT,
+    SLOW,
     SQL,
     Config,
     Row,
     backends,
+    examples,
     on_asyncio,
+    row_of,
     store_config,
     use,
 )
@@ -52,11 +55,14 @@ ROWS = [
     Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
     # Real distributed engines the session starts itself: Galera (every node takes writes,
     # each test's connections spread over them) and PostgreSQL under Patroni (synchronous
-    # replication; the URL names every member and connects to the primary).
-    Row("sql-row-galera", "sql_row_galera_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
-    Row("sql-bucket-galera", "sql_bucket_galera_config", frozenset({SQL, PERSISTENT, BUCKETS})),
-    Row("sql-row-pg-ha", "sql_row_pg_ha_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
-    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    # replication; the URL names every member and connects to the primary). Every write
+    # waits for other nodes, so they are SLOW: the heaviest tests run a share of their examples.
+    Row("sql-row-galera", "sql_row_galera_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT, SLOW})),
+    Row(
+        "sql-bucket-galera", "sql_bucket_galera_config", frozenset({SQL, PERSISTENT, BUCKETS, SLOW})
+    ),
+    Row("sql-row-pg-ha", "sql_row_pg_ha_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT, SLOW})),
+    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", frozenset({SQL, PERSISTENT, BUCKETS, SLOW})),
     Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT, BUCKETS})),
     Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT, ROW_LAYOUT})),
     Row("memory+redis", "memory_redis_config"),
@@ -103,10 +109,12 @@ def memory_config() -> Config:
     return store_config("memory")
 
 
-def _sql_config(name: str, backend: str, url_fixture: str | None) -> Any:
+def _sql_config(name: str, backend: str, url_fixture: str | None, **store: Any) -> Any:
     def config(request: pytest.FixtureRequest) -> Config:
         url = request.getfixturevalue(url_fixture) if url_fixture else "sqlite://"
-        return store_config(backend, url)
+        found = store_config(backend, url)
+        found["store"].update(store)
+        return found
 
     return pytest.fixture(name=name)(config)
 
@@ -117,10 +125,17 @@ sql_row_mariadb_config = _sql_config("sql_row_mariadb_config", "sql-row", "maria
 sql_bucket_sqlite_config = _sql_config("sql_bucket_sqlite_config", "sql-bucket", None)
 sql_bucket_postgres_config = _sql_config("sql_bucket_postgres_config", "sql-bucket", "postgres_url")
 sql_bucket_mariadb_config = _sql_config("sql_bucket_mariadb_config", "sql-bucket", "mariadb_url")
-sql_row_galera_config = _sql_config("sql_row_galera_config", "sql-row", "galera_url")
-sql_bucket_galera_config = _sql_config("sql_bucket_galera_config", "sql-bucket", "galera_url")
-sql_row_pg_ha_config = _sql_config("sql_row_pg_ha_config", "sql-row", "pg_ha_url")
-sql_bucket_pg_ha_config = _sql_config("sql_bucket_pg_ha_config", "sql-bucket", "pg_ha_url")
+# A cluster commits synchronously to its peers: on a loaded 2-core machine the largest batch
+# (about 71 MB) can take longer than the default statement timeout to be acknowledged.
+_CLUSTER = {"statement_timeout_seconds": 20}
+sql_row_galera_config = _sql_config("sql_row_galera_config", "sql-row", "galera_url", **_CLUSTER)
+sql_bucket_galera_config = _sql_config(
+    "sql_bucket_galera_config", "sql-bucket", "galera_url", **_CLUSTER
+)
+sql_row_pg_ha_config = _sql_config("sql_row_pg_ha_config", "sql-row", "pg_ha_url", **_CLUSTER)
+sql_bucket_pg_ha_config = _sql_config(
+    "sql_bucket_pg_ha_config", "sql-bucket", "pg_ha_url", **_CLUSTER
+)
 
 
 def spilling(config: Config) -> Config:
@@ -207,6 +222,13 @@ def backend_config(request: pytest.FixtureRequest) -> Config:
     """The config of one backend row."""
     config: Config = request.getfixturevalue(request.param)
     return config
+
+
+@pytest.fixture
+def row_examples(request: pytest.FixtureRequest) -> Callable[[int], int]:
+    """How many of count examples a heavy test runs on this test's row (``rows.examples``)."""
+    row = row_of(request.node.callspec.params["backend_config"])
+    return lambda count: examples(count, row.capabilities)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ subclass, never anything else, and a full dump of the store must be the same bef
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -43,11 +44,13 @@ def seed(service: MessageService) -> None:
     service.mark_read(SINGLE, [1, 2], "bob")
 
 
-def test_junk_arguments_raise_typed_errors_and_write_nothing(service: MessageService) -> None:
+def test_junk_arguments_raise_typed_errors_and_write_nothing(
+    service: MessageService, row_examples: Callable[[int], int]
+) -> None:
     seed(service)
 
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=row_examples(EXAMPLES),
         deadline=None,
         suppress_health_check=[
             HealthCheck.too_slow,

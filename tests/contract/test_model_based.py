@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -211,12 +212,14 @@ class ConversationMachine(RuleBasedStateMachine):
 
 
 def test_backend_matches_the_reference_model(
-    service: MessageService, imbucket_emulated_server: bool
+    service: MessageService,
+    imbucket_emulated_server: bool,
+    row_examples: Callable[[int], int],
 ) -> None:
     run_state_machine_as_test(
         lambda: ConversationMachine(service),
         settings=settings(
-            max_examples=EMULATED_EXAMPLES if imbucket_emulated_server else EXAMPLES,
+            max_examples=row_examples(EMULATED_EXAMPLES if imbucket_emulated_server else EXAMPLES),
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -12,7 +12,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from sqlalchemy import Connection, event, select
+from sqlalchemy import Connection, event, make_url, select
 from sqlalchemy.exc import OperationalError
 
 from imbucket.adapters.sql.engine import (
@@ -26,7 +26,9 @@ from imbucket.adapters.sql.engine import (
 )
 from imbucket.adapters.timeouts import Timeouts
 from imbucket.app import open_service
+from imbucket.bench.instrument.scratch import server_version
 from imbucket.domain.errors import ConfigError, StoreUnavailable
+from tests.sql_servers import mariadb_server
 
 
 def not_ready() -> OperationalError:
@@ -176,3 +178,12 @@ def test_a_table_busy_with_another_nodes_ddl_is_tried_again(db: Database) -> Non
     work = Flaky(OperationalError("SELECT", None, orig), failures=2)
     assert db.run(work, idempotent=False) == "done"
     assert work.runs == 3
+
+
+def test_the_benchmark_names_the_engine_of_a_url_naming_several_nodes() -> None:
+    single = make_url(mariadb_server())
+    hosts = [f"{single.host}:{single.port or 3306}", f"127.0.0.1:{closed_port()}"]
+    url = single.set(host=None, port=None).update_query_pairs([("host", h) for h in hosts])
+    version = server_version(url.render_as_string(hide_password=False))
+    assert version == server_version(mariadb_server())
+    assert version.startswith("MariaDB ")

@@ -376,7 +376,7 @@ class Database:
                 wait = max(1, math.floor(self.timeouts.statement) - 1)
                 got = connection.exec_driver_sql(f"SELECT GET_LOCK({name}, {wait})").scalar()
                 if got != 1:
-                    raise StoreUnavailable(f"{self.server}: the schema lock is busy after {wait} s")
+                    raise SchemaLockBusy(f"{self.server}: the schema lock is busy after {wait} s")
                 try:
                     yield connection
                 finally:
@@ -485,6 +485,10 @@ class Database:
             attempt,
             self.attempts[failure.fault],
         )
+
+
+class SchemaLockBusy(StoreUnavailable):
+    """Another store held the schema lock for longer than a statement may take."""
 
 
 class _CommitFailed(Exception):

@@ -8,6 +8,8 @@ database name, SQLite's file).
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +33,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import mysql, postgresql
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import PendingRollbackError, SQLAlchemyError
 from sqlalchemy.types import TypeEngine
 
-from imbucket.adapters.sql.engine import Database, translate
+from imbucket.adapters.sql.engine import Database, SchemaLockBusy, translate
 from imbucket.domain.errors import InvalidArgument, LayoutMismatch
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import INT_FIELDS, MESSAGE_FIELDS, SHORT_TEXT_FIELDS
@@ -146,17 +148,17 @@ def _drop_marks_of_purged_rows(
         for table in marks
     )
     became_purged = (("INSERT", "NEW.purged"), ("UPDATE", "NEW.purged AND NOT OLD.purged"))
-    triggers: dict[str, list[str]] = {"sqlite": [], "mysql": []}
+    triggers: dict[str, list[tuple[str, str]]] = {"sqlite": [], "mysql": []}
     for event_name, became in became_purged:
         trigger = f"{name}_purge_{event_name.lower()}"
         head = f"CREATE TRIGGER IF NOT EXISTS {trigger} AFTER {event_name} ON {name} FOR EACH ROW"
-        triggers["sqlite"].append(f"{head} WHEN {became} BEGIN {drops} END")
-        triggers["mysql"].append(f"{head} BEGIN IF {became} THEN {drops} END IF; END")
+        triggers["sqlite"].append((trigger, f"{head} WHEN {became} BEGIN {drops} END"))
+        triggers["mysql"].append((trigger, f"{head} BEGIN IF {became} THEN {drops} END IF; END"))
     triggers["mariadb"] = triggers["mysql"]
 
     def create(target: MetaData, connection: Connection, **_: Any) -> None:
-        for statement in triggers.get(connection.dialect.name, []):
-            connection.execute(text(statement))
+        for trigger, statement in triggers.get(connection.dialect.name, []):
+            _create_trigger(connection, trigger, statement)
 
     event.listen(metadata, "after_create", create)
 
@@ -238,7 +240,7 @@ def _spill_with_the_patch(metadata: MetaData, docs: Table, spill: Table) -> None
             connection.execute(
                 text(f"ALTER TABLE {name} ADD COLUMN {SPILLING} {column_type[dialect]} NULL")
             )
-        connection.execute(text(triggers[dialect]))
+        _create_trigger(connection, f"{name}_spilling", triggers[dialect])
 
     event.listen(metadata, "after_create", create)
 
@@ -258,19 +260,57 @@ def _spill_by_user(metadata: MetaData, spill: Table) -> None:
     event.listen(metadata, "after_create", create)
 
 
+def _create_trigger(connection: Connection, name: str, statement: str) -> None:
+    """Run statement (CREATE TRIGGER IF NOT EXISTS name …) unless the trigger exists.
+
+    On MariaDB, CREATE TRIGGER is DDL even when the trigger exists: Galera runs it on every
+    node in isolation, and stores opened at once on several nodes stall behind each other's.
+    Asking first keeps the open of an existing store free of DDL.
+    """
+    if connection.dialect.name in ("mysql", "mariadb"):
+        exists = text(
+            "SELECT 1 FROM information_schema.TRIGGERS"
+            " WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = :name"
+        )
+        if connection.execute(exists, {"name": name}).first() is not None:
+            return
+    connection.execute(text(statement))
+
+
+# The schema lock serialises opens on one server, but a Galera node's GET_LOCK is its own:
+# stores opened at once on two nodes race through the DDL. The loser sees a table or column
+# the other created after it looked (1050, 1060), a table busy with the other's replicated
+# DDL (1684), a certification failure on the layout record (1213) or its connection dropped
+# by the node; and each replicated DDL waits for its turn on every node, so a store can wait
+# out the schema lock. Another attempt finds what the winner created. Every step is
+# idempotent, so running it again is safe.
+_SCHEMA_RACE_MYSQL_CODES = frozenset({1050, 1060, 1213, 1684})
+SCHEMA_ATTEMPTS = 8
+_SCHEMA_WAIT = 0.05  # seconds, times the attempt number, randomised
+
+
 def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
-    """Create missing tables and check the recorded layout; LayoutMismatch if it differs."""
+    """Create missing tables and check the recorded layout; LayoutMismatch if it differs.
+
+    Stores opened at once on several nodes of one cluster each get SCHEMA_ATTEMPTS tries.
+    """
     record, version = schema.layout, _version(schema, layout)
-    try:
-        with db.schema_lock() as connection:
-            schema.metadata.create_all(connection)
-            _add_message_columns(connection, schema)
-            connection.execute(
-                db.insert_ignore(record).values(id=1, bucket_size=layout.size, version=version)
-            )
-            stored = connection.execute(select(record.c.bucket_size, record.c.version)).one()
-    except SQLAlchemyError as error:
-        raise translate(error) from error
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            with db.schema_lock() as connection:
+                schema.metadata.create_all(connection)
+                _add_message_columns(connection, schema)
+                connection.execute(
+                    db.insert_ignore(record).values(id=1, bucket_size=layout.size, version=version)
+                )
+                stored = connection.execute(select(record.c.bucket_size, record.c.version)).one()
+            break
+        except (SQLAlchemyError, SchemaLockBusy) as error:
+            if attempt == SCHEMA_ATTEMPTS or not _lost_schema_race(error):
+                if isinstance(error, SchemaLockBusy):
+                    raise
+                raise translate(error) from error
+            time.sleep(random.uniform(0, _SCHEMA_WAIT * attempt))
     if stored.version != version:
         raise LayoutMismatch(_version_mismatch(record.name, stored.version, version))
     if stored.bucket_size != layout.size:
@@ -278,6 +318,13 @@ def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
             f"{record.name} was created with bucket size {stored.bucket_size}, "
             f"not {layout.size}: open it with store.bucket_size = {stored.bucket_size}"
         )
+
+
+def _lost_schema_race(error: Exception) -> bool:
+    if isinstance(error, (SchemaLockBusy, PendingRollbackError)):
+        return True
+    original = getattr(error, "orig", None)
+    return bool(original and original.args and original.args[0] in _SCHEMA_RACE_MYSQL_CODES)
 
 
 def _version(schema: Schema, layout: BucketLayout) -> int:

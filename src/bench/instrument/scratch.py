@@ -158,9 +158,9 @@ def server_version(url: str) -> str:
 
 
 def _sql_version(url: str) -> str:
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import create_engine, make_url, text
 
-    engine = create_engine(url)
+    engine = create_engine(_first_host(make_url(url), _scheme(url).startswith("postgres")))
     try:
         with engine.connect() as conn:
             version = str(conn.execute(text("SELECT version()")).scalar())
