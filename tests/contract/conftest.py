@@ -82,7 +82,9 @@ ROWS = [
     ),
 ]
 # The same rows on the asyncio API (imbucket.aio): every test, unchanged, through a blocking
-# facade that runs each call as a task on an event loop (imbucket.testing.aio).
+# facade that runs each call as a task on an event loop (imbucket.testing.aio). The rules
+# they run are the sync rows' own code, so the server rows among them are SLOW: the heaviest
+# tests run a share of their examples there.
 ASYNC_ROWS = (
     "memory",
     *(
@@ -92,7 +94,11 @@ ASYNC_ROWS = (
     ),
 )
 ROWS += [
-    Row(f"aio:{row.id}", f"aio_{row.fixture}", row.capabilities)
+    Row(
+        f"aio:{row.id}",
+        f"aio_{row.fixture}",
+        row.capabilities | ({SLOW} if PERSISTENT in row.capabilities else set()),
+    )
     for row in ROWS
     if row.id in ASYNC_ROWS
 ]
