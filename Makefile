@@ -77,7 +77,7 @@ plugin: | $(PLUGIN_BIN)/python $(UV)
 	cd $(EXAMPLE) && ../../$(PLUGIN_BIN)/python -c 'import imbucket as i, imbucket.testing.suite as s, \
 		sys; sys.exit(any("site-packages" not in m.__file__ for m in (i, s)))'
 	cd $(EXAMPLE) && CI=false ../../$(PLUGIN_BIN)/pytest --imbucket-backend=example-dict \
-		--imbucket-capabilities=buckets -p no:cacheprovider
+		--imbucket-capabilities=buckets,send-claims,early-tags,spill,int64-fields -p no:cacheprovider
 
 # The MongoDB stand-in's own venv (.venv-mongoeco, Python >= 3.13, pinned mongoeco). The test
 # fixture builds it on first use too; this target builds it up front and fails loudly.

@@ -16,7 +16,7 @@ from tests import galera_cluster as galera
 from tests import patroni_cluster as patroni
 from tests.mongo import emulated_mongo, mongo_database, summary, where_mongo_ran
 from tests.redis_cluster import RedisClusterProcesses, start_cluster
-from tests.redis_server import redis_prefix, redis_url
+from tests.redis_server import redis_database, redis_prefix, redis_url
 from tests.servers import close_containers
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
@@ -121,6 +121,13 @@ def redis_cache() -> Iterator[Config]:
     url = redis_url()
     with redis_prefix(url) as prefix:
         yield {"backend": "redis", "url": url, "key_prefix": prefix}
+
+
+@pytest.fixture
+def openim_redis() -> Iterator[str]:
+    """URL of a test Redis database of this test's own, for OpenIM's fixed key names."""
+    with redis_database(redis_url()) as url:
+        yield url
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from imbucket.adapters.memory import MemoryBucketRepository, MemoryCacheBinding,
 from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.cache_binding import NO_CACHE, check_cached, check_uncached, new_binding
-from imbucket.domain.errors import ConfigError
+from imbucket.domain.errors import ConfigError, LayoutMismatch
 from imbucket.domain.layout import BucketLayout
 from imbucket.ports.cache_binding import CacheBindingRecord
 from imbucket.ports.message_cache import ViewCache
@@ -183,7 +183,8 @@ def openim_mongo(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
         )
         from imbucket.adapters.mongo.openim_writes import OpenimAllocator
     if layout.size != OPENIM_LAYOUT.size:
-        raise ConfigError(
+        # OpenIM's doc_ids bake its size in: every database it wrote has this layout.
+        raise LayoutMismatch(
             f"OpenIM's buckets hold {OPENIM_LAYOUT.size} messages, not {layout.size}: "
             "leave store.bucket_size unset"
         )

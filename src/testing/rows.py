@@ -6,11 +6,14 @@ declares imbucket's own table of rows and hands it to :func:`use`; under ``pytes
 runs on the rows having it::
 
     @pytest.mark.parametrize("backend_config", backends(PERSISTENT), indirect=True)
+
+or, composing with any parametrization, carries the marker ``@needs(SEND_CLAIMS)``: the
+suite's conftest deselects it on the rows lacking one of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +29,14 @@ ROW_LAYOUT = "rows"  # the store is a RowMessageStore: its ``repository`` can be
 # replicated cluster, a remote engine). The heaviest tests (model-based, hostile input, the
 # hot-group deleters) run SLOW_SHARE-th of their examples there, read through ``examples``.
 SLOW = "slow"
-CAPABILITIES = (PERSISTENT, SQL, BUCKETS, ROW_LAYOUT, SLOW)
 SLOW_SHARE = 4
+# Guarantees every imbucket layout keeps and OpenIM's own (openim-mongo, docs/openim.md) cannot:
+SEND_CLAIMS = "send-claims"  # a send is idempotent per client_msg_id (claims kept, pruned)
+EARLY_TAGS = "early-tags"  # a mark-read of a seq not stored yet is kept for the message
+SPILL = "spill"  # deleters beyond the inline budget are kept (spilled), none refused
+INT64_FIELDS = "int64-fields"  # every integer message field holds any int64
+GUARANTEES = frozenset({SEND_CLAIMS, EARLY_TAGS, SPILL, INT64_FIELDS})
+CAPABILITIES = (PERSISTENT, SQL, BUCKETS, ROW_LAYOUT, SLOW, *sorted(GUARANTEES))
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,11 @@ class Row:
     id: str
     fixture: str  # the name of a fixture returning the open_service config
     capabilities: frozenset[str] = frozenset()
+
+
+def having(*capabilities: str) -> frozenset[str]:
+    """Capabilities plus every guarantee of imbucket's own layouts (GUARANTEES)."""
+    return GUARANTEES.union(capabilities)
 
 
 _rows: list[Row] = []  # set by the suite's conftest before any test module is imported
@@ -54,6 +68,20 @@ def backends(*capabilities: str) -> list[Any]:
         for row in _rows
         if row.capabilities.issuperset(capabilities)
     ]
+
+
+NEEDS = "needs"  # the marker ``needs`` sets
+
+
+def needs(*capabilities: str) -> pytest.MarkDecorator:
+    """Mark a test (class, or module as ``pytestmark``) to run only on rows having capabilities."""
+    marker: pytest.MarkDecorator = getattr(pytest.mark, NEEDS)
+    return marker(*capabilities)
+
+
+def runs_on(fixture: str, needed: Iterable[str]) -> bool:
+    """Whether the row whose config fixture is fixture has every capability needed."""
+    return any(row.fixture == fixture and row.capabilities.issuperset(needed) for row in _rows)
 
 
 # A config key the suite's ``open_backend`` reads (and removes): the row runs on imbucket.aio.

@@ -4,7 +4,7 @@ This directory is the contract suite's one home; the wheel ships it as
 ``imbucket.testing.suite``, where ``pytest --imbucket-backend NAME`` runs it on one backend
 (docs/plugins.md). So nothing here imports from ``tests``: the rows name fixtures, and the
 fixtures that reach a server (``postgres_url``, ``mariadb_url``, ``mongo_url``,
-``galera_url``, ``pg_ha_url``, ``redis_cache``, ``redis_cluster_cache``) live in
+``galera_url``, ``pg_ha_url``, ``redis_cache``, ``redis_cluster_cache``, ``openim_redis``) live in
 ``tests/conftest.py``.
 
 A row names a fixture that returns the config mapping for ``open_service``; server rows
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -30,6 +31,7 @@ from imbucket.testing.aio import BlockingService, LoopThread
 from imbucket.testing.rows import (
     ASYNC_API,
     BUCKETS,
+    NEEDS,
     PERSISTENT,
     ROW_LAYOUT,
     SLOW,
@@ -38,47 +40,50 @@ from imbucket.testing.rows import (
     Row,
     backends,
     examples,
+    having,
     on_asyncio,
     row_of,
+    runs_on,
     store_config,
     use,
 )
 
 # sqlite:// is in memory, so a second open_service sees a new, empty database.
 ROWS = [
-    Row("memory", "memory_config", frozenset({BUCKETS})),
-    Row("sql-row-sqlite", "sql_row_sqlite_config", frozenset({SQL, ROW_LAYOUT})),
-    Row("sql-row-postgres", "sql_row_postgres_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
-    Row("sql-row-mariadb", "sql_row_mariadb_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT})),
-    Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", frozenset({SQL, BUCKETS})),
-    Row("sql-bucket-postgres", "sql_bucket_postgres_config", frozenset({SQL, PERSISTENT, BUCKETS})),
-    Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", frozenset({SQL, PERSISTENT, BUCKETS})),
+    Row("memory", "memory_config", having(BUCKETS)),
+    Row("sql-row-sqlite", "sql_row_sqlite_config", having(SQL, ROW_LAYOUT)),
+    Row("sql-row-postgres", "sql_row_postgres_config", having(SQL, PERSISTENT, ROW_LAYOUT)),
+    Row("sql-row-mariadb", "sql_row_mariadb_config", having(SQL, PERSISTENT, ROW_LAYOUT)),
+    Row("sql-bucket-sqlite", "sql_bucket_sqlite_config", having(SQL, BUCKETS)),
+    Row("sql-bucket-postgres", "sql_bucket_postgres_config", having(SQL, PERSISTENT, BUCKETS)),
+    Row("sql-bucket-mariadb", "sql_bucket_mariadb_config", having(SQL, PERSISTENT, BUCKETS)),
     # Real distributed engines the session starts itself: Galera (every node takes writes,
     # each test's connections spread over them) and PostgreSQL under Patroni (synchronous
     # replication; the URL names every member and connects to the primary). Every write
     # waits for other nodes, so they are SLOW: the heaviest tests run a share of their examples.
-    Row("sql-row-galera", "sql_row_galera_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT, SLOW})),
-    Row(
-        "sql-bucket-galera", "sql_bucket_galera_config", frozenset({SQL, PERSISTENT, BUCKETS, SLOW})
-    ),
-    Row("sql-row-pg-ha", "sql_row_pg_ha_config", frozenset({SQL, PERSISTENT, ROW_LAYOUT, SLOW})),
-    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", frozenset({SQL, PERSISTENT, BUCKETS, SLOW})),
-    Row("mongo-bucket", "mongo_bucket_config", frozenset({PERSISTENT, BUCKETS})),
-    Row("mongo-row", "mongo_row_config", frozenset({PERSISTENT, ROW_LAYOUT})),
-    Row("memory+redis", "memory_redis_config"),
-    Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", frozenset({PERSISTENT})),
-    Row("sql-bucket-sqlite+redis", "sql_bucket_sqlite_redis_config"),
-    Row("memory+redis-cluster", "memory_redis_cluster_config"),
-    Row("sql-bucket-sqlite+redis-cluster", "sql_bucket_sqlite_redis_cluster_config"),
+    Row("sql-row-galera", "sql_row_galera_config", having(SQL, PERSISTENT, ROW_LAYOUT, SLOW)),
+    Row("sql-bucket-galera", "sql_bucket_galera_config", having(SQL, PERSISTENT, BUCKETS, SLOW)),
+    Row("sql-row-pg-ha", "sql_row_pg_ha_config", having(SQL, PERSISTENT, ROW_LAYOUT, SLOW)),
+    Row("sql-bucket-pg-ha", "sql_bucket_pg_ha_config", having(SQL, PERSISTENT, BUCKETS, SLOW)),
+    Row("mongo-bucket", "mongo_bucket_config", having(PERSISTENT, BUCKETS)),
+    Row("mongo-row", "mongo_row_config", having(PERSISTENT, ROW_LAYOUT)),
+    # OpenIM's own layout, written as OpenIM writes it (docs/openim.md): none of the
+    # capabilities OpenIM has no place for.
+    Row("openim-mongo", "openim_mongo_config", frozenset({PERSISTENT, BUCKETS})),
+    Row("memory+redis", "memory_redis_config", having()),
+    Row("sql-row-postgres+redis", "sql_row_postgres_redis_config", having(PERSISTENT)),
+    Row("sql-bucket-sqlite+redis", "sql_bucket_sqlite_redis_config", having()),
+    Row("memory+redis-cluster", "memory_redis_cluster_config", having()),
+    Row("sql-bucket-sqlite+redis-cluster", "sql_bucket_sqlite_redis_cluster_config", having()),
     # One deleter per slot inline: every further deleter goes through the side table.
-    Row("memory-spill", "memory_spill_config", frozenset({BUCKETS})),
-    Row("sql-bucket-sqlite-spill", "sql_bucket_sqlite_spill_config", frozenset({SQL, BUCKETS})),
+    Row("memory-spill", "memory_spill_config", having(BUCKETS)),
+    Row("sql-bucket-sqlite-spill", "sql_bucket_sqlite_spill_config", having(SQL, BUCKETS)),
     # OpenIM's bucket encoding (named fields, every slot written out) next to the compact one.
-    Row("sql-bucket-sqlite-openim", "sql_bucket_sqlite_openim_config", frozenset({SQL, BUCKETS})),
+    Row("sql-bucket-sqlite-openim", "sql_bucket_sqlite_openim_config", having(SQL, BUCKETS)),
     Row(
         "sql-bucket-postgres-openim",
         "sql_bucket_postgres_openim_config",
-        frozenset({SQL, PERSISTENT, BUCKETS}),
+        having(SQL, PERSISTENT, BUCKETS),
     ),
 ]
 # The same rows on the asyncio API (imbucket.aio): every test, unchanged, through a blocking
@@ -211,6 +216,13 @@ def mongo_row_config(mongo_url: str) -> Config:
     return store_config("mongo-row", mongo_url)
 
 
+@pytest.fixture
+def openim_mongo_config(mongo_url: str, openim_redis: str) -> Config:
+    query = urlencode({"openim_redis": openim_redis, "openim_writes": "true"})
+    separator = "&" if "?" in mongo_url else "?"
+    return store_config("openim-mongo", f"{mongo_url}{separator}{query}")
+
+
 def _on_asyncio(name: str) -> Any:
     def config(request: pytest.FixtureRequest) -> Config:
         return on_asyncio(request.getfixturevalue(name.removeprefix("aio_")))
@@ -221,6 +233,26 @@ def _on_asyncio(name: str) -> Any:
 for _row in ROWS:
     if _row.id.startswith("aio:"):
         globals()[_row.fixture] = _on_asyncio(_row.fixture)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The marker ``needs`` (``imbucket.testing.rows.needs``)."""
+    config.addinivalue_line("markers", f"{NEEDS}(*capabilities): runs on the rows having them")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect each test marked ``needs`` on the rows lacking one of its capabilities."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        fixture = callspec.params.get("backend_config") if callspec is not None else None
+        needed = {c for mark in item.iter_markers(NEEDS) for c in mark.args}
+        # An empty parameter set (no row has the capability) stays pytest's skip.
+        lacking = isinstance(fixture, str) and needed and not runs_on(fixture, needed)
+        (dropped if lacking else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(params=BACKENDS)

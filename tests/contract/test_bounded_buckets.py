@@ -28,7 +28,7 @@ from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason, 
 from imbucket.ports.bucket_repository import BucketRepository
 from imbucket.testing.concurrency import run_together
 from imbucket.testing.factories import CONV, draft, message, messages
-from imbucket.testing.rows import BUCKETS, backends
+from imbucket.testing.rows import BUCKETS, SPILL, backends, needs
 
 HOT_DELETERS = 5_000
 WORKERS = 4
@@ -72,6 +72,7 @@ def in_parallel(users: list[str], work: Any) -> list[Any]:
 # The longest test of the suite on the mongoeco emulator, whose cost per command grows with a
 # document's array (mongo-row's del_list): it gets a budget of its own (`make test` runs it on
 # one xdist worker while the other runs the rest).
+@needs(SPILL)
 @pytest.mark.timeout(1500)
 def test_a_hot_group_message_deleted_by_5000_users(
     service: MessageService, row_examples: Callable[[int], int]
@@ -110,6 +111,7 @@ def test_a_hot_group_message_deleted_by_5000_users(
         assert inline.spilled
 
 
+@needs(SPILL)
 def test_deleters_beyond_a_small_cap_spill_and_purge_drops_them(
     capped: Callable[[int], MessageService],
 ) -> None:
@@ -142,6 +144,7 @@ def test_deleters_beyond_a_small_cap_spill_and_purge_drops_them(
         assert repository.read_spilled({doc_id: [1]}) == {}
 
 
+@needs(SPILL)
 def test_concurrent_deleters_of_one_slot_lose_nothing_across_the_cap(
     capped: Callable[[int], MessageService],
 ) -> None:
@@ -226,6 +229,7 @@ def worst_message(seq: int) -> Message:
     )
 
 
+@needs(SPILL)
 @pytest.mark.parametrize("backend_config", backends(BUCKETS), indirect=True)
 def test_the_worst_bucket_the_limits_allow_stays_under_the_configured_size(
     open_backend: Any, backend_config: dict[str, Any]

@@ -16,6 +16,7 @@ from imbucket.app import MessageService
 from imbucket.domain.model import InsertResult, Revoke, Role
 from imbucket.testing.factories import messages
 from imbucket.testing.migration_data import CONVERSATIONS, USERS, fill
+from imbucket.testing.rows import EARLY_TAGS, needs
 
 
 def test_insert_many_answers_per_conversation_what_insert_answers(
@@ -46,6 +47,7 @@ def test_insert_many_answers_per_conversation_what_insert_answers(
     assert again["c-new"] == InsertResult(duplicates=tuple(range(1, 251)))
 
 
+@needs(EARLY_TAGS)
 def test_get_many_answers_what_get_answers_for_each_conversation(
     service: MessageService,
 ) -> None:
@@ -61,6 +63,7 @@ def test_get_many_answers_what_get_answers_for_each_conversation(
     assert found["never-written"] == {} and found["asked-for-nothing"] == {}
 
 
+@needs(EARLY_TAGS)
 def test_bulk_watermark_reads_answer_what_the_single_reads_answer(
     service: MessageService,
 ) -> None:

@@ -23,6 +23,7 @@ from imbucket.domain.model import MAX_INT64, MAX_SEQ, Actor, Role, SessionType
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket.testing.dump import dump
 from imbucket.testing.factories import CONV, draft, message, messages
+from imbucket.testing.rows import INT64_FIELDS, needs
 from imbucket.testing.strategies import junk_calls
 
 EXAMPLES = int(os.environ.get("IMBUCKET_HOSTILE_EXAMPLES", "100" if os.environ.get("CI") else "25"))
@@ -69,6 +70,7 @@ def test_junk_arguments_raise_typed_errors_and_write_nothing(
     refused()
 
 
+@needs(INT64_FIELDS)
 def test_the_largest_valid_values_are_stored_exactly(service: MessageService) -> None:
     """Ids of the maximum length in 4-byte characters, 64 KiB of content, the highest seq.
 

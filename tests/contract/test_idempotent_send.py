@@ -19,7 +19,7 @@ from imbucket.ports.seq_store import SeqStore
 from imbucket.testing.concurrency import WRITERS, run_together, send_from_processes
 from imbucket.testing.dump import dump
 from imbucket.testing.factories import CONV, draft
-from imbucket.testing.rows import PERSISTENT, SQL, Config, backends
+from imbucket.testing.rows import PERSISTENT, SEND_CLAIMS, SQL, Config, backends, needs
 
 PROCESSES = 3
 
@@ -30,6 +30,7 @@ def stored_seqs(service: MessageService) -> list[int]:
     return sorted(seq for seq, slot in slots.items() if slot.message is not None)
 
 
+@needs(SEND_CLAIMS)
 def test_sending_twice_returns_the_original(service: MessageService) -> None:
     first = service.send(CONV, [draft(1), draft(2)])
     again = service.send(CONV, [draft(1), draft(2)])
@@ -39,6 +40,7 @@ def test_sending_twice_returns_the_original(service: MessageService) -> None:
     assert service.stats().messages == 2
 
 
+@needs(SEND_CLAIMS)
 def test_a_retry_returns_the_original_even_if_the_draft_changed(service: MessageService) -> None:
     [original] = service.send(CONV, [draft(1)])
     [again] = service.send(CONV, [replace(draft(1), content="edited on the retry")])
@@ -46,6 +48,7 @@ def test_a_retry_returns_the_original_even_if_the_draft_changed(service: Message
     assert service.max_seq(CONV) == 1
 
 
+@needs(SEND_CLAIMS)
 def test_a_batch_mixing_new_and_sent_drafts(service: MessageService) -> None:
     old = service.send(CONV, [draft(1), draft(2)])
     mixed = service.send(CONV, [draft(3), draft(2), draft(4), draft(1)])
@@ -87,6 +90,7 @@ def assert_dense(service: MessageService, conversation_id: str = CONV) -> None:
     assert [e for e in entries if not isinstance(e, MessageView)] == []
 
 
+@needs(SEND_CLAIMS)
 @pytest.mark.usefixtures("_frequent_thread_switches")
 def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
     service.send(CONV, [draft(0)])
@@ -100,6 +104,7 @@ def test_concurrent_retries_store_one_copy(service: MessageService) -> None:
     assert_dense(service)
 
 
+@needs(SEND_CLAIMS)
 @pytest.mark.usefixtures("_frequent_thread_switches")
 def test_concurrent_retries_to_a_new_conversation_allocate_one_seq(
     service: MessageService,
@@ -117,6 +122,7 @@ def shared_rows() -> list[Any]:
     return list(rows.values())
 
 
+@needs(SEND_CLAIMS)
 @pytest.mark.parametrize("backend_config", shared_rows(), indirect=True)
 def test_retries_from_several_processes_allocate_one_seq(
     backend_config: Config, open_backend: Any, tmp_path: Path
@@ -152,6 +158,7 @@ class LookupMissesOnce:
         return getattr(self._seqs, name)
 
 
+@needs(SEND_CLAIMS)
 def test_a_retry_that_missed_the_claim_allocates_nothing(service: MessageService) -> None:
     # The first sender claimed draft-1 (seq 1), then stopped before storing it.
     assert service.seqs.allocate_sends(CONV, ["draft-1"], at=now_ms()) == {"draft-1": 1}
@@ -169,6 +176,7 @@ def test_a_retry_that_missed_the_claim_allocates_nothing(service: MessageService
     assert service.send(CONV, [draft(1)]) == [message]
 
 
+@needs(SEND_CLAIMS)
 def test_a_retry_stores_a_claimed_message_its_sender_never_stored(service: MessageService) -> None:
     seq = service.seqs.allocate(CONV, 1)
     service.seqs.claim_sends(CONV, {"draft-1": seq}, at=now_ms())  # the sender crashed here
@@ -178,6 +186,7 @@ def test_a_retry_stores_a_claimed_message_its_sender_never_stored(service: Messa
     assert service.send(CONV, [draft(1)]) == [message]
 
 
+@needs(SEND_CLAIMS)
 def test_a_retry_of_a_purged_message_is_refused(service: MessageService) -> None:
     service.send(CONV, [draft(1), draft(2)])
     service.purge(CONV, [1], Actor("olivia", Role.OWNER))
@@ -187,6 +196,7 @@ def test_a_retry_of_a_purged_message_is_refused(service: MessageService) -> None
     assert dump(service) == before
 
 
+@needs(SEND_CLAIMS)
 def test_another_sender_reusing_a_client_msg_id_is_refused(service: MessageService) -> None:
     service.send(CONV, [draft(1)])
     before = dump(service)

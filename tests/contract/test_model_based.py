@@ -24,6 +24,7 @@ from imbucket.domain.errors import ImbucketError
 from imbucket.domain.model import Actor, Draft, Message, Role, SessionType
 from imbucket.domain.projection import Entry, MessageView
 from imbucket.testing.reference import ReferenceConversation
+from imbucket.testing.rows import EARLY_TAGS, SEND_CLAIMS, needs
 
 USERS = ("u1", "u2", "u3")
 ROLES = (Role.MEMBER, Role.ADMIN, Role.OWNER, Role.APP_ADMIN)
@@ -211,6 +212,7 @@ class ConversationMachine(RuleBasedStateMachine):
             assert actual == expected, f"{user} sees something else"
 
 
+@needs(SEND_CLAIMS, EARLY_TAGS)
 def test_backend_matches_the_reference_model(
     service: MessageService,
     imbucket_emulated_server: bool,

@@ -9,6 +9,7 @@ from imbucket.domain.model import Slot
 from imbucket.domain.scan import Counters, SendClaim, UserSeqs
 from imbucket.testing.factories import messages
 from imbucket.testing.migration_data import CLIENT_MSG_IDS, CONVERSATIONS, GROUP, USERS, fill
+from imbucket.testing.rows import EARLY_TAGS, SEND_CLAIMS, needs
 
 
 def _scan_slots(service: MessageService, limit: int) -> tuple[list[Any], list[int]]:
@@ -56,6 +57,7 @@ def test_an_empty_store_scans_empty(service: MessageService) -> None:
         assert _scan_rows(scan, 10) == []
 
 
+@needs(EARLY_TAGS)
 def test_a_scan_returns_every_stored_slot_once_as_get_shows_it(service: MessageService) -> None:
     fill(service)
     for limit in (7, 1000):
@@ -73,6 +75,7 @@ def test_scan_pages_stay_bounded_in_a_large_conversation(service: MessageService
     assert len(sizes) >= 1000 // max(10, service.store.layout.size)
 
 
+@needs(EARLY_TAGS, SEND_CLAIMS)
 def test_seq_scans_return_every_counter_watermark_and_claim(service: MessageService) -> None:
     fill(service)
     seqs = service.seqs

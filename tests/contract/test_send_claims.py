@@ -15,10 +15,14 @@ import pytest
 from imbucket.app import MessageService
 from imbucket.app.service import PRUNE_INTERVAL_MS
 from imbucket.domain.model import Draft
+from imbucket.testing.rows import SEND_CLAIMS, needs
 
 CONV = "si_alice_bob"
 RETENTION_SECONDS = 3600
 WINDOW_MS = RETENTION_SECONDS * 1000
+
+
+pytestmark = needs(SEND_CLAIMS)
 
 
 class Clock:

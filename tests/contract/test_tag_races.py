@@ -19,7 +19,7 @@ from imbucket.app import MessageService
 from imbucket.domain.model import Actor, ContentType, Role
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket.testing.factories import CONV, draft, message
-from imbucket.testing.rows import BUCKETS, SQL, backends
+from imbucket.testing.rows import BUCKETS, EARLY_TAGS, SQL, backends, needs
 
 OWNER = Actor("olivia", Role.OWNER)
 SEQ = 101  # the first seq of the second bucket at the default bucket size
@@ -105,6 +105,7 @@ class TestBucketTagWritesRacingTheBucketCreation:
         assert service.pull(CONV, "bob", [SEQ])[0] == Tombstone(SEQ, TombstoneReason.DELETED)
         assert isinstance(service.pull(CONV, "carol", [SEQ])[0], MessageView)
 
+    @needs(EARLY_TAGS)
     def test_mark_read_is_not_lost(self, service: MessageService) -> None:
         allocate_next_bucket(service)
         repository = service.store.repository  # type: ignore[attr-defined]

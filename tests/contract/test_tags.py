@@ -11,6 +11,7 @@ from imbucket.domain.errors import NotPermitted, SeqNotAllocated
 from imbucket.domain.model import Actor, ContentType, Role, SessionType
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket.testing.factories import CONV, message, messages
+from imbucket.testing.rows import EARLY_TAGS, needs
 
 OWNER = Actor("olivia", Role.OWNER)
 
@@ -116,6 +117,7 @@ def test_mark_read_marks_only_messages_of_others(service: MessageService) -> Non
     assert service.mark_read(conv, [1, 2], "bob") == 0
 
 
+@needs(EARLY_TAGS)
 def test_mark_read_before_the_message_lands_is_kept(service: MessageService) -> None:
     conv = "si_alice_bob"
     single = {"session_type": SessionType.SINGLE, "group_id": "", "recv_id": "bob"}

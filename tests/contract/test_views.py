@@ -11,6 +11,7 @@ from imbucket.app import MessageService
 from imbucket.app.views import SeparateViews
 from imbucket.domain.model import Actor, Pick, Role
 from imbucket.testing.factories import CONV, messages
+from imbucket.testing.rows import EARLY_TAGS, needs
 
 OWNER = Actor("olivia", Role.OWNER)
 VIEWERS = ("bob", "carol", "dave", "stranger")
@@ -40,6 +41,7 @@ def picks(listed: tuple[int, ...], latest: tuple[int, ...]) -> list[Pick]:
     ]
 
 
+@needs(EARLY_TAGS)
 def test_views_equal_separate_reads_in_every_slot_state(service: MessageService) -> None:
     service.ingest(CONV, messages(1, LAST))
     service.seqs.raise_max_seq(CONV, ALLOCATED)
