@@ -48,6 +48,7 @@ from imbucket.adapters.sql.json_sql import (
     POSTGRES_VIEW,
     SQLITE,
     SQLITE_VIEW,
+    VIEWER_DELETED,
     JsonSql,
     Path,
     ViewSql,
@@ -101,7 +102,7 @@ class SqlBucketRepository:
         self._json = _JSON[db.kind].keyed(self._codec)
         self._table = schema.docs.name
         self._spill = schema.spill
-        self._views = _Views(schema, layout, _VIEW[db.kind])
+        self._views = _Views(schema, layout, _VIEW[db.kind], self._codec.key("del_list"))
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -260,7 +261,8 @@ class SqlBucketRepository:
             deleted = doc.pop(deleters, None)
             slot = from_doc(conversation_id, seq, doc)
             if deleted:  # the viewer sees only whether it deleted, and whether anyone did
-                slot = replace(slot, deleted_by=viewed_deleters(viewer, viewer in deleted, True))
+                mine = deleted == VIEWER_DELETED if isinstance(deleted, int) else viewer in deleted
+                slot = replace(slot, deleted_by=viewed_deleters(viewer, mine, True))
             if slot.spilled:  # the viewer's own side-table entry came with the bucket
                 doc_id = layout.doc_id_for_index(conversation_id, doc_index)
                 has = str(index) in _listed(buckets[doc_index][0][5])
@@ -659,7 +661,9 @@ class SqlBucketRepository:
 class _Views:
     """The pull statements of one bucket table, built once per store (bound per call)."""
 
-    def __init__(self, schema: BucketSchema, layout: BucketLayout, spelling: ViewSql) -> None:
+    def __init__(
+        self, schema: BucketSchema, layout: BucketLayout, spelling: ViewSql, deleters: str
+    ) -> None:
         watermarks = watermarks_sql(schema, derived=True)
         table, spill, size = schema.docs.name, schema.spill.name, layout.size
         self.marks = _columns(text(watermarks_sql(schema)), _MARK_COLUMNS)
@@ -667,7 +671,7 @@ class _Views:
         self.latest = _columns(latest, _VIEW_COLUMNS)
         listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
         self.listed = _columns(listed, _VIEW_COLUMNS)
-        sparse = text(spelling.sparse(table, spill, watermarks, size))
+        sparse = text(spelling.sparse(table, spill, watermarks, size, deleters))
         self.sparse = _columns(sparse, _VIEW_COLUMNS)
 
 

@@ -269,6 +269,10 @@ SQLITE = JsonSql(
 )
 
 
+# What a pull of few slots a bucket receives in place of a slot's deleter list.
+VIEWER_DELETED, OTHERS_DELETED = 1, 2
+
+
 @dataclass(frozen=True, slots=True)
 class ViewSql:
     """One engine's spelling of the fused pull read over the bucket table (``view``).
@@ -289,7 +293,12 @@ class ViewSql:
     greatest: str
     # FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON ``:slots``
     pairs_sql: str
-    slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` as JSON text
+    slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` (JSON)
+    # That slot with its deleter list ``{deleters}`` reduced to what the viewer may learn:
+    # VIEWER_DELETED when the viewer deleted it, OTHERS_DELETED when only others did, as
+    # stored (absent or empty) when nobody did. A pull of one slot then receives the same
+    # bytes whatever the number of its deleters.
+    viewed_slot_sql: str
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
 
@@ -303,19 +312,26 @@ class ViewSql:
         needs no second round trip; ``slot`` is NULL (the bucket is whole). Rows with a
         NULL doc_index carry the watermarks alone.
         """
-        return self._select(table, spill, watermarks, size, latest, sparse=False)
+        return self._select(table, spill, watermarks, size, latest)
 
-    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str:
+    def sparse(self, table: str, spill: str, watermarks: str, size: int, deleters: str) -> str:
         """``statement`` for listed seqs few to a bucket: one row per listed slot.
 
-        Its ``msgs`` is the slot alone (``slot_at_sql``), its ``slot`` the slot index; the
-        engine then renders one slot instead of the whole bucket, and the caller decodes
-        one slot instead of a bucket.
+        Its ``msgs`` is the slot alone with its deleter list (key ``deleters``) reduced to
+        the viewer (``viewed_slot_sql``), its ``slot`` the slot index; the engine then
+        renders one slot instead of the whole bucket, and the caller decodes one slot.
         """
-        return self._select(table, spill, watermarks, size, latest=False, sparse=True)
+        viewed = self.viewed_slot_sql.format(slot=self.slot_at_sql, deleters=deleters)
+        return self._select(table, spill, watermarks, size, latest=False, sparse=viewed)
 
     def _select(
-        self, table: str, spill: str, watermarks: str, size: int, latest: bool, sparse: bool
+        self,
+        table: str,
+        spill: str,
+        watermarks: str,
+        size: int,
+        latest: bool,
+        sparse: str | None = None,
     ) -> str:
         if latest:
             last = self.divide_sql.format(left="w.max_seq - 1", right=size)
@@ -336,7 +352,7 @@ class ViewSql:
         )
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
-            f" {self.slot_at_sql if sparse else self.text_sql} AS msgs,"
+            f" {sparse or self.text_sql} AS msgs,"
             f" CASE WHEN d.msgs IS NULL THEN NULL ELSE {spilled} END AS spilled,"
             f" {'c.k' if sparse else 'NULL'} AS slot FROM ({watermarks}) AS w"
             f" LEFT JOIN {self.pairs_sql if sparse else self.candidates_sql} ON {candidate}"
@@ -359,7 +375,14 @@ POSTGRES_VIEW = ViewSql(
         "(SELECT CAST(t.p ->> 0 AS bigint) AS j, CAST(t.p ->> 1 AS integer) AS k"
         " FROM jsonb_array_elements(CAST(:slots AS jsonb)) AS t(p)) AS c"
     ),
-    slot_at_sql="CAST(d.msgs -> c.k AS text)",
+    slot_at_sql="(d.msgs -> c.k)",
+    viewed_slot_sql=(
+        "CAST(CASE WHEN jsonb_typeof({slot} -> '{deleters}') IS DISTINCT FROM 'array' THEN {slot}"
+        " WHEN jsonb_array_length({slot} -> '{deleters}') = 0 THEN {slot}"
+        " ELSE jsonb_set({slot}, '{{{deleters}}}', CASE WHEN ({slot} -> '{deleters}')"
+        " @> jsonb_build_array(CAST(:viewer AS text)) THEN '1'::jsonb ELSE '2'::jsonb END)"
+        " END AS text)"
+    ),
     greatest="GREATEST",
     # A LATERAL subquery the planner cannot flatten (LIMIT): one primary-key probe per
     # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
@@ -377,6 +400,12 @@ MARIADB_VIEW = ViewSql(
         "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
     ),
     slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, ']'))",
+    viewed_slot_sql=(
+        "CASE WHEN COALESCE(JSON_LENGTH(d.msgs, CONCAT('$[', c.k, '].{deleters}')), 0) = 0"
+        " THEN {slot} ELSE JSON_SET({slot}, '$.{deleters}', IF(JSON_CONTAINS("
+        "JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, '].{deleters}')), JSON_QUOTE(:viewer)),"
+        " 1, 2)) END"
+    ),
     greatest="GREATEST",
 )
 
@@ -390,5 +419,11 @@ SQLITE_VIEW = ViewSql(
         "(SELECT t.value ->> '$[0]' AS j, t.value ->> '$[1]' AS k FROM json_each(:slots) AS t) AS c"
     ),
     slot_at_sql="(d.msgs -> ('$[' || c.k || ']'))",
+    viewed_slot_sql=(
+        "CASE WHEN COALESCE(json_array_length(d.msgs, '$[' || c.k || '].{deleters}'), 0) = 0"
+        " THEN {slot} ELSE json_set({slot}, '$.{deleters}', CASE WHEN EXISTS (SELECT 1 FROM"
+        " json_each(d.msgs, '$[' || c.k || '].{deleters}') AS e WHERE e.value = :viewer)"
+        " THEN 1 ELSE 2 END) END"
+    ),
     greatest="max",
 )
