@@ -23,3 +23,19 @@ def probed(backend_config: Config) -> Iterator[tuple[Probe, MessageService]]:
             yield probe, service
         finally:
             service.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The white-box suites count what the sync stores do: the asyncio rows run the same
+    stores (tests/unit/test_aio.py), so they are left to the contract suite."""
+    kept = [item for item in items if not _on_asyncio(item)]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if _on_asyncio(item)])
+        items[:] = kept
+
+
+def _on_asyncio(item: pytest.Item) -> bool:
+    """Whether item is a white-box test on an asyncio row (its config fixture is aio_…)."""
+    callspec = getattr(item, "callspec", None)
+    fixture = str(callspec.params.get("backend_config", "")) if callspec else ""
+    return "tests/whitebox" in str(item.path) and fixture.startswith("aio_")
