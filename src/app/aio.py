@@ -194,11 +194,6 @@ def check_asynchronous(settings: Settings) -> None:
             f"imbucket.aio has no asyncio driver for store backend {settings.store.backend!r} "
             "yet: use imbucket.open_service from a thread"
         )
-    if settings.cache.backend != "none":
-        raise ConfigError(
-            f"imbucket.aio has no asyncio driver for cache backend {settings.cache.backend!r} "
-            'yet: set cache.backend = "none"'
-        )
 
 
 def _open_service(settings: Settings) -> MessageService:

@@ -84,6 +84,10 @@ ASYNC_ROWS = (
         for layout in ("row", "bucket")
         for engine in ("sqlite", "postgres", "mariadb")
     ),
+    # The Redis cache on redis.asyncio, single node and cluster, in front of memory and SQL.
+    "memory+redis",
+    "sql-row-postgres+redis",
+    "memory+redis-cluster",
 )
 ROWS += [
     Row(f"aio:{row.id}", f"aio_{row.fixture}", row.capabilities)
