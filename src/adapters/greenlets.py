@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -57,6 +58,36 @@ def wait_for(awaitable: Awaitable[T]) -> T:
     from sqlalchemy.util import await_only
 
     return await_only(awaitable)
+
+
+class TaskLocal:
+    """One value per caller, as ``threading.local`` keeps one per thread.
+
+    A caller is a thread, or under imbucket.aio a greenlet: the concurrent calls of an event
+    loop share its thread, and must not see each other's value.
+    """
+
+    def __init__(self) -> None:
+        self._values: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def get(self) -> Any:
+        """The calling thread's or greenlet's value (None when unset)."""
+        return self._values.get(_caller())
+
+    def set(self, value: Any) -> None:
+        """Set this caller's value (None unsets it)."""
+        if value is None:
+            self._values.pop(_caller(), None)
+        else:
+            self._values[_caller()] = value
+
+
+def _caller() -> Any:
+    try:
+        from greenlet import getcurrent
+    except ImportError:  # pragma: no cover - no greenlet installed: threads only
+        return threading.current_thread()
+    return getcurrent()
 
 
 def pause(seconds: float) -> None:

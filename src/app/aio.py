@@ -33,8 +33,8 @@ from imbucket.domain.projection import Entry
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Backends whose drivers have no asyncio mode here yet: they would block the event loop.
-_BLOCKING_STORES = ("mongo-bucket", "mongo-row")
+# Backends with no asyncio mode here yet (OpenIM's own Redis client would block the event loop).
+_BLOCKING_STORES = ("openim-mongo",)
 
 
 class AsyncMessageService:

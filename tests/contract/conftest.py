@@ -88,6 +88,9 @@ ASYNC_ROWS = (
     "memory+redis",
     "sql-row-postgres+redis",
     "memory+redis-cluster",
+    # MongoDB on PyMongo's AsyncMongoClient.
+    "mongo-bucket",
+    "mongo-row",
 )
 ROWS += [
     Row(f"aio:{row.id}", f"aio_{row.fixture}", row.capabilities)
