@@ -47,6 +47,7 @@ def test_no_rule_module_has_an_async_copy() -> None:
         "app/aio.py",
         "testing/aio.py",
         "testing/concurrency.py",
+        "bench/aio_bench.py",
         "adapters/sql/engine.py",
     }
 
