@@ -11,8 +11,10 @@ drivers, a lock and a sleep that wait on the event loop instead of blocking it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -58,6 +60,36 @@ def wait_for(awaitable: Awaitable[T]) -> T:
     return await_only(awaitable)
 
 
+class TaskLocal:
+    """One value per caller, as ``threading.local`` keeps one per thread.
+
+    A caller is a thread, or under imbucket.aio a greenlet: the concurrent calls of an event
+    loop share its thread, and must not see each other's value.
+    """
+
+    def __init__(self) -> None:
+        self._values: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def get(self) -> Any:
+        """The calling thread's or greenlet's value (None when unset)."""
+        return self._values.get(_caller())
+
+    def set(self, value: Any) -> None:
+        """Set this caller's value (None unsets it)."""
+        if value is None:
+            self._values.pop(_caller(), None)
+        else:
+            self._values[_caller()] = value
+
+
+def _caller() -> Any:
+    try:
+        from greenlet import getcurrent
+    except ImportError:  # pragma: no cover - no greenlet installed: threads only
+        return threading.current_thread()
+    return getcurrent()
+
+
 def pause(seconds: float) -> None:
     """Sleep; inside a greenlet, on the event loop (other tasks run meanwhile)."""
     if in_greenlet():
@@ -100,3 +132,79 @@ class GreenletLock:
             self._owner = None
             assert self._lock is not None
             self._lock.release()
+
+
+# Packages whose objects Awaiting wraps: what their asyncio clients hand back.
+_ASYNC_CLIENT_MODULES = ("redis.asyncio", "pymongo.asynchronous")
+
+
+class Awaiting:
+    """A synchronous face of an asyncio client, for code written against its sync twin.
+
+    Each method call runs the asyncio method and, when it returns a coroutine, waits for it
+    on the event loop (``wait_for``). Objects of the asyncio client it hands back (a database,
+    a collection, a cursor, a pipeline, a script) come wrapped the same way; iterating an
+    async iterator waits for each step; ``with`` runs ``async with``. Arguments are unwrapped,
+    so a facade passed back to the client (a pipeline given to a script) reaches it as the
+    asyncio object. Other attributes are read through. ``close`` waits for ``aclose`` (or an
+    asynchronous ``close``).
+    """
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.target, name)
+        return _calling(value) if callable(value) else awaited(value)
+
+    def __getitem__(self, key: Any) -> Any:
+        return awaited(self.target[key])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the target (a script), waiting for its coroutine."""
+        return _calling(self.target)(*args, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:
+        iterator = self.target.__aiter__()
+        while True:
+            try:
+                item = wait_for(iterator.__anext__())
+            except StopAsyncIteration:
+                return
+            yield awaited(item)
+
+    def __enter__(self) -> Any:
+        return awaited(wait_for(self.target.__aenter__()))
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return wait_for(self.target.__aexit__(*exc_info))
+
+    def close(self) -> None:
+        """Close the client and its connections."""
+        closing = getattr(self.target, "aclose", None) or self.target.close
+        awaited(closing())
+
+
+def unwrap(value: Any) -> Any:
+    """The asyncio object behind an Awaiting, else value."""
+    return value.target if isinstance(value, Awaiting) else value
+
+
+def awaited(value: Any) -> Any:
+    """A coroutine's result, an asyncio client's object behind Awaiting, else value."""
+    if inspect.iscoroutine(value) or asyncio.isfuture(value):
+        return awaited(wait_for(value))
+    module = type(value).__module__
+    wrapped = module.startswith(_ASYNC_CLIENT_MODULES) or type(value).__name__ == "AsyncScript"
+    if wrapped or inspect.isasyncgen(value):
+        return Awaiting(value)
+    return value
+
+
+def _calling(method: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(unwrap(arg) for arg in args)
+        kwargs = {key: unwrap(arg) for key, arg in kwargs.items()}
+        return awaited(method(*args, **kwargs))
+
+    return call

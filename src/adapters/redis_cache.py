@@ -48,6 +48,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
+from imbucket.adapters import greenlets
 from imbucket.adapters.codec import slot_from_doc, slot_to_doc
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.model import Pick, Slot, Watermarks, viewed_deleters
@@ -212,9 +213,12 @@ _CLUSTER_VIEW = _STAMP + _VIEW_BODY
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
 
-Client = redis.Redis | RedisCluster
+# A client, or under imbucket.aio an asyncio one behind greenlets.Awaiting (the same calls).
+Client = redis.Redis | RedisCluster | greenlets.Awaiting
 # Everything a Redis or cluster client raises for an unreachable or failing Redis.
 REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
+# What a cache client retries (once, at once): a dropped connection; never a timeout.
+_RETRIED = (RedisConnectionError,)
 
 
 def client_options(
@@ -230,7 +234,7 @@ def client_options(
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
         # One immediate retry for a dropped connection; none for timeouts (slow = skip).
-        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        "retry": Retry(NoBackoff(), 1, supported_errors=_RETRIED),
     }
 
 
@@ -244,10 +248,34 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
     one immediate retry, so a dead master costs one quick failure, not a backoff.
     """
     settings = {**client_options(), **options}
+    if greenlets.asynchronous():
+        return _asyncio_client(url, cluster, settings)
     if not cluster:
         return redis.Redis.from_url(url, **settings)
     # Reads go to masters only (the default): a replica may lag behind an invalidation.
     return RedisCluster.from_url(url, **settings)
+
+
+def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> greenlets.Awaiting:
+    """Under imbucket.aio: a redis.asyncio client whose calls wait in the running greenlet."""
+    from redis.asyncio import Redis as AsyncRedis
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    from redis.asyncio.retry import Retry as AsyncRetry
+
+    retry: Retry = settings["retry"]
+    settings["retry"] = AsyncRetry(NoBackoff(), retry.get_retries(), supported_errors=_RETRIED)
+    if not cluster:
+        return greenlets.Awaiting(AsyncRedis.from_url(url, **settings))
+    client = AsyncRedisCluster.from_url(url, **settings)
+    greenlets.wait_for(client.initialize())  # the topology now, as the sync client asks it
+    return greenlets.Awaiting(client)
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether client (or the asyncio client behind it) talks to a Redis Cluster."""
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+    return isinstance(greenlets.unwrap(client), RedisCluster | AsyncRedisCluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +333,7 @@ class RedisMessageCache:
         self._retry_interval = retry_interval
         self._max_pending = max_pending
         self._clock = clock
-        self._cluster = isinstance(client, RedisCluster)
+        self._cluster = is_cluster(client)
         cluster = self._cluster
         self._read = client.register_script(_CLUSTER_READ) if cluster else None
         self._view = client.register_script(_CLUSTER_VIEW if cluster else _VIEW)

@@ -33,8 +33,8 @@ from imbucket.domain.projection import Entry
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Backends whose drivers have no asyncio mode here yet: they would block the event loop.
-_BLOCKING_STORES = ("mongo-bucket", "mongo-row")
+# Backends with no asyncio mode here yet (OpenIM's own Redis client would block the event loop).
+_BLOCKING_STORES = ("openim-mongo",)
 
 
 class AsyncMessageService:
@@ -193,11 +193,6 @@ def check_asynchronous(settings: Settings) -> None:
         raise ConfigError(
             f"imbucket.aio has no asyncio driver for store backend {settings.store.backend!r} "
             "yet: use imbucket.open_service from a thread"
-        )
-    if settings.cache.backend != "none":
-        raise ConfigError(
-            f"imbucket.aio has no asyncio driver for cache backend {settings.cache.backend!r} "
-            'yet: set cache.backend = "none"'
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -9,7 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from imbucket.app import open_service
-from imbucket.domain.model import Draft
+from imbucket.app.aio import open_service as open_async
+from imbucket.domain.model import Draft, Message
+from imbucket.testing.rows import ASYNC_API
 
 T = TypeVar("T")
 WRITERS = 8
@@ -57,9 +60,21 @@ def _send_once(
     barrier: Any, results: Any, config: dict[str, Any], conversation_id: str, drafts: list[Draft]
 ) -> None:
     try:
-        with open_service(config) as service:
-            barrier.wait()
-            sent = service.send(conversation_id, drafts)
+        if config.pop(ASYNC_API, False):
+            sent = asyncio.run(_send_async(barrier, config, conversation_id, drafts))
+        else:
+            with open_service(config) as service:
+                barrier.wait()
+                sent = service.send(conversation_id, drafts)
         results.put([(message.seq, message.server_msg_id) for message in sent])
     except BaseException as error:  # reported to the parent, which fails the test
         results.put(f"{type(error).__name__}: {error}")
+
+
+async def _send_async(
+    barrier: Any, config: dict[str, Any], conversation_id: str, drafts: list[Draft]
+) -> list[Message]:
+    """A row on imbucket.aio: the process sends through the asyncio API."""
+    async with open_async(config) as service:
+        barrier.wait()  # this process's only task: blocking its loop holds nothing up
+        return await service.send(conversation_id, drafts)

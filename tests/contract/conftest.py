@@ -97,6 +97,13 @@ ASYNC_ROWS = (
         for layout in ("row", "bucket")
         for engine in ("sqlite", "postgres", "mariadb")
     ),
+    # The Redis cache on redis.asyncio, single node and cluster, in front of memory and SQL.
+    "memory+redis",
+    "sql-row-postgres+redis",
+    "memory+redis-cluster",
+    # MongoDB on PyMongo's AsyncMongoClient.
+    "mongo-bucket",
+    "mongo-row",
 )
 ROWS += [
     Row(

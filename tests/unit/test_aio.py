@@ -36,13 +36,20 @@ def test_the_async_service_runs_the_same_service_store_and_state_machines() -> N
 
 
 def test_no_rule_module_has_an_async_copy() -> None:
-    """Only the asyncio facade, the test kit and a driver's connect hook define coroutines."""
+    """Only the asyncio facade, callers of it (the test kit, a benchmark) and a driver's
+    connect hook define coroutines."""
     coroutines = {
         path.relative_to(SRC).as_posix()
         for path in SRC.rglob("*.py")
         if re.search(r"^\s*async def ", path.read_text(), re.MULTILINE)
     }
-    assert coroutines == {"app/aio.py", "testing/aio.py", "adapters/sql/engine.py"}
+    assert coroutines == {
+        "app/aio.py",
+        "testing/aio.py",
+        "testing/concurrency.py",
+        "bench/aio_bench.py",
+        "adapters/sql/engine.py",
+    }
 
 
 def test_every_use_case_of_the_sync_service_is_a_coroutine_of_the_async_one() -> None:
@@ -61,7 +68,7 @@ def test_every_use_case_of_the_sync_service_is_a_coroutine_of_the_async_one() ->
 
 def test_a_backend_without_an_asyncio_driver_is_a_config_error() -> None:
     async def opened() -> None:
-        await open_async({"store": {"backend": "mongo-bucket", "url": "mongodb://x/db"}})
+        await open_async({"store": {"backend": "openim-mongo", "url": "mongodb://x/db"}})
 
     with pytest.raises(ConfigError, match="no asyncio driver"):
         asyncio.run(opened())
@@ -79,3 +86,24 @@ def test_concurrent_sends_as_tasks_get_distinct_seqs() -> None:
             return sorted(message.seq for batch in batches for message in batch)
 
     assert asyncio.run(sends()) == list(range(1, 17))
+
+
+def test_a_task_local_value_is_per_greenlet_as_concurrent_calls_need() -> None:
+    from greenlet import getcurrent, greenlet
+
+    from imbucket.adapters.greenlets import TaskLocal
+
+    local, seen = TaskLocal(), []
+
+    def call(value: str) -> None:
+        local.set(value)
+        getcurrent().parent.switch()  # another call runs and sets its own value meanwhile
+        seen.append(local.get())
+
+    first, second = greenlet(call), greenlet(call)
+    first.switch("first")
+    second.switch("second")
+    first.switch()
+    second.switch()
+    assert seen == ["first", "second"]
+    assert local.get() is None  # this thread's own greenlet set nothing

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from pymongo import IndexModel, MongoClient, ReturnDocument
 from pymongo.collection import Collection
@@ -19,6 +19,7 @@ from pymongo.errors import (
 )
 from pymongo.monitoring import CommandListener
 
+from imbucket.adapters import greenlets
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.commands import Doc, FindAndUpdate
 from imbucket.adapters.mongo.replies import (
@@ -47,6 +48,17 @@ def translated(action: str) -> Iterator[None]:
         raise StoreUnavailable(f"MongoDB failed to {action}: {error}") from error
 
 
+def _client(url: str, listeners: list[CommandListener], options: Doc) -> MongoClient[Doc]:
+    """A MongoClient; under imbucket.aio an AsyncMongoClient whose calls wait in the greenlet."""
+    if not greenlets.asynchronous():
+        return MongoClient(url, event_listeners=listeners, **options)
+    from pymongo import AsyncMongoClient
+
+    # The facade answers every call this module and the stores make as MongoClient does.
+    client = greenlets.Awaiting(AsyncMongoClient(url, event_listeners=listeners, **options))
+    return cast("MongoClient[Doc]", client)
+
+
 class MongoConnection:
     """A MongoClient and the database named by the URL path (default ``imbucket``).
 
@@ -66,9 +78,7 @@ class MongoConnection:
         self.timeouts = timeouts or Timeouts()
         options = commands.client_options(url, timeouts)
         try:
-            self.client: MongoClient[Doc] = MongoClient(
-                url, event_listeners=list(event_listeners), **options
-            )
+            self.client: MongoClient[Doc] = _client(url, list(event_listeners), options)
             self.db = self.client.get_default_database(commands.DEFAULT_DATABASE)
         except ConfigurationError as error:
             raise ConfigError(f"invalid MongoDB URL: {error}") from None

@@ -9,7 +9,6 @@ was marked already), the raise goes alone at the end.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from imbucket.adapters import greenlets
 from imbucket.adapters.mongo.commands import Doc, Update
 from imbucket.adapters.mongo.connection import translated
 from imbucket.adapters.mongo.replies import duplicate_positions
@@ -45,22 +45,22 @@ class RidingWrites:
 
     The rider is an upsert (``commands.raise_read_seq``) whose outcome no caller needs
     beyond its landing; it lands once, with the first write that carries it, else alone
-    when ``carrying`` ends. It waits per thread: threads sharing a store (a service is
-    shared by threads) never carry, or overwrite, each other's.
+    when ``carrying`` ends. It waits per caller (a thread, or an imbucket.aio call): callers
+    sharing a store (threads, tasks) never carry, or overwrite, each other's.
     """
 
     def __init__(self, collection: Collection[Doc]) -> None:
         self._collection = collection
-        self._waiting = threading.local()
+        self._waiting = greenlets.TaskLocal()
 
     @property
     def _rider(self) -> Update | None:
-        rider: Update | None = getattr(self._waiting, "rider", None)
+        rider: Update | None = self._waiting.get()
         return rider
 
     @_rider.setter
     def _rider(self, rider: Update | None) -> None:
-        self._waiting.rider = rider
+        self._waiting.set(rider)
 
     @contextmanager
     def carrying(self, rider: Update | None) -> Iterator[None]:

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
+from imbucket.adapters import greenlets
 from imbucket.adapters.mongo import commands, replies
 from imbucket.adapters.mongo.commands import (
     CONVERSATION_COUNTERS,
@@ -192,7 +193,7 @@ class MongoSeqStore:
                     raise StoreUnavailable(
                         f"client_msg_ids {rest[:5]} are still being sent by another call"
                     )
-                time.sleep(pause)
+                greenlets.pause(pause)
                 pause = min(pause * 2, 0.1)
         return recorded
 
