@@ -22,16 +22,18 @@ from imbucket.testing.rows import Config, store_config
 
 OPERATIONS: dict[str, Callable[[MessageService], object]] = {
     "pull_range": lambda service: service.pull_range(CONV, "bob", 101, 200),
+    "pull_scattered": lambda service: service.pull(CONV, "bob", [5, 105, 205]),
     "delete_for_me": lambda service: service.delete_for_me(CONV, [150], "bob"),
 }
 
 # Pages touched per operation, by (store, engine). A bucket pull reads one bucket where rows
-# take a page run and an index walk; a bucket tag write rewrites the whole bucket.
+# take a page run and an index walk, and one slot of each of three buckets where rows take
+# three index probes; a bucket tag write rewrites the whole bucket.
 PINNED: dict[tuple[str, str], dict[str, int]] = {
-    ("sql-row", "sqlite"): {"pull_range": 26, "delete_for_me": 10},
-    ("sql-bucket", "sqlite"): {"pull_range": 11, "delete_for_me": 26},
-    ("sql-row", "postgresql"): {"pull_range": 40, "delete_for_me": 16},
-    ("sql-bucket", "postgresql"): {"pull_range": 14, "delete_for_me": 6},
+    ("sql-row", "sqlite"): {"pull_range": 26, "pull_scattered": 26, "delete_for_me": 10},
+    ("sql-bucket", "sqlite"): {"pull_range": 11, "pull_scattered": 17, "delete_for_me": 26},
+    ("sql-row", "postgresql"): {"pull_range": 40, "pull_scattered": 33, "delete_for_me": 16},
+    ("sql-bucket", "postgresql"): {"pull_range": 14, "pull_scattered": 25, "delete_for_me": 6},
 }
 
 
