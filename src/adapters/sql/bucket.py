@@ -81,9 +81,8 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
-# Listed seqs averaging fewer than this many per bucket are read slot by slot where the
-# engine picks a slot cheaply: it renders and the caller decodes only those slots instead of
-# their buckets whole.
+# Listed seqs averaging fewer than this many per bucket are read slot by slot: the engine
+# renders and the caller decodes only those slots instead of their buckets whole.
 _SPARSE = 2
 # The SQL text one slot adds to a bucket write: its path, value expression and conditions.
 _SLOT_SQL_BYTES = 512
@@ -219,7 +218,7 @@ class SqlBucketRepository:
             seqs = sorted(set(pick.seqs))
             docs = sorted({self.layout.doc_index(s) for s in seqs})
             params["viewer"] = viewer
-            if self._views.sparse is not None and len(seqs) < _SPARSE * len(docs):
+            if len(seqs) < _SPARSE * len(docs):
                 statement = self._views.sparse
                 slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
                 params["slots"] = _dumps(slots)
@@ -668,8 +667,8 @@ class _Views:
         self.latest = _columns(latest, _VIEW_COLUMNS)
         listed = text(spelling.statement(table, spill, watermarks, size, latest=False))
         self.listed = _columns(listed, _VIEW_COLUMNS)
-        sparse = spelling.sparse(table, spill, watermarks, size)
-        self.sparse = None if sparse is None else _columns(text(sparse), _VIEW_COLUMNS)
+        sparse = text(spelling.sparse(table, spill, watermarks, size))
+        self.sparse = _columns(sparse, _VIEW_COLUMNS)
 
 
 # What the pull statements select, in order (ViewSql.statement).

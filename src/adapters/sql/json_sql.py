@@ -289,9 +289,7 @@ class ViewSql:
     greatest: str
     # FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON ``:slots``
     pairs_sql: str
-    # Slot ``c.k`` of ``d.msgs`` as JSON text; None where picking a slot costs the engine more
-    # than handing over its bucket whole (listed seqs then always read whole buckets).
-    slot_at_sql: str | None
+    slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` as JSON text
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
 
@@ -307,15 +305,13 @@ class ViewSql:
         """
         return self._select(table, spill, watermarks, size, latest, sparse=False)
 
-    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str | None:
+    def sparse(self, table: str, spill: str, watermarks: str, size: int) -> str:
         """``statement`` for listed seqs few to a bucket: one row per listed slot.
 
         Its ``msgs`` is the slot alone (``slot_at_sql``), its ``slot`` the slot index; the
         engine then renders one slot instead of the whole bucket, and the caller decodes
-        one slot instead of a bucket. None for an engine without ``slot_at_sql``.
+        one slot instead of a bucket.
         """
-        if self.slot_at_sql is None:
-            return None
         return self._select(table, spill, watermarks, size, latest=False, sparse=True)
 
     def _select(
@@ -380,9 +376,7 @@ MARIADB_VIEW = ViewSql(
     pairs_sql=(
         "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
     ),
-    # JSON_EXTRACT parses the bucket's text from its start for every slot it picks, several
-    # times what returning the stored text costs.
-    slot_at_sql=None,
+    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, ']'))",
     greatest="GREATEST",
 )
 
