@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from sqlalchemy import text
 
+from imbucket.adapters.sql.bucket import SqlBucketStore
 from imbucket.app import MessageService, open_service
 from imbucket.bench.instrument.pages import page_meter
 from imbucket.testing.factories import CONV, messages
@@ -20,16 +22,18 @@ from imbucket.testing.rows import Config, store_config
 
 OPERATIONS: dict[str, Callable[[MessageService], object]] = {
     "pull_range": lambda service: service.pull_range(CONV, "bob", 101, 200),
+    "pull_scattered": lambda service: service.pull(CONV, "bob", [5, 105, 205]),
     "delete_for_me": lambda service: service.delete_for_me(CONV, [150], "bob"),
 }
 
 # Pages touched per operation, by (store, engine). A bucket pull reads one bucket where rows
-# take a page run and an index walk; a bucket tag write rewrites the whole bucket.
+# take a page run and an index walk, and one slot of each of three buckets where rows take
+# three index probes; a bucket tag write rewrites the whole bucket.
 PINNED: dict[tuple[str, str], dict[str, int]] = {
-    ("sql-row", "sqlite"): {"pull_range": 26, "delete_for_me": 10},
-    ("sql-bucket", "sqlite"): {"pull_range": 11, "delete_for_me": 26},
-    ("sql-row", "postgresql"): {"pull_range": 40, "delete_for_me": 16},
-    ("sql-bucket", "postgresql"): {"pull_range": 14, "delete_for_me": 6},
+    ("sql-row", "sqlite"): {"pull_range": 26, "pull_scattered": 26, "delete_for_me": 10},
+    ("sql-bucket", "sqlite"): {"pull_range": 11, "pull_scattered": 23, "delete_for_me": 26},
+    ("sql-row", "postgresql"): {"pull_range": 40, "pull_scattered": 33, "delete_for_me": 16},
+    ("sql-bucket", "postgresql"): {"pull_range": 14, "pull_scattered": 27, "delete_for_me": 6},
 }
 
 
@@ -56,3 +60,31 @@ def test_a_pull_and_a_tag_write_touch_their_pinned_pages(
         meter.close()
     engine = engine_url.split(":", 1)[0].split("+", 1)[0]
     assert count.touched == PINNED[(store, engine)][operation], count
+
+
+def test_postgresql_buckets_are_compressed_with_lz4_also_in_a_store_created_before(
+    postgres_url: str,
+) -> None:
+    """A pull decompresses each bucket it touches: the bucket column is set to lz4 at every
+    open (the test server has lz4), so a table created with pglz gains it too."""
+
+    def compression(service: MessageService, sql: str = "") -> list[str]:
+        store = service.store
+        assert isinstance(store, SqlBucketStore)
+        table = store.schema.docs.name
+        with store.engine.begin() as connection:
+            if sql:
+                connection.execute(text(sql.format(table=table)))
+            query = f"SELECT DISTINCT pg_column_compression(msgs) FROM {table}"
+            return [row[0] for row in connection.execute(text(query))]
+
+    config: Config = store_config("sql-bucket", postgres_url)
+    with open_service(config) as service:
+        service.ingest(CONV, messages(1, 300))
+        assert compression(service) == ["lz4"]
+        compression(service, "ALTER TABLE {table} ALTER COLUMN msgs SET COMPRESSION pglz")
+        rewrite = "UPDATE {table} SET msgs = CAST(CAST(msgs AS text) AS jsonb)"
+        assert compression(service, rewrite) == ["pglz"]
+    with open_service(config) as service:
+        service.delete_for_me(CONV, list(range(1, 301)), "bob")  # rewrites every bucket
+        assert compression(service) == ["lz4"]

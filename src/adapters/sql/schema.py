@@ -185,6 +185,7 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
     )
     _spill_with_the_patch(metadata, docs, spill)
     _spill_by_user(metadata, spill)
+    _compressed_with_lz4(metadata, docs)
     return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs, spill)
 
 
@@ -256,6 +257,35 @@ def _spill_by_user(metadata: MetaData, spill: Table) -> None:
 
     def create(target: MetaData, connection: Connection, **_: Any) -> None:
         connection.execute(text(statement))
+
+    event.listen(metadata, "after_create", create)
+
+
+def _compressed_with_lz4(metadata: MetaData, docs: Table) -> None:
+    """PostgreSQL: the buckets' TOAST compression set to lz4 where the server has it.
+
+    A pull decompresses every bucket it touches, a slot read once per slot; lz4 does that
+    several times faster than the default pglz, for a few percent more bytes. Set at every
+    open when missing (a catalog change: stored buckets are recompressed as they are
+    rewritten, and read either way); a server without lz4 keeps pglz.
+    """
+    has_lz4 = (
+        "SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression'"
+        " AND 'lz4' = ANY(enumvals)"
+    )
+    is_set = (
+        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(:table)"
+        " AND attname = 'msgs' AND attcompression = 'l'"
+    )
+    statement = f"ALTER TABLE {docs.name} ALTER COLUMN msgs SET COMPRESSION lz4"
+
+    def create(target: MetaData, connection: Connection, **_: Any) -> None:
+        if connection.dialect.name != "postgresql":
+            return
+        if connection.execute(text(has_lz4)).first() is None:
+            return
+        if connection.execute(text(is_set), {"table": docs.name}).first() is None:
+            connection.execute(text(statement))
 
     event.listen(metadata, "after_create", create)
 
