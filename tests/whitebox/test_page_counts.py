@@ -86,7 +86,8 @@ def test_a_pull_and_a_tag_write_touch_their_pinned_pages(
     with open_service(config) as service:
         service.ingest(CONV, messages(1, 300))
         meter = page_meter(service.store)
-        _quiet(meter)
+        if engine_url.startswith("mysql"):
+            _quiet(meter)
         meter.begin()
         OPERATIONS[operation](service)
         count = meter.pages()
