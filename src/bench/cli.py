@@ -92,6 +92,18 @@ def bench(
             help="run the contention workloads (N concurrent workers)",
         ),
     ] = True,
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-budget",
+            help="instead of the report: each engine's buffer at this budget (10% of the "
+            "dataset's bytes, or a size like 64MB), pages read and p50 cold and warm",
+        ),
+    ] = None,
+    engines: Annotated[
+        str,
+        typer.Option(help="engines of --memory-budget (private PostgreSQL and MariaDB)"),
+    ] = "postgresql,mariadb,sqlite",
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report.
 
@@ -103,6 +115,9 @@ def bench(
         from imbucket.bench import console as bench_console
         from imbucket.bench import report, runner
 
+    if memory_budget is not None:
+        _memory_run(memory_budget, engines, scale, seed, out)
+        return
     try:
         specs, options, previous = _bench_plan(
             backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
@@ -122,6 +137,28 @@ def bench(
     console.print(f"report: {files.html}")
     console.print(f"        {files.markdown}")
     console.print(f"        {files.results}")
+
+
+def _memory_run(
+    budget: str, engines: str, scale: ScaleName | None, seed: int | None, out: Path | None
+) -> None:
+    """``bench --memory-budget``: private instances at the budget, cold and warm passes."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import memory
+
+    chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    with bench_console.RichObserver(Console(stderr=True)) as observer:
+        results = memory.run(
+            chosen,
+            memory.parse_budget(budget),
+            scale.value if scale else "small",
+            42 if seed is None else seed,
+            observer,
+        )
+    folder = out or Path("reports") / dt.datetime.now().strftime("memory-%Y%m%d-%H%M%S")
+    text, data = memory.write(results, folder)
+    console.print(memory.markdown(results), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {text}\n        {data}")
 
 
 def _bench_plan(

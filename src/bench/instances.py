@@ -33,7 +33,7 @@ MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 START_SECONDS = 60.0
 STOP_SECONDS = 30.0
 PG_FLOOR = 128 * 1024  # shared_buffers' minimum (16 pages of 8 KiB)
-INNODB_FLOOR = 5 * 1024 * 1024  # innodb_buffer_pool_size's minimum on MariaDB 10.x/11.x
+INNODB_FLOOR = 6 * 1024 * 1024  # innodb_buffer_pool_size's minimum with 16 KiB pages (MariaDB 10.11)
 
 
 def free_port() -> int:
@@ -111,6 +111,14 @@ class Instance:
         """Stop and start again: the engine's buffer is empty afterwards."""
         self.stop()
         self.start()
+
+    def resize(self, buffer_bytes: int) -> int:
+        """Restart with the buffer at buffer_bytes (raised to the engine's floor); returns it."""
+        self.buffer_bytes = _buffer(self.engine, buffer_bytes)
+        if self.engine == "mariadb":
+            (self.directory / "my.cnf").write_text(_my_cnf(self))
+        self.restart()
+        return self.buffer_bytes
 
     def flush(self) -> None:
         """Write every dirty page to the files, so that dropping the OS cache drops them."""
@@ -193,11 +201,9 @@ def start(engine: str, buffer_bytes: int) -> Instance:
 
     buffer_bytes is raised to the engine's floor; the instance's ``buffer_bytes`` says what ran.
     """
-    floor = PG_FLOOR if engine == "postgresql" else INNODB_FLOOR
     directory = Path(tempfile.mkdtemp(prefix=f"imbucket-{engine}-"))
     directory.chmod(0o755)
-    chunk = 8192 if engine == "postgresql" else 1024 * 1024
-    size = max(floor, -(-buffer_bytes // chunk) * chunk)
+    size = _buffer(engine, buffer_bytes)
     user = ("postgres" if engine == "postgresql" else "mysql") if os.geteuid() == 0 else ""
     instance = Instance(engine, size, directory, free_port(), _user=user)
     try:
@@ -209,6 +215,13 @@ def start(engine: str, buffer_bytes: int) -> Instance:
         instance.close()
         raise
     return instance
+
+
+def _buffer(engine: str, wanted: int) -> int:
+    """wanted rounded up to the engine's unit (a page; InnoDB's 1 MiB chunk), at its floor."""
+    floor = PG_FLOOR if engine == "postgresql" else INNODB_FLOOR
+    chunk = 8192 if engine == "postgresql" else 1024 * 1024
+    return max(floor, -(-wanted // chunk) * chunk)
 
 
 def _initialise(instance: Instance) -> None:
