@@ -7,6 +7,7 @@ Registered through the ``imbucket.commands`` entry point; the lab's own dependen
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import ExitStack
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
@@ -100,9 +101,18 @@ def bench(
             "dataset's bytes, or a size like 64MB), pages read and p50 cold and warm",
         ),
     ] = None,
+    scales: Annotated[
+        str | None,
+        typer.Option(
+            help="instead of the report: a scale curve at these sizes, e.g. 10k,100k,1m,10m"
+        ),
+    ] = None,
     engines: Annotated[
         str,
-        typer.Option(help="engines of --memory-budget (private PostgreSQL and MariaDB)"),
+        typer.Option(
+            help="engines of --memory-budget and --scales (PostgreSQL and MariaDB run as "
+            "private instances the bench starts and stops)"
+        ),
     ] = "postgresql,mariadb,sqlite",
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report.
@@ -115,6 +125,9 @@ def bench(
         from imbucket.bench import console as bench_console
         from imbucket.bench import report, runner
 
+    if scales is not None:
+        _scale_run(scales, engines, memory_budget, seed, out)
+        return
     if memory_budget is not None:
         _memory_run(memory_budget, engines, scale, seed, out)
         return
@@ -159,6 +172,33 @@ def _memory_run(
     text, data = memory.write(results, folder)
     console.print(memory.markdown(results), markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {text}\n        {data}")
+
+
+def _scale_run(
+    sizes: str, engines: str, budget: str | None, seed: int | None, out: Path | None
+) -> None:
+    """``bench --scales``: both SQL layouts of each engine loaded at each size."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import instances, memory, scale
+
+    chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    counts = scale.parse_scales(sizes)
+    size = memory.parse_budget(budget).size if budget else None
+    buffer = size or 128 * 1024 * 1024
+    with ExitStack() as stack, bench_console.RichObserver(Console(stderr=True)) as observer:
+        urls = {}
+        for engine in chosen:
+            if engine == "sqlite":
+                urls[engine] = ""
+                continue
+            instance = instances.start(engine, buffer)
+            stack.callback(instance.close)
+            urls[engine] = instance.url
+        results = scale.run(urls, counts, 42 if seed is None else seed, buffer, observer)
+    folder = out or Path("reports") / dt.datetime.now().strftime("scale-%Y%m%d-%H%M%S")
+    files = scale.write(results, folder)
+    console.print(scale.markdown(results), markup=False, highlight=False, soft_wrap=True)
+    console.print("report: " + "\n        ".join(str(f) for f in files))
 
 
 def _bench_plan(

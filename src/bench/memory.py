@@ -204,7 +204,7 @@ def _engine_run(
             service = probe.open_service({"store": {"backend": store, "url": url}})
             stack.callback(service.close)
             services[store] = service
-            _load(service, plans["ingest"], label, observer)
+            load_ingest(service, plans["ingest"], label, observer)
             runs[store] = _sized(engine, store, service)
         row = runs["sql-row"]
         dataset_bytes = row.data_bytes + row.index_bytes
@@ -217,7 +217,7 @@ def _engine_run(
         return result
 
 
-def _load(service: MessageService, plan: list[Op], label: str, observer: Observer) -> None:
+def load_ingest(service: MessageService, plan: list[Op], label: str, observer: Observer) -> None:
     observer.backend(label, len(plan))
     observer.workload(label, "ingest", len(plan))
     subject = Subject(service, None)
@@ -241,12 +241,12 @@ def _measure(
 ) -> None:
     for name in (*READS, *WRITES):
         target.cold(services)
-        run.cold[name] = _pass(service, plans[name], probe, target.cache_kib)
+        run.cold[name] = measure_pass(service, plans[name], probe, target.cache_kib)
         if name in READS:
-            run.warm[name] = _pass(service, plans[name], probe, target.cache_kib)
+            run.warm[name] = measure_pass(service, plans[name], probe, target.cache_kib)
 
 
-def _pass(service: MessageService, plan: list[Op], probe: Probe, cache_kib: int | None) -> Pass:
+def measure_pass(service: MessageService, plan: list[Op], probe: Probe, cache_kib: int | None) -> Pass:
     meter = page_meter(service.store, cache_kib)
     try:
         meter.begin()
