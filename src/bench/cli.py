@@ -157,9 +157,10 @@ def _memory_run(
 ) -> None:
     """``bench --memory-budget``: private instances at the budget, cold and warm passes."""
     from imbucket.bench import console as bench_console
-    from imbucket.bench import memory
+    from imbucket.bench import instances, memory
 
     chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    instances.stop_on_sigterm()
     with bench_console.RichObserver(Console(stderr=True)) as observer:
         results = memory.run(
             chosen,
@@ -183,6 +184,7 @@ def _scale_run(
 
     chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
     counts = scale.parse_scales(sizes)
+    instances.stop_on_sigterm()
     size = memory.parse_budget(budget).size if budget else None
     buffer = size or 128 * 1024 * 1024
     with ExitStack() as stack, bench_console.RichObserver(Console(stderr=True)) as observer:

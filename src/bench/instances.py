@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -33,7 +34,18 @@ MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 START_SECONDS = 60.0
 STOP_SECONDS = 30.0
 PG_FLOOR = 128 * 1024  # shared_buffers' minimum (16 pages of 8 KiB)
-INNODB_FLOOR = 6 * 1024 * 1024  # innodb_buffer_pool_size's minimum with 16 KiB pages (MariaDB 10.11)
+INNODB_FLOOR = (
+    6 * 1024 * 1024
+)  # innodb_buffer_pool_size's minimum with 16 KiB pages (MariaDB 10.11)
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that a terminated bench still stops its instances."""
+
+    def leave(_signal: int, _frame: object) -> None:
+        raise SystemExit(143)
+
+    signal.signal(signal.SIGTERM, leave)
 
 
 def free_port() -> int:
@@ -78,12 +90,14 @@ class Instance:
 
     @property
     def url(self) -> str:
+        """The URL the stores open (PostgreSQL's ``postgres`` database, MariaDB's ``imbucket``)."""
         if self.engine == "postgresql":
             return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/imbucket"
 
     @property
     def data(self) -> Path:
+        """The data directory."""
         return self.directory / "data"
 
     def start(self) -> None:
@@ -148,7 +162,7 @@ class Instance:
             ) as connection:  # fmt: skip
                 cursor = connection.execute(statement)
                 return list(cursor.fetchall()) if cursor.description else []
-        import pymysql
+        import pymysql  # type: ignore[import-untyped]
 
         connection = pymysql.connect(
             host="127.0.0.1", port=self.port, user="root", connect_timeout=5, autocommit=True
@@ -218,7 +232,7 @@ def start(engine: str, buffer_bytes: int) -> Instance:
 
 
 def _buffer(engine: str, wanted: int) -> int:
-    """wanted rounded up to the engine's unit (a page; InnoDB's 1 MiB chunk), at its floor."""
+    """Wanted rounded up to the engine's unit (a page; InnoDB's 1 MiB chunk), at its floor."""
     floor = PG_FLOOR if engine == "postgresql" else INNODB_FLOOR
     chunk = 8192 if engine == "postgresql" else 1024 * 1024
     return max(floor, -(-wanted // chunk) * chunk)

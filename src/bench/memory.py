@@ -1,10 +1,10 @@
-"""The memory-budget run: each SQL engine with its buffer at a budget, read pages and latency
-per operation, cold and warm.
+"""The memory-budget run: each SQL engine's buffer at a budget; pages read and p50, cold, warm.
 
 PostgreSQL and MariaDB run as private instances (``imbucket.bench.instances``); SQLite runs on
 a file with ``cache_size`` at the budget on every connection. Both layouts load the same
-dataset through ``ingest``; the budget in percent is of the row layout's data + index bytes on
-that engine (the larger of the two, so both layouts get the same memory). Then, for each
+dataset through the bulk loader (``imbucket.bench.bulk``: the state ``ingest`` leaves); a
+budget in percent is of the row layout's data + index bytes on that engine (the larger of the
+two, so both layouts get the same memory). Then, for each
 measured workload and layout:
 
 - cold: the engine's dirty pages are written, the server restarted (its buffer empty) or
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from imbucket.app.service import MessageService
-from imbucket.bench import instances
+from imbucket.bench import bulk, instances
 from imbucket.bench.dataset import SCALES, Dataset
 from imbucket.bench.instrument.pages import page_meter, sql_engine
 from imbucket.bench.instrument.probe import Probe, probing
@@ -127,6 +127,7 @@ class MemoryResults:
     engines: list[EngineRun] = field(default_factory=list)
 
     def to_json(self) -> str:
+        """memory.json's text."""
         return json.dumps(asdict(self), indent=2)
 
 
@@ -138,11 +139,11 @@ def run(
     if unknown or scale not in SCALES:
         raise ConfigError(f"memory budget: engines among {ENGINES}, scales among {list(SCALES)}")
     dataset = Dataset(SCALES[scale], seed)
-    plans = {w.name: w.plan(dataset) for w in WORKLOADS if w.name in {"ingest", *READS, *WRITES}}
+    plans = {w.name: w.plan(dataset) for w in WORKLOADS if w.name in {*READS, *WRITES}}
     results = MemoryResults(scale, seed, str(budget), dataset.messages)
     for engine in engines:
         try:
-            results.engines.append(_engine_run(engine, budget, plans, observer))
+            results.engines.append(_engine_run(engine, budget, dataset, plans, observer))
         except Exception as error:  # one engine failing (absent server) does not end the run
             reason = f"{type(error).__name__}: {error}"
             observer.done(engine, "skipped", reason)
@@ -193,7 +194,7 @@ def _target(engine: str) -> Iterator[_Target]:
 
 
 def _engine_run(
-    engine: str, budget: Budget, plans: dict[str, list[Op]], observer: Observer
+    engine: str, budget: Budget, dataset: Dataset, plans: dict[str, list[Op]], observer: Observer
 ) -> EngineRun:
     with _target(engine) as target, probing() as probe, ExitStack() as stack:
         services: dict[str, MessageService] = {}
@@ -204,7 +205,7 @@ def _engine_run(
             service = probe.open_service({"store": {"backend": store, "url": url}})
             stack.callback(service.close)
             services[store] = service
-            load_ingest(service, plans["ingest"], label, observer)
+            load(service, dataset, label, observer)
             runs[store] = _sized(engine, store, service)
         row = runs["sql-row"]
         dataset_bytes = row.data_bytes + row.index_bytes
@@ -217,13 +218,16 @@ def _engine_run(
         return result
 
 
-def load_ingest(service: MessageService, plan: list[Op], label: str, observer: Observer) -> None:
-    observer.backend(label, len(plan))
-    observer.workload(label, "ingest", len(plan))
-    subject = Subject(service, None)
-    for op in plan:
-        op.prepare(subject)()
-        observer.advance(label)
+def load(service: MessageService, dataset: Dataset, label: str, observer: Observer) -> None:
+    """The dataset into service's empty store through the bulk loader, with a progress bar."""
+    observer.backend(label, dataset.messages)
+    observer.workload(label, "bulk load (messages)", dataset.messages)
+
+    def advance(count: int) -> None:
+        for _ in range(count):
+            observer.advance(label)
+
+    bulk.load(service, dataset, advance)
 
 
 def _sized(engine: str, store: str, service: MessageService) -> LayoutRun:
@@ -246,7 +250,10 @@ def _measure(
             run.warm[name] = measure_pass(service, plans[name], probe, target.cache_kib)
 
 
-def measure_pass(service: MessageService, plan: list[Op], probe: Probe, cache_kib: int | None) -> Pass:
+def measure_pass(
+    service: MessageService, plan: list[Op], probe: Probe, cache_kib: int | None
+) -> Pass:
+    """Run plan's operations once on service: latency, and pages per op from a fresh meter."""
     meter = page_meter(service.store, cache_kib)
     try:
         meter.begin()

@@ -2,7 +2,8 @@
 
 ``imbucket bench --scales 10k,100k,1m`` builds, for each size, a dataset shaped like scale
 ``small`` (the same mix of 1:1 chats, groups and one giant group, every count scaled), loads
-it through ``ingest`` into both SQL layouts of each engine, and measures the read workloads and
+it with the bulk loader (``imbucket.bench.bulk``: the state ``ingest`` leaves) into both SQL
+layouts of each engine, and measures the read workloads and
 a tag write warm (each one pass right after another). It writes scale.json, scale.md (a
 table and a generated reading) and a log-log chart (scale.png).
 """
@@ -19,9 +20,9 @@ from pathlib import Path
 from imbucket.bench.dataset import SCALES, Dataset, Scale
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
-from imbucket.bench.memory import LAYOUTS, READS, WRITES, Pass, load_ingest, measure_pass
+from imbucket.bench.memory import LAYOUTS, READS, WRITES, Pass, load, measure_pass
 from imbucket.bench.runner import Observer
-from imbucket.bench.workloads import WORKLOADS
+from imbucket.bench.workloads import WORKLOADS, Op
 from imbucket.domain.errors import ConfigError
 
 _COUNT = re.compile(r"^(\d+(?:\.\d+)?)([km]?)$", re.IGNORECASE)
@@ -80,6 +81,7 @@ class ScaleResults:
     points: list[Point] = field(default_factory=list)
 
     def to_json(self) -> str:
+        """scale.json's text."""
         return json.dumps(asdict(self), indent=2)
 
 
@@ -88,19 +90,26 @@ def run(
 ) -> ScaleResults:
     """Measure each engine (name -> server URL, "" for an SQLite file) at each size."""
     results = ScaleResults(seed, budget)
-    wanted = {"ingest", *READS, *WRITES}
+    wanted = {*READS, *WRITES}
     for size in sizes:
         dataset = Dataset(scaled(size), seed)
         plans = {w.name: w.plan(dataset) for w in WORKLOADS if w.name in wanted}
         for engine, url in urls.items():
             for n, store in enumerate(LAYOUTS):
-                point = _point(engine, url, store, f"imbucket_scale_{size}_{n}", plans, observer)
+                namespace = f"imbucket_scale_{size}_{n}"
+                point = _point(engine, url, store, namespace, dataset, plans, observer)
                 results.points.append(point)
     return results
 
 
 def _point(
-    engine: str, url: str, store: str, namespace: str, plans: dict, observer: Observer
+    engine: str,
+    url: str,
+    store: str,
+    namespace: str,
+    dataset: Dataset,
+    plans: dict[str, list[Op]],
+    observer: Observer,
 ) -> Point:
     label = f"{store}/{engine}"
     with tempfile.TemporaryDirectory(prefix="imbucket-scale-") as folder, ExitStack() as stack:
@@ -109,7 +118,7 @@ def _point(
         scratch = stack.enter_context(scratch_store(where, namespace))
         service = probe.open_service({"store": {"backend": store, "url": scratch}})
         stack.callback(service.close)
-        load_ingest(service, plans["ingest"], label, observer)
+        load(service, dataset, label, observer)
         stats = service.stats()
         per = max(stats.messages, 1)
         point = Point(
