@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,10 @@ from tests.mongo import mongo_database
 from tests.sql_servers import mariadb_database, mariadb_server, postgres_schema, postgres_server
 
 ENGINES = ["sqlite", "postgres", "mariadb", "mongo"]
-DATASET = Dataset(SCALES["tiny"], seed=7)
+# Smaller than scale tiny: 1:1 chats and groups, batches interleaved, a few hundred messages.
+DATASET = Dataset(
+    replace(SCALES["tiny"], single_chats=12, groups=2, group_messages=400, users=30), seed=7
+)
 
 
 @contextmanager
@@ -41,7 +45,7 @@ def _empty_url(engine: str, folder: Path, name: str) -> Iterator[str]:
 
 def _state(service: MessageService) -> dict[str, object]:
     conversations = [c.id for c in DATASET.conversations]
-    users = sorted({m for c in DATASET.conversations for m in c.members})[:50]
+    users = sorted({m for c in DATASET.conversations for m in c.members})[:12]
     return dump(service, conversations, users, ())
 
 
@@ -59,6 +63,6 @@ def test_bulk_load_leaves_the_state_ingest_leaves(engine: str, layout: str, tmp_
         for batch in DATASET.batches():
             ingested.ingest(batch.conversation.id, DATASET.messages_of(batch))
         counted: list[int] = []
-        written = bulk.load(loaded, DATASET, counted.append, chunk_messages=300)
+        written = bulk.load(loaded, DATASET, counted.append, chunk_messages=100)
         assert written == sum(counted) == DATASET.messages
         assert _state(loaded) == _state(ingested)
