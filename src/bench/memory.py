@@ -42,6 +42,8 @@ READS = ("pull_latest", "pull_range", "pull_scattered")
 WRITES = ("delete_for_me",)
 ENGINES = ("postgresql", "mariadb", "sqlite")
 LAYOUTS = ("sql-row", "sql-bucket")
+# A bulk chunk, or a cold read on a loaded machine, may take longer than the default 5 s.
+STORE = {"statement_timeout_seconds": 600.0}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -202,7 +204,7 @@ def _engine_run(
         for n, store in enumerate(LAYOUTS):
             label = f"{store}/{engine}"
             url = stack.enter_context(scratch_store(target.url(store), f"imbucket_budget_{n}"))
-            service = probe.open_service({"store": {"backend": store, "url": url}})
+            service = probe.open_service({"store": {"backend": store, "url": url, **STORE}})
             stack.callback(service.close)
             services[store] = service
             load(service, dataset, label, observer)

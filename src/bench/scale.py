@@ -20,7 +20,7 @@ from pathlib import Path
 from imbucket.bench.dataset import SCALES, Dataset, Scale
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
-from imbucket.bench.memory import LAYOUTS, READS, WRITES, Pass, load, measure_pass
+from imbucket.bench.memory import LAYOUTS, READS, STORE, WRITES, Pass, load, measure_pass
 from imbucket.bench.runner import Observer
 from imbucket.bench.workloads import WORKLOADS, Op
 from imbucket.domain.errors import ConfigError
@@ -116,7 +116,7 @@ def _point(
         probe = stack.enter_context(probing())
         where = url or f"sqlite:///{Path(folder) / (store + '.sqlite')}"
         scratch = stack.enter_context(scratch_store(where, namespace))
-        service = probe.open_service({"store": {"backend": store, "url": scratch}})
+        service = probe.open_service({"store": {"backend": store, "url": scratch, **STORE}})
         stack.callback(service.close)
         load(service, dataset, label, observer)
         stats = service.stats()
