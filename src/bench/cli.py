@@ -7,6 +7,7 @@ Registered through the ``imbucket.commands`` entry point; the lab's own dependen
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import ExitStack
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
@@ -103,6 +104,27 @@ def bench(
             "or 200,400; 'off': no offered-load section"
         ),
     ] = "50%,70%,90%",
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-budget",
+            help="instead of the report: each engine's buffer at this budget (10% of the "
+            "dataset's bytes, or a size like 64MB), pages read and p50 cold and warm",
+        ),
+    ] = None,
+    scales: Annotated[
+        str | None,
+        typer.Option(
+            help="instead of the report: a scale curve at these sizes, e.g. 10k,100k,1m,10m"
+        ),
+    ] = None,
+    engines: Annotated[
+        str,
+        typer.Option(
+            help="engines of --memory-budget and --scales (PostgreSQL and MariaDB run as "
+            "private instances the bench starts and stops)"
+        ),
+    ] = "postgresql,mariadb,sqlite",
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report.
 
@@ -110,22 +132,40 @@ def bench(
     (e.g. IMBUCKET_LIMITS__MAX_CONTENT_BYTES=65536). A run in which every backend is skipped
     says why on stderr, writes no report and exits 1.
     """
+    if scales is not None:
+        _scale_run(scales, engines, memory_budget, seed, out)
+        return
+    if memory_budget is not None:
+        _memory_run(memory_budget, engines, scale, seed, out)
+        return
+    try:
+        with needs_extra("imbucket bench"):
+            specs, options, previous = _bench_plan(
+                backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
+            )
+    except (OSError, ValueError) as error:
+        refuse("bench", error, 2)
+    _report_run(specs, replace(options, contention=contention, trials=trials), previous, rate, out)
+
+
+def _report_run(
+    specs: list[BackendSpec],
+    options: RunnerOptions,
+    previous: RunResults | None,
+    rate: str,
+    out: Path | None,
+) -> None:
+    """``bench``'s report: run the backends, write the report, print its tables."""
     with needs_extra("imbucket bench"):
         from imbucket.bench import console as bench_console
         from imbucket.bench import load as offered_load
         from imbucket.bench import report, runner
 
     try:
-        specs, options, previous = _bench_plan(
-            backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
-        )
-    except (OSError, ValueError) as error:
-        refuse("bench", error, 2)
-    try:
         rates = () if rate.strip().lower() == "off" else offered_load.parse_rates(rate)
     except offered_load.RateError as error:
         refuse("bench", error, 2)
-    options = replace(options, contention=contention, trials=trials, rates=rates)
+    options = replace(options, rates=rates)
     with bench_console.RichObserver(Console(stderr=True)) as observer:
         results = runner.run(specs, options, observer)
     if not any(b.ok for b in results.backends):  # the observer said why each was skipped
@@ -138,6 +178,57 @@ def bench(
     console.print(f"report: {files.html}")
     console.print(f"        {files.markdown}")
     console.print(f"        {files.results}")
+
+
+def _memory_run(
+    budget: str, engines: str, scale: ScaleName | None, seed: int | None, out: Path | None
+) -> None:
+    """``bench --memory-budget``: private instances at the budget, cold and warm passes."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import instances, memory
+
+    chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    instances.stop_on_sigterm()
+    with bench_console.RichObserver(Console(stderr=True)) as observer:
+        results = memory.run(
+            chosen,
+            memory.parse_budget(budget),
+            scale.value if scale else "small",
+            42 if seed is None else seed,
+            observer,
+        )
+    folder = out or Path("reports") / dt.datetime.now().strftime("memory-%Y%m%d-%H%M%S")
+    text, data = memory.write(results, folder)
+    console.print(memory.markdown(results), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {text}\n        {data}")
+
+
+def _scale_run(
+    sizes: str, engines: str, budget: str | None, seed: int | None, out: Path | None
+) -> None:
+    """``bench --scales``: both SQL layouts of each engine loaded at each size."""
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import instances, memory, scale
+
+    chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    counts = scale.parse_scales(sizes)
+    instances.stop_on_sigterm()
+    size = memory.parse_budget(budget).size if budget else None
+    buffer = size or 128 * 1024 * 1024
+    with ExitStack() as stack, bench_console.RichObserver(Console(stderr=True)) as observer:
+        urls = {}
+        for engine in chosen:
+            if engine == "sqlite":
+                urls[engine] = ""
+                continue
+            instance = instances.start(engine, buffer)
+            stack.callback(instance.close)
+            urls[engine] = instance.url
+        results = scale.run(urls, counts, 42 if seed is None else seed, buffer, observer)
+    folder = out or Path("reports") / dt.datetime.now().strftime("scale-%Y%m%d-%H%M%S")
+    files = scale.write(results, folder)
+    console.print(scale.markdown(results), markup=False, highlight=False, soft_wrap=True)
+    console.print("report: " + "\n        ".join(str(f) for f in files))
 
 
 def _bench_plan(

@@ -4,11 +4,13 @@ The pins are the pages an engine asked its buffer for (touched: hit or read), wh
 depend on what the cache holds: 300 messages of one conversation, then one pull of 100 of
 them, or one member deleting one message for themselves. PostgreSQL's counts are its own
 tables' (pg_statio_user_tables of the test's schema); SQLite's its connections' page-cache
-requests. InnoDB's counters are server-wide, so MariaDB is pinned on a private instance.
+requests. InnoDB's counters are server-wide, so MariaDB is pinned on a private instance the
+session starts (``imbucket.bench.instances``), quiet but for the test, and stops at the end.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -16,9 +18,11 @@ from sqlalchemy import text
 
 from imbucket.adapters.sql.bucket import SqlBucketStore
 from imbucket.app import MessageService, open_service
-from imbucket.bench.instrument.pages import page_meter
+from imbucket.bench import instances
+from imbucket.bench.instrument.pages import PageMeter, page_meter
 from imbucket.testing.factories import CONV, messages
 from imbucket.testing.rows import Config, store_config
+from tests.sql_servers import mariadb_database
 
 OPERATIONS: dict[str, Callable[[MessageService], object]] = {
     "pull_range": lambda service: service.pull_range(CONV, "bob", 101, 200),
@@ -34,15 +38,47 @@ PINNED: dict[tuple[str, str], dict[str, int]] = {
     ("sql-bucket", "sqlite"): {"pull_range": 11, "pull_scattered": 23, "delete_for_me": 26},
     ("sql-row", "postgresql"): {"pull_range": 40, "pull_scattered": 33, "delete_for_me": 16},
     ("sql-bucket", "postgresql"): {"pull_range": 14, "pull_scattered": 27, "delete_for_me": 6},
+    ("sql-row", "mysql"): {"pull_range": 19, "pull_scattered": 27, "delete_for_me": 13},
+    ("sql-bucket", "mysql"): {"pull_range": 6, "pull_scattered": 12, "delete_for_me": 16},
 }
+# InnoDB's purge thread sometimes touches one undo page while a write commits: a write's pin
+# on MariaDB is its count or one more.
+SLACK: dict[tuple[str, str], int] = {("mysql", "delete_for_me"): 1}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+def _quiet(meter: PageMeter, seconds: float = 20.0) -> None:
+    """Wait (bounded) until the engine's background work (InnoDB purge) stops moving the
+    counters, so that the pin counts the operation only."""
+    deadline = time.monotonic() + seconds
+    meter.begin()
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        if meter.pages().touched == 0:
+            return
+        meter.begin()
+    raise AssertionError(f"the engine's page counters kept moving for {seconds} s")
+
+
+@pytest.fixture(scope="session")
+def private_mariadb() -> Iterator[instances.Instance]:
+    """A MariaDB of this session's own (16 MB buffer pool), stopped and removed at the end."""
+    instance = instances.start("mariadb", 16 * 1024 * 1024)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def engine_url(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "sqlite":
         yield "sqlite://"
-    else:
+    elif request.param == "postgres":
         yield request.getfixturevalue("postgres_url")
+    else:
+        server = request.getfixturevalue("private_mariadb").url
+        with mariadb_database(server) as url:
+            yield url
 
 
 @pytest.mark.parametrize("store", ["sql-row", "sql-bucket"])
@@ -54,12 +90,15 @@ def test_a_pull_and_a_tag_write_touch_their_pinned_pages(
     with open_service(config) as service:
         service.ingest(CONV, messages(1, 300))
         meter = page_meter(service.store)
+        if engine_url.startswith("mysql"):
+            _quiet(meter)
         meter.begin()
         OPERATIONS[operation](service)
         count = meter.pages()
         meter.close()
     engine = engine_url.split(":", 1)[0].split("+", 1)[0]
-    assert count.touched == PINNED[(store, engine)][operation], count
+    pinned = PINNED[(store, engine)][operation]
+    assert pinned <= count.touched <= pinned + SLACK.get((engine, operation), 0), count
 
 
 def test_postgresql_buckets_are_compressed_with_lz4_also_in_a_store_created_before(
