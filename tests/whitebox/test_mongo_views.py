@@ -14,6 +14,7 @@ import pytest
 
 from imbucket.adapters.mongo.views import MongoBucketViews, MongoRowViews
 from imbucket.app import MessageService
+from imbucket.app.cache_binding import attach
 from imbucket.app.views import SeparateViews
 from imbucket.bench.instrument.probe import Probe
 from imbucket.domain.model import MAX_SEQ, Actor, Pick, Role, Watermarks
@@ -113,12 +114,20 @@ def test_seqs_beyond_2_to_the_53_address_their_buckets_exactly(service: MessageS
 
 
 def test_behind_the_redis_cache_pulls_answer_what_the_store_answers(
-    service: MessageService, open_backend: Callable[..., MessageService], redis_cache: Config
+    service: MessageService,
+    open_backend: Callable[..., MessageService],
+    backend_config: Config,
+    redis_cache: Config,
 ) -> None:
-    """A cache miss is answered by the fused aggregate; cold and warm pulls agree with it."""
-    cached = open_backend(cache=redis_cache)
+    """A cache miss is answered by the fused aggregate; cold and warm pulls agree with it.
+
+    The store is written uncached, then bound to the cache (``imbucket cache attach``), so
+    that the service opened uncached before only reads afterwards.
+    """
     service.ingest(CONV, messages(1, 150))
     tag(service)
+    attach({**backend_config, "cache": redis_cache})
+    cached = open_backend(cache=redis_cache)
     for _ in range(2):  # cold, then from the cache
         for viewer in VIEWERS:
             for count in (20, 61):
