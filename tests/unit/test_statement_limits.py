@@ -72,10 +72,10 @@ def test_sql_row_splits_an_insert_by_encoded_bytes() -> None:
 
 
 def test_sql_row_splits_an_insert_by_bind_parameters() -> None:
-    service = service_with_limits("sql-row", StatementLimits(1 << 30, 40))
+    service = service_with_limits("sql-row", StatementLimits(1 << 30, 50))
     with EngineStatements(service.store.engine) as trips:  # type: ignore[attr-defined]
         service.store.insert(CONV, [message(seq) for seq in range(1, 6)])
-    assert trips.writes == 3  # 18 parameters a row, 40 a statement: 2 + 2 + 1 rows
+    assert trips.writes == 3  # 24 parameters a row, 50 a statement: 2 + 2 + 1 rows
     assert len(service.store.get(CONV, list(range(1, 6)))) == 5
 
 
