@@ -22,6 +22,8 @@ pytestmark = pytest.mark.slow
 CONVERSATION = "sg_" + WIDE * (LIMITS.max_id_length - 3)
 
 
+# The largest batch through the emulator's asyncio rows can outlast the default per-test timeout.
+@pytest.mark.timeout(900)
 def test_the_largest_batch_the_limits_allow_is_stored(service: MessageService) -> None:
     drafts = [largest_draft(n) for n in range(LIMITS.max_seqs_per_call)]
     assert message_bytes(drafts[0], LIMITS.max_id_length) > LIMITS.max_message_bytes - 4
