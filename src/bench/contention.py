@@ -60,7 +60,7 @@ SCENARIOS = (
 _ALL = tuple(s.name for s in SCENARIOS)
 PLANS = {
     "tiny": Plan(48, 0.5),
-    "small": Plan(160, 1.0),
+    "small": Plan(160, 0.75),
     "medium": Plan(800, 5.0, processes=_ALL),
     "large": Plan(1_600, 10.0, processes=_ALL),
 }
