@@ -237,6 +237,19 @@ def run_threads(
     return mine, theirs, seconds
 
 
+# Imported once by the fork server, so that each worker opens its service in milliseconds
+# instead of importing the app, the SQL adapters and SQLAlchemy's dialects itself.
+PRELOAD = (
+    "imbucket",
+    "imbucket.bench.contention",
+    "imbucket.app.container",
+    "imbucket.adapters.sql",
+    "sqlalchemy.dialects.sqlite",
+    "sqlalchemy.dialects.postgresql",
+    "sqlalchemy.dialects.mysql",
+)
+
+
 def _child(config: dict[str, Any], job: Job, barrier: Any, stop: Any, out: Any) -> None:
     """A worker process: open its own service, wait for the others, work, report."""
     from imbucket.app import open_service
@@ -259,7 +272,7 @@ def run_processes(
 ) -> tuple[Tally, Tally, float]:
     """Run the jobs as processes, each with its own connections: (measured, background, s)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["imbucket", "imbucket.bench.contention"])  # import once
+    context.set_forkserver_preload(list(PRELOAD))
     everyone = measured + background
     barrier = context.Barrier(len(everyone) + 1)
     stop = context.Event()
