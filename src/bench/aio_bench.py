@@ -226,10 +226,12 @@ def verdict(cells: Sequence[Cell], engine: str, at: int = 64) -> list[str]:
             if not tasks or not threads:
                 continue
             best = max(threads, key=lambda c: c.throughput)
+            best_task = max((c for c in mine if c.mode == "tasks"), key=lambda c: c.throughput)
             holds = "holds" if tasks[0].throughput >= best.throughput else "does not hold"
             found.append(
                 f"{engine} {layout} {operation}: tasks N={at} {tasks[0].throughput:.0f}/s vs "
-                f"threads best N={best.callers} {best.throughput:.0f}/s: {holds}"
+                f"threads best N={best.callers} {best.throughput:.0f}/s: {holds} (tasks at "
+                f"their best, N={best_task.callers}: {best_task.throughput:.0f}/s)"
             )
     return found
 

@@ -215,6 +215,7 @@ def _scale_run(
     instances.stop_on_sigterm()
     size = memory.parse_budget(budget).size if budget else None
     buffer = size or 128 * 1024 * 1024
+    folder = out or Path("reports") / dt.datetime.now().strftime("scale-%Y%m%d-%H%M%S")
     with ExitStack() as stack, bench_console.RichObserver(Console(stderr=True)) as observer:
         urls = {}
         for engine in chosen:
@@ -224,8 +225,10 @@ def _scale_run(
             instance = instances.start(engine, buffer)
             stack.callback(instance.close)
             urls[engine] = instance.url
-        results = scale.run(urls, counts, 42 if seed is None else seed, buffer, observer)
-    folder = out or Path("reports") / dt.datetime.now().strftime("scale-%Y%m%d-%H%M%S")
+        seed = 42 if seed is None else seed
+        results = scale.run(
+            urls, counts, seed, buffer, observer, lambda found: scale.write(found, folder)
+        )
     files = scale.write(results, folder)
     console.print(scale.markdown(results), markup=False, highlight=False, soft_wrap=True)
     console.print("report: " + "\n        ".join(str(f) for f in files))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -86,9 +87,18 @@ class ScaleResults:
 
 
 def run(
-    urls: dict[str, str], sizes: tuple[int, ...], seed: int, budget: int, observer: Observer
+    urls: dict[str, str],
+    sizes: tuple[int, ...],
+    seed: int,
+    budget: int,
+    observer: Observer,
+    measured: Callable[[ScaleResults], None] = lambda _: None,
 ) -> ScaleResults:
-    """Measure each engine (name -> server URL, "" for an SQLite file) at each size."""
+    """Measure each engine (name -> server URL, "" for an SQLite file) at each size.
+
+    measured is called with the results so far after every point (the CLI writes its files
+    then, so that a run stopped part-way keeps what it measured).
+    """
     results = ScaleResults(seed, budget)
     wanted = {*READS, *WRITES}
     for size in sizes:
@@ -99,6 +109,7 @@ def run(
                 namespace = f"imbucket_scale_{size}_{n}"
                 point = _point(engine, url, store, namespace, dataset, plans, observer)
                 results.points.append(point)
+                measured(results)
     return results
 
 

@@ -107,3 +107,17 @@ def test_a_task_local_value_is_per_greenlet_as_concurrent_calls_need() -> None:
     second.switch()
     assert seen == ["first", "second"]
     assert local.get() is None  # this thread's own greenlet set nothing
+
+
+def test_the_async_bench_verdict_names_both_peaks() -> None:
+    from imbucket.bench.aio_bench import Cell, verdict
+
+    def cell(mode: str, callers: int, calls: int) -> Cell:
+        return Cell("postgresql", "sql-bucket", "pull", mode, callers, calls, 1.0, 1.0)
+
+    cells = [cell("threads", 4, 1237), cell("threads", 64, 1118)]
+    cells += [cell("tasks", 4, 1324), cell("tasks", 64, 1041)]
+    assert verdict(cells, "postgresql") == [
+        "postgresql sql-bucket pull: tasks N=64 1041/s vs threads best N=4 1237/s: does not "
+        "hold (tasks at their best, N=4: 1324/s)"
+    ]
