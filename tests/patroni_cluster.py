@@ -295,7 +295,6 @@ def main() -> None:
 
     cluster = start_cluster()
     try:
-        pass
         print(cluster.url, flush=True)
         select.select([sys.stdin], [], [], 3600)
     finally:
