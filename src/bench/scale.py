@@ -92,7 +92,7 @@ def run(
     seed: int,
     budget: int,
     observer: Observer,
-    measured: Callable[[ScaleResults], None] = lambda _: None,
+    measured: Callable[[ScaleResults], object] = lambda _: None,
 ) -> ScaleResults:
     """Measure each engine (name -> server URL, "" for an SQLite file) at each size.
 

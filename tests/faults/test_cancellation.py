@@ -25,13 +25,7 @@ from imbucket.testing.rows import store_config
 Call = Callable[[AsyncMessageService, str], Awaitable[Any]]
 STORES = [
     pytest.param(("sql-bucket", "sqlite"), id="sql-bucket-sqlite"),
-    pytest.param(
-        ("sql-row", "sqlite"),
-        id="sql-row-sqlite",
-        # Known defect: a send cut at one of its statements can leave aiosqlite's connection
-        # holding SQLite's write lock (SQLAlchemy force-stops its thread without closing it).
-        marks=pytest.mark.xfail(strict=False, reason="a cut call can leave the write lock held"),
-    ),
+    pytest.param(("sql-row", "sqlite"), id="sql-row-sqlite"),
     pytest.param(("sql-bucket", "postgres_url"), id="sql-bucket-postgres"),
     pytest.param(("sql-row", "postgres_url"), id="sql-row-postgres"),
     pytest.param(("sql-bucket", "mariadb_url"), id="sql-bucket-mariadb"),

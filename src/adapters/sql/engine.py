@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import gc
 import itertools
 import logging
 import math
@@ -202,6 +203,7 @@ class Database:
         self.kind, self.engine = _create_engine(
             url or DEFAULT_URL, self.timeouts, pool, asynchronous
         )
+        self._cursors_hold_locks = self.kind == "sqlite" and asynchronous
         self._given = make_url(url or DEFAULT_URL)
         self.attempts = dict(ATTEMPTS)  # per fault, the first attempt included
         if self.kind == "mariadb" and len(_hosts(self._given)) > 1:
@@ -289,6 +291,10 @@ class Database:
         attempts = 1
         while self._again(failure, attempts, started, idempotent):
             self._warn(failure, attempts)
+            if failure.fault is Fault.CONTENTION and self._cursors_hold_locks:
+                # A call cut on an asyncio SQLite store can leave an unfinished statement
+                # whose cursor keeps the file's write lock until it is collected.
+                gc.collect()
             greenlets.pause(_wait(attempts))
             attempts += 1
             try:
@@ -621,6 +627,8 @@ def _create_engine(
         raise ConfigError(f"cannot use {parsed.drivername}: {error}") from error
     if kind == "sqlite" and options.get("poolclass") is not StaticPool:
         event.listen(engine, "connect", _sqlite_wal)
+    if kind == "sqlite" and asynchronous:
+        event.listen(engine, "invalidate", _roll_back_before_closing)
     if kind == "mariadb":
         event.listen(engine, "handle_error", _drop_unready)
         if asynchronous:
@@ -781,6 +789,19 @@ def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()  # sqlite3's and the aiosqlite adapter's alike
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
+
+
+def _roll_back_before_closing(dbapi_connection: Any, _record: Any, _error: Any) -> None:
+    """End the transaction of an aiosqlite connection that is being discarded (a cut call).
+
+    Closing it is not enough: SQLite keeps a closed connection, with its transaction and so
+    the file's write lock, while a cursor of it lives, and the cut statement's cursor is held
+    by the exception that cut it (Database._retry frees it once that is gone).
+    """
+    try:
+        dbapi_connection.rollback()
+    except Exception:  # already closed or broken: nothing of it is left to end
+        return
 
 
 def _in_transaction(connection: Connection, begin: str, work: Callable[[Connection], T]) -> T:
