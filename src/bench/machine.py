@@ -64,10 +64,12 @@ def others_load(
 ) -> MachineLoad:
     """A MachineLoad, flagged busy when others took BUSY_SHARE of the CPU.
 
-    Or when the load average at the start already exceeded the cores.
+    Where that share cannot be read, when the load average at the start exceeded the cores.
+    The share wins where it exists: the load average lags by a minute, so a run started right
+    after another one (the benchmark run twice in a row) would count its predecessor.
     """
     early = bool(start and cpus and start[0] > cpus)
-    busy = (share is not None and share >= BUSY_SHARE) or early
+    busy = share >= BUSY_SHARE if share is not None else early
     rounded = None if share is None else round(share, 3)
     return MachineLoad(cpus, start, end, rounded, round(own, 1), busy)
 
