@@ -7,9 +7,10 @@ way (a bucket patch, a row upsert), so bucket and row stores on every engine dec
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from imbucket.domain.budget import EARLY_READERS_KEPT
+from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.model import InsertOutcome, Message, Slot, SlotPatch
 from imbucket.domain.policy import may_mark_read
 
@@ -40,6 +41,35 @@ def checked_beyond(guard: Guard | None, max_seq: int) -> Guard | None:
 # Each retry means another writer changed a slot between two of a store's round trips; a
 # slot can change only a few times, so this bound is never reached honestly.
 MAX_ROUNDS = 1000
+
+
+def patch_sparing_purged(
+    doc_id: str,
+    patches: Mapping[int, SlotPatch],
+    update: Callable[[Mapping[int, SlotPatch]], bool],
+    read: Callable[[list[int]], Mapping[int, Slot] | None],
+    exists: Callable[[], bool],
+) -> bool:
+    """A bucket's conditional tag patch that spares purged slots: whether it was written.
+
+    update tries the patch (False when its condition did not match); when it does not match,
+    read (the bucket's target slots, None when the bucket is missing) tells a missing bucket
+    or a refused budget (False) from purged target slots, which are dropped before the patch
+    is tried again. exists answers for a patch left with no slot at all.
+    """
+    for _ in range(MAX_ROUNDS):
+        if not patches:
+            return exists()
+        if update(patches):
+            return True
+        slots = read(sorted(patches))
+        if slots is None:
+            return False
+        kept = {i: p for i, p in patches.items() if p.purge or not slots[i].purged}
+        if len(kept) == len(patches):
+            return False  # over the budget
+        patches = kept
+    raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
 
 
 def classify(slot: Slot, message: Message) -> InsertOutcome | None:

@@ -29,10 +29,14 @@ from imbucket.adapters.mongo.replies import (
 )
 from imbucket.adapters.mongo.riding import RidingWrites
 from imbucket.domain.budget import TagBudget
-from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
-from imbucket.domain.tags import MAX_ROUNDS, Guard, checked_beyond, marking_read
+from imbucket.domain.tags import (
+    Guard,
+    checked_beyond,
+    marking_read,
+    patch_sparing_purged,
+)
 from imbucket.ports.bucket_repository import Spilled, Viewed
 
 # Filled slots one create_buckets command carries at most.
@@ -146,19 +150,13 @@ class MongoBucketRepository:
         bucket or a refused budget (False) from purged target slots, which are dropped
         before the update is tried again.
         """
-        for _ in range(MAX_ROUNDS):
-            if not patches:
-                return self._exists(doc_id)
-            if self._update(commands.patch_bucket(doc_id, patches, budget), "write tags"):
-                return True
-            slots = self.read({doc_id: sorted(patches)}).get(doc_id)
-            if slots is None:
-                return False
-            kept = {i: p for i, p in patches.items() if p.purge or not slots[i].purged}
-            if len(kept) == len(patches):
-                return False  # over the budget
-            patches = kept
-        raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
+        return patch_sparing_purged(
+            doc_id,
+            patches,
+            lambda some: self._update(commands.patch_bucket(doc_id, some, budget), "write tags"),
+            lambda slots: self.read({doc_id: slots}).get(doc_id),
+            lambda: self._exists(doc_id),
+        )
 
     def patch_many(
         self,

@@ -33,7 +33,7 @@ from imbucket.adapters.mongo.connection import MongoConnection, translated
 from imbucket.adapters.mongo.openim_writes import OpenimAllocator, OpenimRedis
 from imbucket.adapters.mongo.replies import bucket_bytes, duplicate_positions, store_stats
 from imbucket.domain.budget import TagBudget
-from imbucket.domain.errors import ConfigError, OpenimIncompatible, StoreUnavailable
+from imbucket.domain.errors import ConfigError, OpenimIncompatible
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
     EMPTY_SLOT,
@@ -48,7 +48,7 @@ from imbucket.domain.model import (
     stored_slot,
 )
 from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
-from imbucket.domain.tags import MAX_ROUNDS
+from imbucket.domain.tags import patch_sparing_purged
 from imbucket.ports.bucket_repository import Spilled, Viewed
 
 Doc = dict[str, Any]
@@ -336,21 +336,20 @@ class OpenimBucketRepository:
         """
         self._writable("writing tags")
         refuse_foreign(patches)
-        for _ in range(MAX_ROUNDS):
-            if not patches:
-                return self._exists(doc_id)
-            condition, update = patch_command(doc_id, patches, budget)
-            if self._update(condition, update, "write tags"):
-                self._forget(doc_id, list(patches))
-                return True
-            slots = self.read({doc_id: sorted(patches)}).get(doc_id)
-            if slots is None:
+
+        def update(some: Mapping[int, SlotPatch]) -> bool:
+            if not self._update(*patch_command(doc_id, some, budget), "write tags"):
                 return False
-            kept = {i: p for i, p in patches.items() if p.purge or not slots[i].purged}
-            if len(kept) == len(patches):
-                return False  # over the budget
-            patches = kept
-        raise StoreUnavailable(f"tag write to {doc_id} did not settle under contention")
+            self._forget(doc_id, list(some))
+            return True
+
+        return patch_sparing_purged(
+            doc_id,
+            patches,
+            update,
+            lambda slots: self.read({doc_id: slots}).get(doc_id),
+            lambda: self._exists(doc_id),
+        )
 
     def patch_many(
         self,
