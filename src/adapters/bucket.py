@@ -511,14 +511,8 @@ class BucketMessageStore(TagWrites):
         current = reread({doc_id: list(buckets[doc_id]) for doc_id in again})
         for doc_id in sorted(again):
             plan, slots = plan_of(doc_id), current[doc_id]
-            if doc_id in unknown:
-                # Written or not: once nothing is left to write inline and no slot whose
-                # deleter rode on the patch is left unflagged, the patch landed (or a
-                # concurrent writer wrote the same), and its changes count here.
-                left = plan(slots, True)[0]
-                flagging = any(_flags(left, index) for index in riding.get(doc_id, ()))
-                if not flagging and not any(not patch.mark_spilled for patch in left.values()):
-                    changed += planned[doc_id][0]
+            if doc_id in unknown and _landed(plan(slots, True)[0], riding.get(doc_id, ())):
+                changed += planned[doc_id][0]
             count, spills = self._write(doc_id, slots, plan, reread, doc_id not in refused)
             changed += count
             spilled += [(doc_id, index) for index in spills]
@@ -595,6 +589,17 @@ def _planned(decide: Decision) -> Plan:
         return patches, []
 
     return plan
+
+
+def _landed(left: Mapping[int, SlotPatch], riding: Sequence[int]) -> bool:
+    """Whether a patch whose outcome is unknown landed, from what is left to write after it.
+
+    Written or not: once nothing is left to write inline and no slot whose deleter rode on
+    the patch is left unflagged, the patch landed (or a concurrent writer wrote the same),
+    and its changes count.
+    """
+    flagging = any(_flags(left, index) for index in riding)
+    return not flagging and not any(not patch.mark_spilled for patch in left.values())
 
 
 def _flags(patches: Mapping[int, SlotPatch], index: int) -> bool:

@@ -7,10 +7,10 @@ Other packages add their own commands through the ``imbucket.commands`` entry po
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -32,6 +32,9 @@ from imbucket.domain.errors import (
     NotPermitted,
 )
 from imbucket.domain.projection import MessageView, Tombstone
+
+if TYPE_CHECKING:
+    from imbucket.app.migrate import Tally
 
 # Mistakes the user can fix (exit 2); any other ImbucketError is an outage or a refusal (exit 1).
 USER_ERRORS: tuple[type[ImbucketError], ...] = (
@@ -277,21 +280,25 @@ def migrate_command(
         for run in runs:
             with MigrateProgress(err, run, total) as progress:
                 try:
-                    if run == "copy":
-                        tally = migration.migrate(src, dst, batch=batch, progress=progress)
-                    else:
-                        tally = migration.verify(src, dst, batch=batch, progress=progress)
+                    step = migration.migrate if run == "copy" else migration.verify
+                    tally = step(src, dst, batch=batch, progress=progress)
                 except migration.TargetConflict as conflict:
                     tally = conflict.tally
             console.print(summary(tally, f"migrate: {run}"))
-            if tally.differences:
-                failed = True
-                what = "conflicts (kept as found)" if run == "copy" else "differences"
-                console.print(f"[red]{tally.differences} {what}:[/]")
-                for line in differences(tally):
-                    console.print(f"  {line}")
+            failed |= _report_differences(tally, run, differences)
     if failed:
         raise typer.Exit(1)
+
+
+def _report_differences(tally: Tally, run: str, lines: Callable[[Tally], Iterable[str]]) -> bool:
+    """Print a run's conflicts or differences; whether there were any."""
+    if not tally.differences:
+        return False
+    what = "conflicts (kept as found)" if run == "copy" else "differences"
+    console.print(f"[red]{tally.differences} {what}:[/]")
+    for line in lines(tally):
+        console.print(f"  {line}")
+    return True
 
 
 cache_cli = typer.Typer(help="Change which cache fronts a store (docs/redis.md).")

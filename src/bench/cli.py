@@ -58,73 +58,100 @@ _WorkloadOption = Annotated[
 ]
 
 
+_ConfigOption = Annotated[
+    Path | None, typer.Option(help="TOML/JSON file listing backends (see docs/benchmark.md)")
+]
+
+_ScaleOption = Annotated[ScaleName | None, typer.Option(help="dataset size (default small)")]
+
+_SeedOption = Annotated[int | None, typer.Option(help="dataset seed (default 42)")]
+
+_OutOption = Annotated[
+    Path | None, typer.Option(help="report folder (default reports/<timestamp>/)")
+]
+
+_CompareOption = Annotated[
+    Path | None, typer.Option(help="an earlier results.json to compare this run with")
+]
+
+_RedisUrlOption = Annotated[
+    str, typer.Option(help="Redis URL of +redis backends (default: settings cache.url)")
+]
+
+_BucketSizeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bucket-size",
+        help="sweep: run every bucket backend at each of these sizes, e.g. 20,50,100,200,500",
+    ),
+]
+
+_TrafficOption = Annotated[
+    Path | None,
+    typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
+]
+
+_ContentionOption = Annotated[
+    bool,
+    typer.Option(
+        "--contention/--no-contention",
+        help="run the contention workloads (N concurrent workers)",
+    ),
+]
+
+_TrialsOption = Annotated[
+    int,
+    typer.Option(min=1, help="split each workload's timed operations into K trials"),
+]
+
+_RateOption = Annotated[
+    str,
+    typer.Option(
+        help="offered-load rates: % of closed-loop throughput or ops/s, e.g. 50%,70%,90% "
+        "or 200,400; 'off': no offered-load section"
+    ),
+]
+
+_MemoryBudgetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-budget",
+        help="instead of the report: each engine's buffer at this budget (10% of the "
+        "dataset's bytes, or a size like 64MB), pages read and p50 cold and warm",
+    ),
+]
+
+_ScalesOption = Annotated[
+    str | None,
+    typer.Option(help="instead of the report: a scale curve at these sizes, e.g. 10k,100k,1m,10m"),
+]
+
+_EnginesOption = Annotated[
+    str,
+    typer.Option(
+        help="engines of --memory-budget and --scales (PostgreSQL and MariaDB run as "
+        "private instances the bench starts and stops)"
+    ),
+]
+
+
 def bench(
     backend: _BackendOption = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML/JSON file listing backends (see docs/benchmark.md)")
-    ] = None,
-    scale: Annotated[ScaleName | None, typer.Option(help="dataset size (default small)")] = None,
-    seed: Annotated[int | None, typer.Option(help="dataset seed (default 42)")] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="report folder (default reports/<timestamp>/)")
-    ] = None,
-    compare: Annotated[
-        Path | None, typer.Option(help="an earlier results.json to compare this run with")
-    ] = None,
-    redis_url: Annotated[
-        str, typer.Option(help="Redis URL of +redis backends (default: settings cache.url)")
-    ] = "",
+    config: _ConfigOption = None,
+    scale: _ScaleOption = None,
+    seed: _SeedOption = None,
+    out: _OutOption = None,
+    compare: _CompareOption = None,
+    redis_url: _RedisUrlOption = "",
     workload: _WorkloadOption = None,
-    bucket_size: Annotated[
-        str | None,
-        typer.Option(
-            "--bucket-size",
-            help="sweep: run every bucket backend at each of these sizes, e.g. 20,50,100,200,500",
-        ),
-    ] = None,
-    traffic: Annotated[
-        Path | None,
-        typer.Option(help="TOML/JSON file with a [traffic] table (see docs/benchmark.md)"),
-    ] = None,
-    contention: Annotated[
-        bool,
-        typer.Option(
-            "--contention/--no-contention",
-            help="run the contention workloads (N concurrent workers)",
-        ),
-    ] = True,
-    trials: Annotated[
-        int,
-        typer.Option(min=1, help="split each workload's timed operations into K trials"),
-    ] = 5,
-    rate: Annotated[
-        str,
-        typer.Option(
-            help="offered-load rates: % of closed-loop throughput or ops/s, e.g. 50%,70%,90% "
-            "or 200,400; 'off': no offered-load section"
-        ),
-    ] = "50%,70%,90%",
-    memory_budget: Annotated[
-        str | None,
-        typer.Option(
-            "--memory-budget",
-            help="instead of the report: each engine's buffer at this budget (10% of the "
-            "dataset's bytes, or a size like 64MB), pages read and p50 cold and warm",
-        ),
-    ] = None,
-    scales: Annotated[
-        str | None,
-        typer.Option(
-            help="instead of the report: a scale curve at these sizes, e.g. 10k,100k,1m,10m"
-        ),
-    ] = None,
-    engines: Annotated[
-        str,
-        typer.Option(
-            help="engines of --memory-budget and --scales (PostgreSQL and MariaDB run as "
-            "private instances the bench starts and stops)"
-        ),
-    ] = "postgresql,mariadb,sqlite",
+    bucket_size: _BucketSizeOption = None,
+    traffic: _TrafficOption = None,
+    contention: _ContentionOption = True,
+    trials: _TrialsOption = 5,
+    rate: _RateOption = "50%,70%,90%",
+    memory_budget: _MemoryBudgetOption = None,
+    scales: _ScalesOption = None,
+    engines: _EnginesOption = "postgresql,mariadb,sqlite",
 ) -> None:
     """Run the same workloads on every chosen backend and write a bucket-vs-row report.
 
