@@ -7,30 +7,28 @@ Every call addresses buckets by doc_id, the shard key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from imbucket.adapters.bucket import BucketMessageStore
-from imbucket.adapters.codec import conversation_of, slot_from_doc
+from imbucket.adapters.codec import slot_from_doc
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.msg_collection import MsgCollection
 from imbucket.adapters.mongo.read_marks import raise_needed
 from imbucket.adapters.mongo.replies import (
     ReaderMarks,
-    bucket_bytes,
     bucket_slots,
     duplicate_positions,
     marked_reply,
     spilled_users,
-    store_stats,
     viewed_slots,
 )
 from imbucket.adapters.mongo.riding import RidingWrites
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout
-from imbucket.domain.model import Message, Revoke, Slot, SlotPatch, StoreStats
+from imbucket.domain.model import Message, Revoke, Slot, SlotPatch
 from imbucket.domain.tags import (
     Guard,
     checked_beyond,
@@ -45,13 +43,15 @@ _CREATE_SLOTS = 200
 SPILL_MOVED = "Spilled deleters in msg_spill"
 
 
-class MongoBucketRepository:
+class MongoBucketRepository(MsgCollection):
     """Buckets in collection ``msg`` with a unique index on doc_id and none inside the array.
 
     Spilled deleters are documents of ``msg`` too, one each, ``doc_id`` =
     ``commands.spill_key(doc_id, slot, user_id)``: unique by the same index, beside their
     bucket, and written by the same command as the patch that flags their slot.
     """
+
+    decode_slot = staticmethod(slot_from_doc)
 
     def __init__(self, connection: MongoConnection, layout: BucketLayout) -> None:
         self.layout = layout
@@ -245,39 +245,6 @@ class MongoBucketRepository:
         """One delete_many of the slots' spilled deleters, by doc_id range."""
         with translated("drop spilled deleters"):
             self._buckets.delete_many(commands.spilled_in(wanted))
-
-    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
-        """One find over ``msg`` in doc_id order (its unique index)."""
-        cursor = None if after is None else json.dumps([after])
-        found, _ = self._connection.scan(commands.BUCKETS, cursor, limit)
-        return [
-            (doc["doc_id"], [slot_from_doc(conversation_of(doc["doc_id"]), s) for s in doc["msgs"]])
-            for doc in found
-        ]
-
-    def bucket_bytes(self, doc_id: str) -> int | None:
-        """``$bsonSize`` of the bucket document."""
-        with translated("measure a bucket"):
-            return bucket_bytes(self._buckets.aggregate(commands.bucket_size(doc_id)))
-
-    def stats(self) -> StoreStats:
-        """``$collStats`` of ``msg`` plus a count of stored messages (a full scan).
-
-        Spilled deleters count as data, not as documents; user documents as neither.
-        """
-        with translated("read collection stats"):
-            storage = list(self._buckets.aggregate(commands.STORAGE_STATS))
-            counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
-        return store_stats(storage, counted)
-
-    @property
-    def connection(self) -> MongoConnection:
-        """The client and database (for instrumentation such as the benchmark's raw arm)."""
-        return self._connection
-
-    def close(self) -> None:
-        """Close the client."""
-        self._connection.close()
 
     def _update(self, command: commands.Update, action: str) -> bool:
         """update_one; True iff the filter matched (the bucket exists, the condition held).

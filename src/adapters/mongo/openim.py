@@ -30,8 +30,9 @@ from imbucket.adapters.codec import conversation_of, message_from_doc, revoke_fr
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo import openim_writes as writes
 from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.msg_collection import MsgCollection
 from imbucket.adapters.mongo.openim_writes import OpenimAllocator, OpenimRedis
-from imbucket.adapters.mongo.replies import bucket_bytes, duplicate_positions, store_stats
+from imbucket.adapters.mongo.replies import duplicate_positions
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.errors import ConfigError, OpenimIncompatible
 from imbucket.domain.layout import BucketLayout
@@ -42,7 +43,6 @@ from imbucket.domain.model import (
     Revoke,
     Slot,
     SlotPatch,
-    StoreStats,
     TableStats,
     Watermarks,
     stored_slot,
@@ -205,7 +205,7 @@ def _slots(wanted: Mapping[str, Sequence[int]], found: list[Doc]) -> dict[str, l
     return {doc["doc_id"]: doc["msgs"] for doc in found if doc["doc_id"] in wanted}
 
 
-class OpenimBucketRepository:
+class OpenimBucketRepository(MsgCollection):
     """BucketRepository over OpenIM's ``msg`` (see the module docstring).
 
     side: OpenIM's Redis when writing (None: read-only), whose message cache each tag
@@ -213,6 +213,7 @@ class OpenimBucketRepository:
     """
 
     layout = OPENIM_LAYOUT
+    decode_slot = staticmethod(openim_slot)
 
     def __init__(self, connection: MongoConnection, side: OpenimAllocator | None = None) -> None:
         self._connection = connection
@@ -255,27 +256,6 @@ class OpenimBucketRepository:
     ) -> dict[str, dict[int, set[str]]]:
         """None: OpenIM keeps every deleter inline."""
         return {}
-
-    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
-        """One find over ``msg`` in doc_id order (its unique index)."""
-        cursor = None if after is None else json.dumps([after])
-        found, _ = self._connection.scan(commands.BUCKETS, cursor, limit)
-        return [
-            (doc["doc_id"], [openim_slot(conversation_of(doc["doc_id"]), s) for s in doc["msgs"]])
-            for doc in found
-        ]
-
-    def bucket_bytes(self, doc_id: str) -> int | None:
-        """``$bsonSize`` of the bucket document."""
-        with translated("measure a bucket"):
-            return bucket_bytes(self._buckets.aggregate(commands.bucket_size(doc_id)))
-
-    def stats(self) -> StoreStats:
-        """``$collStats`` of ``msg`` plus a count of stored messages (a full scan)."""
-        with translated("read collection stats"):
-            storage = list(self._buckets.aggregate(commands.STORAGE_STATS))
-            counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
-        return store_stats(storage, counted)
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """``$set msgs.<i>.msg`` for every slot, matching only if all of them are free.
@@ -391,10 +371,6 @@ class OpenimBucketRepository:
             first = int(number) * self.layout.size + 1
             self._side.forget(*(f"{writes.MESSAGE_CACHE}{conversation_id}:{first + i}"
                                 for i in indexes))  # fmt: skip
-
-    def close(self) -> None:
-        """Close the client."""
-        self._connection.close()
 
 
 class OpenimSeqStore:

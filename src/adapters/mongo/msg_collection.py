@@ -1,0 +1,64 @@
+"""What every repository over OpenIM's bucket collection ``msg`` does the same way.
+
+``mongo-bucket`` (imbucket's own slots) and ``openim-mongo`` (a database OpenIM wrote) keep
+their buckets in the same collection shape; they differ in how a slot document decodes, so
+each names its decoder and inherits the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pymongo.collection import Collection
+
+from imbucket.adapters.codec import conversation_of
+from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.commands import Doc
+from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.replies import bucket_bytes, store_stats
+from imbucket.domain.model import Slot, StoreStats
+
+
+class MsgCollection:
+    """Scanning, sizing and closing a bucket collection; subclasses set the slot decoder."""
+
+    _connection: MongoConnection
+    _buckets: Collection[Doc]  # ``msg``
+    # A slot document of conversation_id as a Slot.
+    decode_slot: Callable[[str, Any], Slot]
+
+    def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
+        """One find over ``msg`` in doc_id order (its unique index)."""
+        cursor = None if after is None else json.dumps([after])
+        found, _ = self._connection.scan(commands.BUCKETS, cursor, limit)
+        decode = type(self).decode_slot
+        return [
+            (doc["doc_id"], [decode(conversation_of(doc["doc_id"]), s) for s in doc["msgs"]])
+            for doc in found
+        ]
+
+    def bucket_bytes(self, doc_id: str) -> int | None:
+        """``$bsonSize`` of the bucket document."""
+        with translated("measure a bucket"):
+            return bucket_bytes(self._buckets.aggregate(commands.bucket_size(doc_id)))
+
+    def stats(self) -> StoreStats:
+        """``$collStats`` of ``msg`` plus a count of stored messages (a full scan).
+
+        Spilled deleters count as data, not as documents; user documents as neither.
+        """
+        with translated("read collection stats"):
+            storage = list(self._buckets.aggregate(commands.STORAGE_STATS))
+            counted = list(self._buckets.aggregate(commands.COUNT_BUCKET_MESSAGES))
+        return store_stats(storage, counted)
+
+    @property
+    def connection(self) -> MongoConnection:
+        """The client and database (for instrumentation such as the benchmark's raw arm)."""
+        return self._connection
+
+    def close(self) -> None:
+        """Close the client."""
+        self._connection.close()
