@@ -16,17 +16,17 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pymysql
 import pytest
+
+from tests.private_servers import as_user, free_ports
 
 NODES = 3
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
@@ -40,21 +40,6 @@ _EVS = (
     "evs.inactive_check_period=PT0.5S;evs.install_timeout=PT3S"
 )
 _RECOVERED = re.compile(r"WSREP: Recovered position: ([0-9a-f-]+:-?\d+)")
-
-
-def _free_ports(count: int) -> list[int]:
-    """count distinct free loopback ports (held open together, so none repeats)."""
-    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    try:
-        return [listener.getsockname()[1] for listener in listeners]
-    finally:
-        for listener in listeners:
-            listener.close()
-
-
-def _as_user() -> dict[str, Any]:
-    """Popen arguments that run a server as USER when the tests run as root."""
-    return {"user": USER, "group": USER} if os.geteuid() == 0 else {}
 
 
 @dataclass
@@ -116,7 +101,7 @@ class GaleraCluster:
 
     def start(self) -> None:
         """Bootstrap the first node, join the others one by one, wait until all are Synced."""
-        ports = _free_ports(4 * NODES)
+        ports = free_ports(4 * NODES)
         for index in range(NODES):
             node_dir = self.directory / f"node{index}"
             node = GaleraNode(index, *ports[4 * index : 4 * index + 4], directory=node_dir)
@@ -173,7 +158,7 @@ class GaleraCluster:
             timeout=START_SECONDS,
             check=True,
             capture_output=True,
-            **_as_user(),
+            **as_user(USER),
         )
         found = _RECOVERED.findall(log.read_text(errors="replace")[seen:])
         if not found:
@@ -201,7 +186,7 @@ class GaleraCluster:
             [MARIADBD, f"--defaults-file={node.defaults_file}", *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            **_as_user(),
+            **as_user(USER),
         )
 
 

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from tests.private_servers import as_user, free_ports
+
 MEMBERS = 3
 BIN_DIR = Path("/usr/lib/postgresql/15/bin")
 START_SECONDS = 90.0
@@ -38,19 +39,6 @@ USER = "postgres"
 # replaced after it; a primary whose postmaster died is replaced at Patroni's next loop.
 TTL_SECONDS = 10
 LOOP_WAIT_SECONDS = 1
-
-
-def _free_ports(count: int) -> list[int]:
-    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    try:
-        return [listener.getsockname()[1] for listener in listeners]
-    finally:
-        for listener in listeners:
-            listener.close()
-
-
-def _as_user() -> dict[str, Any]:
-    return {"user": USER, "group": USER} if os.geteuid() == 0 else {}
 
 
 @dataclass
@@ -90,7 +78,7 @@ class PatroniCluster:
 
     def start(self) -> None:
         """Start etcd, then the members; wait for a leader and two streaming standbys."""
-        ports = _free_ports(2 + 2 * MEMBERS)
+        ports = free_ports(2 + 2 * MEMBERS)
         self.etcd_port, peer = ports[0], ports[1]
         self.etcd = subprocess.Popen(
             [
@@ -193,7 +181,7 @@ class PatroniCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=member.directory,
-            **_as_user(),
+            **as_user(USER),
         )
 
     def _config(self, member: Member) -> str:
