@@ -130,3 +130,43 @@ def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
             return True
         time.sleep(0.05)
     return condition()
+
+
+@dataclass
+class Fault:
+    """Writers carried through a fault: when it struck and what they did around it."""
+
+    struck_at: float  # time.monotonic() when the fault was injected
+    before: list[int]  # each writer's acknowledged sends at that moment
+    resumed: bool  # every writer had ``after`` more acknowledgements within the wait
+    first_ack: float | None  # seconds from the fault to the first acknowledgement after it
+
+
+def through_fault(
+    writers: list[Writer],
+    opener: Callable[[int], MessageService],
+    strike: Callable[[], object],
+    acks: tuple[int, int],
+    wait_seconds: float,
+) -> Fault:
+    """Run writers until each has acks[0] acknowledgements, strike, then wait for acks[1] more.
+
+    The writers are stopped and joined before this returns, whatever happened.
+    """
+    ahead, after = acks
+    stop, threads = run_writers(writers, opener)
+    try:
+        assert wait_for(lambda: all(len(w.sent) >= ahead for w in writers), 60)
+        struck_at = time.monotonic()
+        strike()
+        before = [len(w.sent) for w in writers]
+        resumed = wait_for(
+            lambda: all(len(w.sent) >= b + after for w, b in zip(writers, before, strict=True)),
+            wait_seconds,
+        )
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    later = [t for w in writers for t in w.acks_at if t > struck_at]
+    return Fault(struck_at, before, resumed, min(later) - struck_at if later else None)

@@ -24,7 +24,7 @@ import pytest
 
 from imbucket.app import MessageService, open_service
 from imbucket.testing.rows import store_config
-from tests.distributed.load import VIEWER, Writer, missing_on, run_writers, wait_for
+from tests.distributed.load import VIEWER, Writer, missing_on, through_fault
 from tests.galera_cluster import GaleraCluster, start_cluster
 from tests.sql_servers import mariadb_database
 
@@ -59,24 +59,11 @@ def test_a_killed_node_loses_nothing_acknowledged_and_rejoins(
 
         open_service(store_config(backend, cluster.urls(database))).close()  # the tables
         writers = [Writer(f"g{i}") for i in range(WRITERS)]
-        stop, threads = run_writers(writers, opener)
-        try:
-            assert wait_for(lambda: all(len(w.sent) >= ACKS_BEFORE for w in writers), 60)
-            killed_at = time.monotonic()
-            cluster.kill(victim)
-            before = [len(w.sent) for w in writers]
-            resumed = wait_for(
-                lambda: all(
-                    len(w.sent) >= b + ACKS_AFTER for w, b in zip(writers, before, strict=True)
-                ),
-                WAIT_SECONDS,
-            )
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(60)
-        assert resumed, [w.failures[-3:] for w in writers]
-        first_ack = min(t for w in writers for t in w.acks_at if t > killed_at) - killed_at
+        fault = through_fault(
+            writers, opener, lambda: cluster.kill(victim), (ACKS_BEFORE, ACKS_AFTER), WAIT_SECONDS
+        )
+        assert fault.resumed and fault.first_ack is not None, [w.failures[-3:] for w in writers]
+        before, first_ack = fault.before, fault.first_ack
 
         for node in cluster.alive_nodes():
             with _service(backend, cluster.url(node, database)) as service:

@@ -20,14 +20,13 @@ Counts are asserted, never times; promotion and reconnect times are printed for 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from imbucket.app import MessageService, open_service
 from imbucket.testing.rows import store_config
-from tests.distributed.load import Writer, missing_on, run_writers, settle, wait_for
+from tests.distributed.load import Writer, missing_on, settle, through_fault
 from tests.patroni_cluster import PatroniCluster, start_cluster
 from tests.sql_servers import postgres_schema
 
@@ -58,26 +57,21 @@ def test_a_killed_primary_loses_nothing_acknowledged(cluster: PatroniCluster, ba
     with postgres_schema(cluster.url) as url:
         _open(backend, url).close()  # the tables
         writers = [Writer(f"p{i}") for i in range(WRITERS)]
-        stop, threads = run_writers(writers, lambda _: _open(backend, url))
-        try:
-            assert wait_for(lambda: all(len(w.sent) >= ACKS_BEFORE for w in writers), 60)
-            old = cluster.leader()
-            killed_at = time.monotonic()
+        old, waited = cluster.leader(), []
+
+        def kill_and_wait_for_promotion() -> None:
             cluster.kill_postmaster(old)
-            before = [len(w.sent) for w in writers]
-            promoted = cluster.wait_leader_other_than(old, WAIT_SECONDS)
-            resumed = wait_for(
-                lambda: all(
-                    len(w.sent) >= b + ACKS_AFTER for w, b in zip(writers, before, strict=True)
-                ),
-                WAIT_SECONDS,
-            )
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(60)
-        assert resumed, [w.failures[-3:] for w in writers]
-        first_ack = min(t for w in writers for t in w.acks_at if t > killed_at) - killed_at
+            waited.append(cluster.wait_leader_other_than(old, WAIT_SECONDS))
+
+        fault = through_fault(
+            writers,
+            lambda _: _open(backend, url),
+            kill_and_wait_for_promotion,
+            (ACKS_BEFORE, ACKS_AFTER),
+            WAIT_SECONDS,
+        )
+        assert fault.resumed and fault.first_ack is not None, [w.failures[-3:] for w in writers]
+        before, first_ack, (promoted,) = fault.before, fault.first_ack, waited
         failures = [f for w in writers for f in w.failures]
         assert all(": OutcomeUnknown: " in f for f in failures), failures
         with _open(backend, url) as service:
