@@ -7,12 +7,11 @@ The real clusters are in tests/distributed/; here the failures are raised by han
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
 import pytest
-from sqlalchemy import Connection, event, make_url, select
+from sqlalchemy import event, make_url, select
 from sqlalchemy.exc import OperationalError
 
 from imbucket.adapters.sql.engine import (
@@ -29,34 +28,13 @@ from imbucket.app import open_service
 from imbucket.bench.instrument.scratch import server_version
 from imbucket.domain.errors import ConfigError, StoreUnavailable
 from tests.sql_servers import mariadb_server
+from tests.unit.flaky_work import Flaky
 
 
 def not_ready() -> OperationalError:
     """What a Galera node outside the primary component answers to any statement."""
     orig = pymysql.err.OperationalError(1047, "WSREP has not yet prepared node for application use")
     return OperationalError("INSERT", None, orig)
-
-
-class Flaky:
-    """Work that raises error on its first `failures` runs, then returns "done"."""
-
-    def __init__(self, error: Exception, failures: int) -> None:
-        self.error = error
-        self.failures = failures
-        self.runs = 0
-
-    def __call__(self, connection: Connection) -> str:
-        self.runs += 1
-        if self.runs <= self.failures:
-            raise self.error
-        return "done"
-
-
-@pytest.fixture
-def db() -> Iterator[Database]:
-    database = Database("sqlite://")
-    yield database
-    database.close()
 
 
 def test_a_statement_a_galera_node_refused_unrun_is_tried_again_even_when_not_idempotent(

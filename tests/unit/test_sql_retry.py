@@ -11,7 +11,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Connection, event, select
+from sqlalchemy import event, select
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from imbucket.adapters.sql.engine import ATTEMPTS, Database, Fault
@@ -19,6 +19,7 @@ from imbucket.adapters.sql.schema import row_schema
 from imbucket.adapters.sql.seq import SqlSeqStore
 from imbucket.app import open_service
 from imbucket.domain.errors import InvalidArgument, OutcomeUnknown, StoreUnavailable
+from tests.unit.flaky_work import Flaky
 
 
 class Deadlock(Exception):
@@ -29,28 +30,6 @@ def lost() -> OperationalError:
     """What SQLAlchemy raises when the driver reports the connection gone."""
     orig = Exception("server closed the connection unexpectedly")
     return OperationalError("SELECT 1", None, orig, connection_invalidated=True)
-
-
-class Flaky:
-    """Work that raises error on its first `failures` runs, then returns "done"."""
-
-    def __init__(self, error: Exception, failures: int) -> None:
-        self.error = error
-        self.failures = failures
-        self.runs = 0
-
-    def __call__(self, connection: Connection) -> str:
-        self.runs += 1
-        if self.runs <= self.failures:
-            raise self.error
-        return "done"
-
-
-@pytest.fixture
-def db() -> Iterator[Database]:
-    database = Database("sqlite://")
-    yield database
-    database.close()
 
 
 def retries(caplog: pytest.LogCaptureFixture) -> int:
