@@ -219,6 +219,8 @@ Client = redis.Redis | RedisCluster | greenlets.Awaiting
 REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
 # What a cache client retries (once, at once): a dropped connection; never a timeout.
 _RETRIED = (RedisConnectionError,)
+TOPOLOGY_ATTEMPTS = 3
+_Client = TypeVar("_Client")
 
 
 def client_options(
@@ -253,7 +255,22 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
     if not cluster:
         return redis.Redis.from_url(url, **settings)
     # Reads go to masters only (the default): a replica may lag behind an invalidation.
-    return RedisCluster.from_url(url, **settings)
+    return _asking_for_topology(lambda: RedisCluster.from_url(url, **settings))
+
+
+def _asking_for_topology(connect: Callable[[], _Client]) -> _Client:
+    """connect(), tried up to TOPOLOGY_ATTEMPTS times while no node answers.
+
+    The topology is asked for once, when a service starts: there a node slow to accept its
+    first connection (a busy machine) must not fail the start, as it may skip one cache read.
+    """
+    for attempt in range(1, TOPOLOGY_ATTEMPTS + 1):
+        try:
+            return connect()
+        except REDIS_ERRORS:
+            if attempt == TOPOLOGY_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> greenlets.Awaiting:
@@ -266,9 +283,13 @@ def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> greenl
     settings["retry"] = AsyncRetry(NoBackoff(), retry.get_retries(), supported_errors=_RETRIED)
     if not cluster:
         return greenlets.Awaiting(AsyncRedis.from_url(url, **settings))
-    client = AsyncRedisCluster.from_url(url, **settings)
-    greenlets.wait_for(client.initialize())  # the topology now, as the sync client asks it
-    return greenlets.Awaiting(client)
+
+    def connect() -> AsyncRedisCluster:
+        client = AsyncRedisCluster.from_url(url, **settings)
+        greenlets.wait_for(client.initialize())  # the topology now, as the sync client asks it
+        return client
+
+    return greenlets.Awaiting(_asking_for_topology(connect))
 
 
 def is_cluster(client: Any) -> bool:

@@ -78,6 +78,33 @@ def test_a_redis_cluster_no_node_of_which_answers_is_a_config_error() -> None:
         open_service(config)
 
 
+@pytest.mark.parametrize("failures", [1, 2, 3])
+def test_a_cluster_slow_to_answer_at_start_is_asked_again_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch, failures: int
+) -> None:
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    from imbucket.adapters import redis_cache
+
+    asked: list[str] = []
+    client = object()
+
+    def topology(url: str, **_: object) -> object:
+        asked.append(url)
+        if len(asked) <= failures:
+            raise RedisTimeoutError("Timeout connecting to server")
+        return client
+
+    monkeypatch.setattr(redis_cache.RedisCluster, "from_url", topology)
+    if failures < redis_cache.TOPOLOGY_ATTEMPTS:
+        assert redis_cache.make_client("redis://node:7000", cluster=True) is client
+        assert len(asked) == failures + 1
+    else:
+        with pytest.raises(RedisTimeoutError):
+            redis_cache.make_client("redis://node:7000", cluster=True)
+        assert len(asked) == redis_cache.TOPOLOGY_ATTEMPTS
+
+
 def test_missing_config_file_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IMBUCKET_CONFIG", "/nonexistent/imbucket.toml")
     with pytest.raises(ConfigError):
