@@ -65,6 +65,7 @@ from imbucket.domain.model import StoreStats
 
 DEFAULT_TRIALS = 5  # fits `make bench`: the operations are split, not multiplied
 WARMUP_MAX = 10  # untimed operations before the trials: at most this, a tenth of the plan
+SLICES_PER_TRIAL = 8  # the turns backends take inside one trial
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,21 +324,34 @@ def trial_bounds(ops: int, trials: int) -> list[tuple[int, int]]:
     return [(0, warm), *itertools.pairwise(cuts)]
 
 
-def _in_trials(sides: list[_Side], trials: int) -> None:
-    """The warm-up on every backend, then each trial on every backend in turn.
+def slices(start: int, stop: int, count: int = SLICES_PER_TRIAL) -> list[tuple[int, int]]:
+    """[start, stop) cut into at most count non-empty slices of sizes differing by at most one."""
+    ops = stop - start
+    count = max(1, min(count, ops))
+    return list(itertools.pairwise(start + ops * k // count for k in range(count + 1)))
 
-    The backend that goes first takes turns from trial to trial, so that a burst of machine
-    load hits each layout's share of the same trial, never one layout's whole workload.
+
+def _in_trials(sides: list[_Side], trials: int) -> None:
+    """The warm-up on every backend, then each trial, its slices alternating between backends.
+
+    Inside a trial every backend runs a slice of its operations in turn, the first taking
+    turns from slice to slice: a burst of machine load then falls on every layout's share
+    of the same trial, so their ratio in that trial keeps what the layouts do, not when the
+    burst came.
     """
     if not sides:
         return
     bounds = trial_bounds(len(sides[0].runs[1]), trials)
     for side in sides:
         side.run(*bounds[0], timed=False)
-    for k, (start, stop) in enumerate(bounds[1:]):
-        turn = k % len(sides)
-        for side in sides[turn:] + sides[:turn]:
-            side.run(start, stop, timed=True)
+    turn = 0
+    for start, stop in bounds[1:]:
+        for side in sides:
+            side.next_trial()
+        for first, last in slices(start, stop):
+            for side in sides[turn:] + sides[:turn]:
+                side.run(first, last, timed=True)
+            turn = (turn + 1) % len(sides)
 
 
 @dataclass
@@ -368,8 +382,6 @@ class _Side:
         workload, plan, _, twin_plan = self.runs
         clock, label, meter = time.perf_counter(), self.backend.setup.label, self.backend.meter
         if timed:
-            self.recorder.next_trial()
-            self.twin_recorder.next_trial()
             if meter is not None:
                 meter.begin()
             if self.backend.pages is not None:
@@ -394,6 +406,11 @@ class _Side:
             self.paged = self.paged + self.backend.pages.pages()
             self.paged_ops += (stop - start) * (1 if twin_plan is None else 2)
         self.backend.seconds += time.perf_counter() - clock
+
+    def next_trial(self) -> None:
+        """Start a trial: the timed operations from now on also go into its own histograms."""
+        self.recorder.next_trial()
+        self.twin_recorder.next_trial()
 
     def finish(self, loaded: str) -> None:
         """Store the results; run the engine's routine; after the loading workload, size it."""

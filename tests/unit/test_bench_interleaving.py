@@ -1,5 +1,6 @@
-"""Workloads run in trials: a warm-up, then every backend's chunk of trial k before trial k + 1,
-the first backend taking turns; a raw-driver twin alternates with its workload."""
+"""Workloads run in trials: a warm-up, then trial k before trial k + 1, every backend running
+a slice of the trial in turn, the first backend taking turns from slice to slice; a raw-driver
+twin alternates with its workload."""
 
 from __future__ import annotations
 
@@ -60,7 +61,14 @@ def test_trial_bounds_split_the_plan_after_a_warm_up() -> None:
     assert runner.trial_bounds(3, 5) == [(0, 0), (0, 1), (1, 2), (2, 3)]  # no empty trial
 
 
-def test_trials_interleave_the_backends_taking_turns_going_first() -> None:
+def test_slices_cut_a_trial_evenly() -> None:
+    eight = [(2, 3), (3, 4), (4, 5), (5, 7), (7, 8), (8, 9), (9, 10), (10, 12)]
+    assert runner.slices(2, 12) == eight
+    assert runner.slices(0, 3) == [(0, 1), (1, 2), (2, 3)]
+    assert runner.slices(5, 6, count=4) == [(5, 6)]
+
+
+def test_trials_interleave_the_backends_slice_by_slice_taking_turns_going_first() -> None:
     calls: list[str] = []
     service = Workload("pull", "pull", "", lambda data: [])
     row, bucket = _backend("row"), _backend("bucket")
@@ -69,15 +77,17 @@ def test_trials_interleave_the_backends_taking_turns_going_first() -> None:
         _side((service, _plan(calls, "bkt", 22), None, None), bucket),
     ]
 
-    runner._in_trials(sides, trials=2)  # warm-up 2, then trials of 10
+    runner._in_trials(sides, trials=2)  # warm-up 2, then trials of 10 in 8 slices
 
     assert calls[:4] == ["row0", "row1", "bkt0", "bkt1"]
-    assert calls[4:14] == [f"row{n}" for n in range(2, 12)]
-    assert calls[14:24] == [f"bkt{n}" for n in range(2, 12)]
-    assert calls[24:34] == [f"bkt{n}" for n in range(12, 22)]  # trial 2: bucket goes first
-    assert calls[34:] == [f"row{n}" for n in range(12, 22)]
+    first_trial = ["row2", "bkt2", "bkt3", "row3", "row4", "bkt4", "bkt5", "bkt6", "row5", "row6"]
+    assert calls[4:14] == first_trial
+    assert calls[14:20] == ["row7", "bkt7", "bkt8", "row8", "row9", "bkt9"]
+    assert calls[20:24] == ["bkt10", "bkt11", "row10", "row11"]
+    assert calls[24:28] == ["row12", "bkt12", "bkt13", "row13"]  # trial 2 goes on turning
     for side in sides:
         side.finish(loaded="ingest")
-    found = row.result.workloads["pull"]
-    assert (found.ops, found.warmup, len(found.trials)) == (20, 2, 2)
-    assert found.round_trips.distribution == {"0": 22}  # the warm-up's round trips count
+    for backend in (row, bucket):
+        found = backend.result.workloads["pull"]
+        assert (found.ops, found.warmup, len(found.trials)) == (20, 2, 2)
+    assert row.result.workloads["pull"].round_trips.distribution == {"0": 22}  # warm-up counts
