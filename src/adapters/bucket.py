@@ -108,10 +108,12 @@ class BucketMessageStore(TagWrites):
         self, doc_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
     ) -> None:
         checked = False  # the last read found the bucket with every pending slot free
+        write = self._fill_or_create
         for _ in range(MAX_ROUNDS):
-            if self.repository.write_messages(doc_id, pending):
+            if write(doc_id, pending):
                 outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
                 return
+            write = self.repository.write_messages
             if checked:
                 contention.record(contention.BUCKET_UPDATE_LOST)
             current = self.repository.read({doc_id: sorted(pending)}).get(doc_id)
@@ -131,6 +133,14 @@ class BucketMessageStore(TagWrites):
                 return
             checked = True
         raise StoreUnavailable(f"insert into {doc_id} did not settle under contention")
+
+    def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
+        """An insert's first write into doc_id: here ``write_messages``.
+
+        A store whose engine can also create a missing bucket in the same round trip
+        overrides it to do both.
+        """
+        return self.repository.write_messages(doc_id, messages)
 
     def get(
         self, conversation_id: str, seqs: Sequence[int], viewer: str | None = None

@@ -118,6 +118,28 @@ class SqlBucketRepository:
             return self.db.execute(parts[0]).rowcount == 1
         return self._all_or_nothing(parts)
 
+    def fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
+        """``write_messages``, or the bucket created holding messages if it does not exist.
+
+        One statement either way. False when the bucket exists with one of those slots taken,
+        or another writer created it meanwhile: read it, as after ``write_messages``. Where
+        the engine has no such statement, or the messages need more than one, this is
+        ``write_messages``.
+        """
+        template = self._json.fill_or_create_sql
+        message_doc = self._codec.message_doc
+        docs = {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
+        whole = self._whole({index: Slot(message=m) for index, m in messages.items()})
+        size = value_bytes(whole) + sum(value_bytes(d) + _SLOT_SQL_BYTES for d in docs.values())
+        if template is None or size + STATEMENT_OVERHEAD > self.db.limits().max_bytes:
+            return self.write_messages(doc_id, messages)
+        check_key(conversation_of(doc_id), "conversation_id")
+        changes, free, params = self._filled(docs)
+        where = _all(["doc_id = :doc_id", *free])
+        sql = template.format(table=self._table, document=self._json.set(changes), where=where)
+        found = self.db.execute(_statement(sql), {"doc_id": doc_id, "whole": whole, **params})
+        return len(found.rows) == 1
+
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """Insert the whole bucket; False when doc_id exists (the primary key says so).
 
@@ -620,6 +642,15 @@ class SqlBucketRepository:
 
     def _filling(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
         """UPDATE storing message JSON docs by slot index iff every one of those slots is free."""
+        return self._updating(doc_id, *self._filled(docs))
+
+    def _filled(
+        self, docs: Mapping[int, str]
+    ) -> tuple[list[tuple[Path, str]], list[str], dict[str, Any]]:
+        """What fills message JSON docs by slot index: changes, conditions, parameters.
+
+        The conditions hold iff every one of those slots is free.
+        """
         params: dict[str, Any] = {}
         changes: list[tuple[Path, str]] = []
         free: list[str] = []
@@ -627,7 +658,7 @@ class SqlBucketRepository:
             params[f"m{n}"] = doc
             changes.append(((index, "msg"), self._json.value(f"m{n}")))
             free += [self._json.is_null(index, "msg"), self._json.is_false(index, "purged")]
-        return self._updating(doc_id, changes, free, params)
+        return changes, free, params
 
     def _replacing(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
         """UPDATE replacing whole slots by the slot JSON docs (in a bucket just created)."""
@@ -704,6 +735,10 @@ class SqlBucketStore(BucketMessageStore):
     def batch(self) -> AbstractContextManager[None]:
         """One transaction for the block's writes; see MessageStore.batch."""
         return self.repository.db.batch()
+
+    def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
+        """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""
+        return self.repository.fill_or_create(doc_id, messages)
 
     def mark_read_raising(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None

@@ -58,6 +58,11 @@ class JsonSql:
     keys: Mapping[str, str] = field(default_factory=dict)  # slot field -> stored key
     message_marker: str = "msg.seq"  # a path found once per stored message
     message_type: str = "object"  # the JSON type of a stored message
+    # One statement that fills bucket ``:doc_id`` of ``{table}`` (``msgs`` becomes
+    # ``{document}`` where ``{where}`` holds) or, when it does not exist, inserts it as
+    # ``:whole``; it returns a row for each row written. None where the engine cannot tell
+    # an existing row left as it was from a new one (MariaDB's upsert).
+    fill_or_create_sql: str | None = None
 
     def keyed(self, codec: SlotCodec) -> JsonSql:
         """The engine's JSON SQL for buckets written by codec."""
@@ -206,6 +211,15 @@ POSTGRES = JsonSql(
         " FROM jsonb_array_elements(msgs) WITH ORDINALITY AS s(slot, n))"
     ),
     element_field_sql="jsonb_set({slot}, '{{{name}}}', {value})",
+    # Both parts see one snapshot: the UPDATE finds the bucket or the INSERT creates it (a
+    # bucket another writer creates meanwhile makes the INSERT do nothing: 0, read again).
+    fill_or_create_sql=(
+        "WITH filled AS (UPDATE {table} SET msgs = {document} WHERE {where} RETURNING 1),"
+        " created AS (INSERT INTO {table} (doc_id, msgs) SELECT :doc_id, CAST(:whole AS jsonb)"
+        " WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE doc_id = :doc_id)"
+        " ON CONFLICT (doc_id) DO NOTHING RETURNING 1)"
+        " SELECT 1 FROM filled UNION ALL SELECT 1 FROM created"
+    ),
 )
 
 # MariaDB and SQLite share the ``$[i].name`` path syntax and take many pairs per JSON_SET.
@@ -265,6 +279,11 @@ SQLITE = JsonSql(
     count_sql=(
         "SELECT COUNT(*) FROM {table}, json_each({table}.msgs) AS slot"
         " WHERE json_type(slot.value, '$.{msg}') = '{type}'"
+    ),
+    # In an upsert's DO UPDATE a bare column names the existing row's value.
+    fill_or_create_sql=(
+        "INSERT INTO {table} (doc_id, msgs) VALUES (:doc_id, :whole) ON CONFLICT (doc_id)"
+        " DO UPDATE SET msgs = {document} WHERE {where} RETURNING 1"
     ),
 )
 
