@@ -210,7 +210,7 @@ def _pull_hot(data: Dataset) -> list[Op]:
     return [_call("pull", conv.id, HOT_VIEWER, [conv.size]) for _ in range(HOT_PULLS)]
 
 
-HOT_PULLS = 200  # a pull is cheap: enough of them for each trial to hold a steady median
+HOT_PULLS = 1_000  # a pull is cheap: enough of them for each trial to hold a steady median
 
 
 def _mark_read(data: Dataset) -> list[Op]:
