@@ -111,8 +111,15 @@ class SqlBucketRepository:
         Messages too large for one statement go in several UPDATEs in one transaction, all
         or nothing (docs/sql.md, "Statement limits").
         """
+        return self._write_docs(doc_id, self._message_docs(messages))
+
+    def _message_docs(self, messages: Mapping[int, Message]) -> dict[int, str]:
+        """The JSON of each message by slot index, in slot order."""
         message_doc = self._codec.message_doc
-        docs = {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
+        return {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
+
+    def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
+        """``write_messages`` of message JSON docs by slot index."""
         parts = [self._filling(doc_id, part) for part in self._parts(docs)]
         if len(parts) == 1:
             return self.db.execute(parts[0]).rowcount == 1
@@ -127,12 +134,13 @@ class SqlBucketRepository:
         ``write_messages``.
         """
         template = self._json.fill_or_create_sql
-        message_doc = self._codec.message_doc
-        docs = {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
+        if template is None:
+            return self.write_messages(doc_id, messages)
+        docs = self._message_docs(messages)
         whole = self._whole({index: Slot(message=m) for index, m in messages.items()})
         size = value_bytes(whole) + sum(value_bytes(d) + _SLOT_SQL_BYTES for d in docs.values())
-        if template is None or size + STATEMENT_OVERHEAD > self.db.limits().max_bytes:
-            return self.write_messages(doc_id, messages)
+        if size + STATEMENT_OVERHEAD > self.db.limits().max_bytes:
+            return self._write_docs(doc_id, docs)
         check_key(conversation_of(doc_id), "conversation_id")
         changes, free, params = self._filled(docs)
         where = _all(["doc_id = :doc_id", *free])
