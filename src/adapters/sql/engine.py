@@ -167,6 +167,12 @@ _MARIADB_SESSION = (
     "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
     "SESSION tx_isolation = 'READ-COMMITTED'"
 )
+# On a Galera node: a read first waits until the node has applied every commit the cluster
+# acknowledged before it (causal reads), and a statement that lost certification fails with
+# 1213 for the store to run again instead of being re-run by the server after its RETURNING
+# rows were sent. Off Galera both are no-ops; a server built without Galera lacks them.
+_GALERA_SESSION = "SET SESSION wsrep_sync_wait = 1, SESSION wsrep_retry_autocommit = 0"
+_UNKNOWN_VARIABLE = 1193
 
 
 @dataclass(frozen=True, slots=True)
@@ -630,6 +636,7 @@ def _create_engine(
     if kind == "sqlite" and asynchronous:
         event.listen(engine, "invalidate", _roll_back_before_closing)
     if kind == "mariadb":
+        event.listen(engine, "connect", _galera_session)
         event.listen(engine, "handle_error", _drop_unready)
         if asynchronous:
             event.listen(engine, "do_connect", _bounded_handshake(timeouts.connect))
@@ -678,6 +685,18 @@ class _RoundRobin:
                 failure = error
         assert failure is not None
         raise failure
+
+
+def _galera_session(dbapi_connection: Any, _record: Any) -> None:
+    """Causal reads and no server-side retry on a Galera node (see _GALERA_SESSION)."""
+    cursor = dbapi_connection.cursor()  # pymysql's and the aiomysql adapter's alike
+    try:
+        cursor.execute(_GALERA_SESSION)
+    except Exception as error:
+        if not error.args or error.args[0] != _UNKNOWN_VARIABLE:
+            raise
+    finally:
+        cursor.close()
 
 
 def _drop_unready(context: Any) -> None:
