@@ -311,6 +311,7 @@ class ViewSql:
     slots_sql: str  # the ``s.slot`` values of the rows ``s`` as one comma-separated text
     greatest: str
     # FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON ``:slots``
+    # (neither is used where ``extracted_pairs_sql`` is set)
     pairs_sql: str
     slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` (JSON)
     # That slot with its deleter list ``{deleters}`` reduced to what the viewer may learn:
@@ -320,6 +321,12 @@ class ViewSql:
     viewed_slot_sql: str
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
+    # For an engine whose JSON functions parse a bucket's whole text on every call: FROM item
+    # ``c`` with ``c.j``, ``c.k`` and ``c.slot``, slot k of bucket j of ``{table}`` (found by
+    # ``{doc_id}`` of ``p.j``) extracted once per listed slot, NULL when the bucket is missing,
+    # and materialised, so that ``viewed_slot_sql`` (then given ``{slot}`` = ``c.slot``) works
+    # on the slot's text alone. Empty: the sparse read joins ``pairs_sql`` to ``bucket_sql``.
+    extracted_pairs_sql: str = ""
 
     def statement(self, table: str, spill: str, watermarks: str, size: int, latest: bool) -> str:
         """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, msgs, spilled, slot).
@@ -340,7 +347,8 @@ class ViewSql:
         the viewer (``viewed_slot_sql``), its ``slot`` the slot index; the engine then
         renders one slot instead of the whole bucket, and the caller decodes one slot.
         """
-        viewed = self.viewed_slot_sql.format(slot=self.slot_at_sql, deleters=deleters)
+        slot = "c.slot" if self.extracted_pairs_sql else self.slot_at_sql
+        viewed = self.viewed_slot_sql.format(slot=slot, deleters=deleters)
         return self._select(table, spill, watermarks, size, latest=False, sparse=viewed)
 
     def _select(
@@ -369,13 +377,22 @@ class ViewSql:
             f"(SELECT {self.slots_sql} FROM {spill} AS s"
             f" WHERE s.doc_id = {doc_id} AND s.user_id = :viewer)"
         )
+        found = "d.msgs"
+        sources = (
+            f" LEFT JOIN {self.pairs_sql if sparse else self.candidates_sql} ON {candidate}"
+            f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
+        )
+        if sparse and self.extracted_pairs_sql:
+            found = "c.slot"
+            pairs = self.extracted_pairs_sql.format(
+                table=table, doc_id=self.doc_id_sql.format(index="p.j")
+            )
+            sources = f" LEFT JOIN {pairs} ON {candidate}"
         return (
             f"SELECT w.max_seq, w.min_seq, w.user_min_seq, {index} AS doc_index,"
             f" {sparse or self.text_sql} AS msgs,"
-            f" CASE WHEN d.msgs IS NULL THEN NULL ELSE {spilled} END AS spilled,"
-            f" {'c.k' if sparse else 'NULL'} AS slot FROM ({watermarks}) AS w"
-            f" LEFT JOIN {self.pairs_sql if sparse else self.candidates_sql} ON {candidate}"
-            f" LEFT JOIN {self.bucket_sql.format(table=table, doc_id=doc_id)}"
+            f" CASE WHEN {found} IS NULL THEN NULL ELSE {spilled} END AS spilled,"
+            f" {'c.k' if sparse else 'NULL'} AS slot FROM ({watermarks}) AS w{sources}"
         )
 
 
@@ -407,6 +424,14 @@ POSTGRES_VIEW = ViewSql(
     # candidate, whatever it guesses of the JSON array's length (it guesses 100, and a
     # hash join of 100 candidates would scan the whole table).
     bucket_sql="LATERAL (SELECT msgs FROM {table} WHERE doc_id = {doc_id} LIMIT 1) AS d ON 1 = 1",
+    # The same probe, cutting the slot out inside it: the bucket is detoasted once per slot,
+    # where every reference to ``d.msgs -> c.k`` would detoast it again.
+    extracted_pairs_sql=(
+        "(SELECT p.j, p.k, b.slot FROM (SELECT CAST(t.p ->> 0 AS bigint) AS j,"
+        " CAST(t.p ->> 1 AS integer) AS k FROM jsonb_array_elements(CAST(:slots AS jsonb))"
+        " AS t(p)) AS p LEFT JOIN LATERAL (SELECT msgs -> p.k AS slot FROM {table}"
+        " WHERE doc_id = {doc_id} LIMIT 1) AS b ON 1 = 1) AS c"
+    ),
 )
 
 MARIADB_VIEW = ViewSql(
@@ -415,17 +440,21 @@ MARIADB_VIEW = ViewSql(
     doc_id_sql="CONCAT(:conversation_id, ':', {index})",
     text_sql="d.msgs",
     slots_sql="GROUP_CONCAT(s.slot)",
-    pairs_sql=(
-        "JSON_TABLE(:slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS c"
-    ),
-    slot_at_sql="JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, ']'))",
+    pairs_sql="",  # extracted_pairs_sql instead
+    slot_at_sql="",
     viewed_slot_sql=(
-        "CASE WHEN COALESCE(JSON_LENGTH(d.msgs, CONCAT('$[', c.k, '].{deleters}')), 0) = 0"
+        "CASE WHEN COALESCE(JSON_LENGTH({slot}, '$.{deleters}'), 0) = 0"
         " THEN {slot} ELSE JSON_SET({slot}, '$.{deleters}', IF(JSON_CONTAINS("
-        "JSON_EXTRACT(d.msgs, CONCAT('$[', c.k, '].{deleters}')), JSON_QUOTE(:viewer)),"
-        " 1, 2)) END"
+        "JSON_EXTRACT({slot}, '$.{deleters}'), JSON_QUOTE(:viewer)), 1, 2)) END"
     ),
     greatest="GREATEST",
+    # A derived table with a LIMIT is materialised, not merged: each listed slot is cut out
+    # of its bucket's text once, where every reference to it would parse the bucket again.
+    extracted_pairs_sql=(
+        "(SELECT p.j, p.k, JSON_EXTRACT(b.msgs, CONCAT('$[', p.k, ']')) AS slot FROM JSON_TABLE("
+        ":slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS p"
+        " LEFT JOIN {table} AS b ON b.doc_id = {doc_id} LIMIT 18446744073709551615) AS c"
+    ),
 )
 
 SQLITE_VIEW = ViewSql(
