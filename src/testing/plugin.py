@@ -89,6 +89,6 @@ def imbucket_emulated_server() -> bool:
     """Whether the row's server is an emulator too slow for the largest tests: no here.
 
     imbucket's own ``tests/conftest.py`` overrides it for the mongoeco emulator; the model-based
-    test then runs fewer examples and the 5,000-deleter test is skipped.
+    test and the 5,000-deleter test then run fewer examples.
     """
     return False
