@@ -444,14 +444,17 @@ MARIADB_VIEW = ViewSql(
     slot_at_sql="",
     viewed_slot_sql=(
         "CASE WHEN COALESCE(JSON_LENGTH({slot}, '$.{deleters}'), 0) = 0"
-        " THEN {slot} ELSE JSON_SET({slot}, '$.{deleters}', IF(JSON_CONTAINS("
-        "JSON_EXTRACT({slot}, '$.{deleters}'), JSON_QUOTE(:viewer)), 1, 2)) END"
+        " THEN {slot} ELSE JSON_COMPACT(JSON_SET({slot}, '$.{deleters}', IF(JSON_CONTAINS("
+        "JSON_EXTRACT({slot}, '$.{deleters}'), JSON_QUOTE(:viewer)), 1, 2))) END"
     ),
     greatest="GREATEST",
     # A derived table with a LIMIT is materialised, not merged: each listed slot is cut out
     # of its bucket's text once, where every reference to it would parse the bucket again.
+    # JSON_QUERY stops at the slot (a slot is an object, or null: no slot) and returns its text
+    # as stored; JSON_EXTRACT reads on to the end of the bucket, looking for more matches, and
+    # re-spaces what it returns (as JSON_SET does: hence JSON_COMPACT above).
     extracted_pairs_sql=(
-        "(SELECT p.j, p.k, JSON_EXTRACT(b.msgs, CONCAT('$[', p.k, ']')) AS slot FROM JSON_TABLE("
+        "(SELECT p.j, p.k, JSON_QUERY(b.msgs, CONCAT('$[', p.k, ']')) AS slot FROM JSON_TABLE("
         ":slots, '$[*]' COLUMNS (j BIGINT PATH '$[0]', k BIGINT PATH '$[1]')) AS p"
         " LEFT JOIN {table} AS b ON b.doc_id = {doc_id} LIMIT 18446744073709551615) AS c"
     ),
