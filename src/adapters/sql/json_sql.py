@@ -310,23 +310,23 @@ class ViewSql:
     text_sql: str  # ``d.msgs`` as JSON text
     slots_sql: str  # the ``s.slot`` values of the rows ``s`` as one comma-separated text
     greatest: str
-    # FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON ``:slots``
-    # (neither is used where ``extracted_pairs_sql`` is set)
-    pairs_sql: str
-    slot_at_sql: str  # slot ``c.k`` of ``d.msgs`` (JSON)
-    # That slot with its deleter list ``{deleters}`` reduced to what the viewer may learn:
-    # VIEWER_DELETED when the viewer deleted it, OTHERS_DELETED when only others did, as
-    # stored (absent or empty) when nobody did. A pull of one slot then receives the same
+    # A listed slot ``{slot}`` with its deleter list ``{deleters}`` reduced to what the viewer
+    # may learn: VIEWER_DELETED when the viewer deleted it, OTHERS_DELETED when only others
+    # did, as stored (absent or empty) when nobody did. A pull of one slot then receives the same
     # bytes whatever the number of its deleters.
     viewed_slot_sql: str
     # FROM item ``d``: the row of bucket ``{doc_id}`` of ``{table}``, found by primary key.
     bucket_sql: str = "{table} AS d ON d.doc_id = {doc_id}"
-    # For an engine whose JSON functions parse a bucket's whole text on every call: FROM item
-    # ``c`` with ``c.j``, ``c.k`` and ``c.slot``, slot k of bucket j of ``{table}`` (found by
-    # ``{doc_id}`` of ``p.j``) extracted once per listed slot, NULL when the bucket is missing,
-    # and materialised, so that ``viewed_slot_sql`` (then given ``{slot}`` = ``c.slot``) works
-    # on the slot's text alone. Empty: the sparse read joins ``pairs_sql`` to ``bucket_sql``.
+    # The sparse read, one of two ways. For an engine whose JSON functions detoast or parse a
+    # bucket's whole text on every call: FROM item ``c`` with ``c.j``, ``c.k`` and ``c.slot``,
+    # slot k of bucket j of ``{table}`` (found by ``{doc_id}`` of ``p.j``) extracted once per
+    # listed slot, NULL when the bucket is missing, and not flattened into the outer query, so
+    # that ``viewed_slot_sql`` (given ``{slot}`` = ``c.slot``) works on the slot's text alone.
     extracted_pairs_sql: str = ""
+    # Else: FROM item ``c`` with ``c.j`` (bucket index) and ``c.k`` (slot index) from JSON
+    # ``:slots``, joined to ``bucket_sql``, and slot ``c.k`` of ``d.msgs`` (JSON).
+    pairs_sql: str = ""
+    slot_at_sql: str = ""
 
     def statement(self, table: str, spill: str, watermarks: str, size: int, latest: bool) -> str:
         """The SELECT of (max_seq, min_seq, user_min_seq, doc_index, msgs, spilled, slot).
@@ -407,11 +407,6 @@ POSTGRES_VIEW = ViewSql(
     # driver hands text over without decoding it.
     text_sql="CAST(d.msgs AS text)",
     slots_sql="string_agg(CAST(s.slot AS text), ',')",
-    pairs_sql=(
-        "(SELECT CAST(t.p ->> 0 AS bigint) AS j, CAST(t.p ->> 1 AS integer) AS k"
-        " FROM jsonb_array_elements(CAST(:slots AS jsonb)) AS t(p)) AS c"
-    ),
-    slot_at_sql="(d.msgs -> c.k)",
     viewed_slot_sql=(
         "CAST(CASE WHEN jsonb_typeof({slot} -> '{deleters}') IS DISTINCT FROM 'array' THEN {slot}"
         " WHEN jsonb_array_length({slot} -> '{deleters}') = 0 THEN {slot}"
@@ -440,8 +435,6 @@ MARIADB_VIEW = ViewSql(
     doc_id_sql="CONCAT(:conversation_id, ':', {index})",
     text_sql="d.msgs",
     slots_sql="GROUP_CONCAT(s.slot)",
-    pairs_sql="",  # extracted_pairs_sql instead
-    slot_at_sql="",
     viewed_slot_sql=(
         "CASE WHEN COALESCE(JSON_LENGTH({slot}, '$.{deleters}'), 0) = 0"
         " THEN {slot} ELSE JSON_COMPACT(JSON_SET({slot}, '$.{deleters}', IF(JSON_CONTAINS("
