@@ -79,8 +79,11 @@ def test_a_hot_group_message_deleted_by_5000_users(
 ) -> None:
     service.ingest(CONV, messages(1, 3))
     # A SLOW row takes a share of them: still more than a slot keeps inline, so some spill.
-    count = examples(HOT_DELETERS, frozenset({SLOW})) if imbucket_emulated_server else 0
-    users = [f"user-{n:04d}" for n in range(count or row_examples(HOT_DELETERS))]
+    if imbucket_emulated_server:
+        count = examples(HOT_DELETERS, frozenset({SLOW}))
+    else:
+        count = row_examples(HOT_DELETERS)
+    users = [f"user-{n:04d}" for n in range(count)]
     assert len(users) > DEFAULT_MAX_DELETERS_PER_SLOT
     deleted = in_parallel(users, lambda user: service.delete_for_me(CONV, [2], user))
     assert deleted == [1] * len(users)
