@@ -105,15 +105,15 @@ class SqlRowRepository:
             check_keys(conversation_id)
             rows += [_message_row(conversation_id, m) for m in messages]
         sizes = [row_bytes(row) for row in rows]
-        inserted: set[tuple[str, int]] = set()
+        inserted: dict[str, set[int]] = {}
         for chunk in batches_of(rows, sizes, len(_MESSAGE_COLUMNS) + 2, self.db.limits()):
             table = self._messages
             statement = self.db.insert_ignore(table).returning(table.c.conversation_id, table.c.seq)
-            rows_inserted = self.db.execute(statement, list(chunk)).rows
-            inserted |= {(row[0], int(row[1])) for row in rows_inserted}
+            for conversation_id, seq in self.db.execute(statement, list(chunk)).rows:
+                inserted.setdefault(conversation_id, set()).add(int(seq))
         missed: dict[str, set[int]] = {}
         for conversation_id, messages in batches.items():
-            left = {m.seq for m in messages} - {s for c, s in inserted if c == conversation_id}
+            left = {m.seq for m in messages} - inserted.get(conversation_id, set())
             if left:
                 missed[conversation_id] = left
         return missed
