@@ -1,7 +1,7 @@
 """The bulk loader: a dataset into a store by each engine's bulk path, as ``ingest`` leaves it.
 
 The dataset's consumer batches are taken in their arrival order (conversations interleaved,
-as ``ingest`` sees them), a few thousand messages at a time; each chunk's messages are
+as ``ingest`` sees them), some ten thousand messages at a time; each chunk's messages are
 generated then (never the whole dataset at once) and written:
 
 - PostgreSQL, row layout: ``COPY`` (psycopg's ``cursor.copy``) of the rows the store itself
@@ -10,27 +10,29 @@ generated then (never the whole dataset at once) and written:
   chunk and server limits on MariaDB and PostgreSQL, SQLAlchemy's executemany on SQLite,
   ``insert_many`` / bulk upserts on MongoDB), inside one ``batch`` (transaction).
 
-At the end each conversation's max_seq is raised to its last seq, as ``ingest`` does.
-Messages pass ``check_message`` first, like every ingested message.
+At the end each conversation's max_seq is raised to the last seq loaded, as ``ingest`` does.
+A load may take the dataset's first batches only (``ingest`` then times the rest).
+Messages pass ``check_message`` first, like every ingested message (once per run where the
+dataset keeps its messages: the run's later loads write the same, already checked, messages).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from imbucket.app.service import MessageService
 from imbucket.bench.dataset import Batch, Dataset
-from imbucket.domain.model import Message, check_message
+from imbucket.domain.model import Message
 
-CHUNK_MESSAGES = 5_000
+CHUNK_MESSAGES = 20_000
 
 
-def chunks(dataset: Dataset, size: int = CHUNK_MESSAGES) -> Iterator[list[Batch]]:
-    """The dataset's batches in arrival order, about size messages per chunk."""
+def chunks(batches: Sequence[Batch], size: int = CHUNK_MESSAGES) -> Iterator[list[Batch]]:
+    """Batches in their arrival order, about size messages per chunk."""
     chunk: list[Batch] = []
     count = 0
-    for batch in dataset.batches():
+    for batch in batches:
         chunk.append(batch)
         count += batch.size
         if count >= size:
@@ -45,20 +47,24 @@ def load(
     dataset: Dataset,
     advance: Callable[[int], None] = lambda _: None,
     chunk_messages: int = CHUNK_MESSAGES,
+    batches: Sequence[Batch] | None = None,
 ) -> int:
-    """Write every message of dataset into service's store; returns the messages written.
+    """Write the messages of batches (default: every batch of dataset) into service's store.
 
-    advance is called with each chunk's message count (a progress bar). The store must be
-    empty: a bulk load settles no collision with messages already stored.
+    Returns the messages written. advance is called with each chunk's message count (a
+    progress bar). The store must be empty: a bulk load settles no collision with messages
+    already stored.
     """
     copy = _copier(service)
     written = 0
-    for chunk in chunks(dataset, chunk_messages):
+    loaded = dataset.batches() if batches is None else batches
+    last_seqs: dict[str, int] = {}
+    for chunk in chunks(loaded, chunk_messages):
         grouped: dict[str, list[Message]] = {}
         for batch in chunk:
             conv = batch.conversation.id
-            checked = (check_message(m, conv) for m in dataset.messages_of(batch))
-            grouped.setdefault(conv, []).extend(checked)
+            last_seqs[conv] = max(last_seqs.get(conv, 0), batch.last)
+            grouped.setdefault(conv, []).extend(dataset.checked_messages_of(batch))
         if copy is not None:
             copy(grouped)
         else:
@@ -67,8 +73,9 @@ def load(
         count = sum(len(ms) for ms in grouped.values())
         written += count
         advance(count)
-    for conversation in dataset.conversations:
-        service.seqs.raise_max_seq(conversation.id, conversation.size)
+    with service.store.batch():  # one commit where the seqs share the store's engine
+        for conversation, last in last_seqs.items():
+            service.seqs.raise_max_seq(conversation, last)
     return written
 
 

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from imbucket.bench.defaults import INGEST_TIMED_SHARE
 from imbucket.bench.traffic import Shape, Traffic
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.model import ContentType, Message, SessionType
+from imbucket.domain.model import ContentType, Message, SessionType, check_message
 
 # Up to this many messages (scale medium), a dataset keeps its batches' messages: ~0.7 GiB.
 KEPT_MESSAGES_MAX = 1_100_000
@@ -65,6 +66,11 @@ SCALES: dict[str, Scale] = {
 }
 
 
+def _timed_count(batches: int) -> int:
+    """How many of the last batches ``ingest`` times: at least one when there are any."""
+    return min(batches, max(1, math.ceil(batches * INGEST_TIMED_SHARE)))
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """One conversation of the dataset and the users taking part."""
@@ -106,6 +112,7 @@ class Dataset:
         self._kept: dict[tuple[str, int, int], list[Message]] | None = (
             {} if self.messages <= KEPT_MESSAGES_MAX else None
         )
+        self._checked: set[tuple[str, int, int]] = set()
 
     @cached_property
     def messages(self) -> int:
@@ -180,6 +187,16 @@ class Dataset:
             cursors[n] += 1
         return schedule
 
+    def preloaded_batches(self) -> list[Batch]:
+        """The batches loaded in bulk (untimed) before ``ingest`` times the rest."""
+        batches = self.batches()
+        return batches[: len(batches) - _timed_count(len(batches))]
+
+    def ingested_batches(self) -> list[Batch]:
+        """The batches ``ingest`` times: the last ``INGEST_TIMED_SHARE`` of the arrival order."""
+        batches = self.batches()
+        return batches[len(batches) - _timed_count(len(batches)) :]
+
     def sender(self, conv: Conversation, seq: int) -> str:
         """Who sent seq (a few members do most of the talking in groups)."""
         unit = (zlib.crc32(f"{self.seed}:{conv.id}:{seq}".encode()) + 0.5) / 2**32
@@ -221,6 +238,20 @@ class Dataset:
             if self._kept is not None:
                 self._kept[key] = kept
         return list(kept)
+
+    def checked_messages_of(self, batch: Batch) -> list[Message]:
+        """messages_of(batch), each passed through ``check_message``.
+
+        Checked once per batch when the dataset keeps its messages (they cannot change), at
+        every call otherwise.
+        """
+        key = (batch.conversation.id, batch.first, batch.last)
+        messages = self.messages_of(batch)
+        if key not in self._checked:
+            messages = [check_message(m, batch.conversation.id) for m in messages]
+            if self._kept is not None:
+                self._checked.add(key)
+        return messages
 
     def iter_messages(self) -> Iterator[Message]:
         """Every message, conversation by conversation (for sizing)."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from imbucket.app.service import MessageService
 from imbucket.bench.dataset import Batch, Conversation, Dataset
+from imbucket.bench.defaults import INGEST_TIMED_SHARE
 from imbucket.domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
 from imbucket.domain.model import Actor, InsertResult, Message, Role
 from imbucket.domain.projection import Entry
@@ -90,7 +91,7 @@ def _ingest_checked(
 
 
 def _ingest(data: Dataset) -> list[Op]:
-    return [_ingest_op(data, batch, redelivery=False) for batch in data.batches()]
+    return [_ingest_op(data, batch, redelivery=False) for batch in data.ingested_batches()]
 
 
 def _redeliver(data: Dataset) -> list[Op]:
@@ -250,7 +251,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "ingest",
         "ingest",
-        "consumer batches of ≤100 messages per conversation, conversations interleaved",
+        "consumer batches of ≤100 messages per conversation, conversations interleaved: the "
+        f"last {INGEST_TIMED_SHARE:.0%} of the dataset's batches, after the bulk loader wrote "
+        "the others (untimed)",
         _ingest,
     ),
     Workload(
