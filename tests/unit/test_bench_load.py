@@ -8,6 +8,7 @@ import pytest
 
 from imbucket.bench import load
 from imbucket.bench.load import Rate
+from imbucket.bench.workloads import BenchCheckFailed
 
 
 class FakeClock:
@@ -64,6 +65,22 @@ def test_the_deadline_stops_the_operations_due_after_it() -> None:
     run = load.drive(_ops(clock, [0.001] * 50, calls), 10, 1.0, clock, clock.sleep)
     assert run.done == 11  # due at 0, 0.1, …, 1.0 s
     assert calls == list(range(11))
+
+
+def test_a_failing_operation_is_an_error_but_a_pull_whose_data_changed_is_not() -> None:
+    """A store error counts; a bench check that no longer holds on the tagged store does not."""
+    clock = FakeClock()
+
+    def failing(error: Exception) -> Callable[[], Callable[[], object]]:
+        def call() -> None:
+            clock.now += 0.001
+            raise error
+
+        return lambda: call
+
+    thunks = [failing(RuntimeError("store down")), failing(BenchCheckFailed("pull_latest"))]
+    run = load.drive(thunks, 100, 10, clock, clock.sleep)
+    assert (run.done, run.errors) == (2, 1)
 
 
 def test_rates_parse_as_shares_of_the_closed_loop_throughput_or_ops_per_second() -> None:
