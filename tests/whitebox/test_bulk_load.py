@@ -49,19 +49,27 @@ def _state(service: MessageService) -> dict[str, object]:
     return dump(service, conversations, users, ())
 
 
+@contextmanager
+def _ingested_and_empty(
+    engine: str, layout: str, tmp_path: Path
+) -> Iterator[tuple[MessageService, MessageService]]:
+    """Two services of one backend: the whole dataset ingested batch by batch, and empty."""
+    backend = f"{'mongo' if engine == 'mongo' else 'sql'}-{layout}"
+    with ExitStack() as stack:
+        urls = [stack.enter_context(_empty_url(engine, tmp_path, n)) for n in ("a", "b")]
+        services = [
+            stack.enter_context(open_service({"store": {"backend": backend, "url": url}}))
+            for url in urls
+        ]
+        for batch in DATASET.batches():
+            services[0].ingest(batch.conversation.id, DATASET.messages_of(batch))
+        yield services[0], services[1]
+
+
 @pytest.mark.parametrize("layout", ["row", "bucket"])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_bulk_load_leaves_the_state_ingest_leaves(engine: str, layout: str, tmp_path: Path) -> None:
-    family = "mongo" if engine == "mongo" else "sql"
-    backend = f"{family}-{layout}"
-    with ExitStack() as stack:
-        urls = [stack.enter_context(_empty_url(engine, tmp_path, n)) for n in ("a", "b")]
-        ingested = stack.enter_context(
-            open_service({"store": {"backend": backend, "url": urls[0]}})
-        )
-        loaded = stack.enter_context(open_service({"store": {"backend": backend, "url": urls[1]}}))
-        for batch in DATASET.batches():
-            ingested.ingest(batch.conversation.id, DATASET.messages_of(batch))
+    with _ingested_and_empty(engine, layout, tmp_path) as (ingested, loaded):
         counted: list[int] = []
         written = bulk.load(loaded, DATASET, counted.append, chunk_messages=100)
         assert written == sum(counted) == DATASET.messages
@@ -74,18 +82,9 @@ def test_a_bulk_loaded_prefix_then_ingest_leaves_the_state_ingest_leaves(
     engine: str, layout: str, tmp_path: Path
 ) -> None:
     """What the benchmark does before it times ``ingest``: the first batches in bulk."""
-    family = "mongo" if engine == "mongo" else "sql"
-    backend = f"{family}-{layout}"
     first, rest = DATASET.preloaded_batches(), DATASET.ingested_batches()
     assert first and rest and first + rest == DATASET.batches()
-    with ExitStack() as stack:
-        urls = [stack.enter_context(_empty_url(engine, tmp_path, n)) for n in ("a", "b")]
-        ingested = stack.enter_context(
-            open_service({"store": {"backend": backend, "url": urls[0]}})
-        )
-        split = stack.enter_context(open_service({"store": {"backend": backend, "url": urls[1]}}))
-        for batch in DATASET.batches():
-            ingested.ingest(batch.conversation.id, DATASET.messages_of(batch))
+    with _ingested_and_empty(engine, layout, tmp_path) as (ingested, split):
         written = bulk.load(split, DATASET, chunk_messages=100, batches=first)
         assert written == sum(b.size for b in first) < DATASET.messages
         last = {b.conversation.id: b.last for b in first}
