@@ -643,12 +643,12 @@ def machine() -> Machine:
 
 
 def git_info() -> GitInfo:
-    """Commit of the code that ran (empty when not in a git checkout)."""
-    root = Path(__file__).resolve().parents[3]
+    """Commit of the code that ran (empty when not in a git checkout, e.g. a wheel install)."""
+    here = Path(__file__).resolve().parent  # git finds the checkout from any folder inside it
 
     def git(*args: str) -> str:
         return subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            ["git", *args], cwd=here, capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
 
     try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from imbucket.bench import runner
 from imbucket.bench.dataset import SCALES, Dataset
 from imbucket.bench.instrument.roundtrips import sql_is_write
 from imbucket.bench.spec import load_config, parse_backend, redact
@@ -137,3 +139,15 @@ def test_a_bucket_backend_can_name_its_encoding() -> None:
     for wrong in ("sql-row:openim", "memory:compact", "sql-bucket:gzip"):
         with pytest.raises(ConfigError, match="encoding"):
             parse_backend(wrong)
+
+
+def test_a_run_from_a_checkout_records_the_commit_that_ran() -> None:
+    """The report names the commit, so a reader can tell which code gave the numbers."""
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=Path(runner.__file__).resolve().parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert runner.git_info().commit == head != ""
