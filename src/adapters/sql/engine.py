@@ -118,7 +118,7 @@ ATTEMPTS: dict[Fault, int] = {
 # Several MariaDB servers named in one URL are the masters of a Galera cluster: writers on
 # other nodes make certification failures far likelier than local deadlocks, and a hot row
 # (a conversation's seq counter, a group's bucket) can lose several rounds in a row.
-MULTI_MASTER_CONTENTION_ATTEMPTS = 16
+MULTI_MASTER_CONTENTION_ATTEMPTS = 32
 # Full jitter: after attempt k, a random wait of 0 .. 2 ms * 2**(k - 1), at most 250 ms.
 _WAIT_BASE = 0.002
 _WAIT_MAX = 0.25
