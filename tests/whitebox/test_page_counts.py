@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 
 import pytest
 from sqlalchemy import text
@@ -19,7 +20,7 @@ from sqlalchemy import text
 from imbucket.adapters.sql.bucket import SqlBucketStore
 from imbucket.app import MessageService, open_service
 from imbucket.bench import instances
-from imbucket.bench.instrument.pages import PageMeter, page_meter
+from imbucket.bench.instrument.pages import PageCount, PageMeter, page_meter
 from imbucket.testing.factories import CONV, messages
 from imbucket.testing.rows import Config, store_config
 from tests.sql_servers import mariadb_database
@@ -44,6 +45,10 @@ PINNED: dict[tuple[str, str], dict[str, int]] = {
 # InnoDB's purge thread sometimes touches one undo page while a write commits: a write's pin
 # on MariaDB is its count or one more.
 SLACK: dict[tuple[str, str], int] = {("mysql", "delete_for_me"): 1}
+# InnoDB's background work (purge, dictionary upkeep) can still land inside a quiet window,
+# and it only ever adds pages: MariaDB's pin is the fewest of up to this many measurements,
+# each on a fresh database.
+MEASUREMENTS = 3
 
 
 def _quiet(meter: PageMeter, seconds: float = 20.0) -> None:
@@ -70,35 +75,46 @@ def private_mariadb() -> Iterator[instances.Instance]:
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mariadb"])
-def engine_url(request: pytest.FixtureRequest) -> Iterator[str]:
+def fresh_database(request: pytest.FixtureRequest) -> Callable[[], AbstractContextManager[str]]:
+    """Opens a new, empty database of the engine and yields its URL."""
     if request.param == "sqlite":
-        yield "sqlite://"
-    elif request.param == "postgres":
-        yield request.getfixturevalue("postgres_url")
-    else:
-        server = request.getfixturevalue("private_mariadb").url
-        with mariadb_database(server) as url:
-            yield url
+        return lambda: nullcontext("sqlite://")
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        return lambda: nullcontext(url)
+    server = request.getfixturevalue("private_mariadb").url
+    return lambda: mariadb_database(server)
 
 
-@pytest.mark.parametrize("store", ["sql-row", "sql-bucket"])
-@pytest.mark.parametrize("operation", OPERATIONS)
-def test_a_pull_and_a_tag_write_touch_their_pinned_pages(
-    engine_url: str, store: str, operation: str
-) -> None:
-    config: Config = store_config(store, engine_url)
-    with open_service(config) as service:
+def _pages_of(url: str, store: str, operation: str) -> PageCount:
+    """Pages the operation touched on a conversation of 300 messages, stored at url."""
+    with open_service(store_config(store, url)) as service:
         service.ingest(CONV, messages(1, 300))
         meter = page_meter(service.store)
-        if engine_url.startswith("mysql"):
+        if url.startswith("mysql"):
             _quiet(meter)
         meter.begin()
         OPERATIONS[operation](service)
         count = meter.pages()
         meter.close()
-    engine = engine_url.split(":", 1)[0].split("+", 1)[0]
-    pinned = PINNED[(store, engine)][operation]
-    assert pinned <= count.touched <= pinned + SLACK.get((engine, operation), 0), count
+    return count
+
+
+@pytest.mark.parametrize("store", ["sql-row", "sql-bucket"])
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_a_pull_and_a_tag_write_touch_their_pinned_pages(
+    fresh_database: Callable[[], AbstractContextManager[str]], store: str, operation: str
+) -> None:
+    counts: list[PageCount] = []
+    for _ in range(MEASUREMENTS):
+        with fresh_database() as url:
+            counts.append(_pages_of(url, store, operation))
+        engine = url.split(":", 1)[0].split("+", 1)[0]
+        pinned = PINNED[(store, engine)][operation]
+        fewest = min(count.touched for count in counts)
+        if engine != "mysql" or fewest <= pinned + SLACK.get((engine, operation), 0):
+            break
+    assert pinned <= fewest <= pinned + SLACK.get((engine, operation), 0), counts
 
 
 def test_postgresql_buckets_are_compressed_with_lz4_also_in_a_store_created_before(
