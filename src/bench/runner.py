@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from imbucket.adapters.extras import needs_extra
 from imbucket.app.service import MessageService
 from imbucket.bench import bulk, contention, load
 from imbucket.bench.dataset import SCALES, Batch, Dataset
@@ -249,7 +250,8 @@ def _open_backend(
 ) -> _Open | None:
     """Open one backend, or record in result why it was skipped (None)."""
     try:
-        subject, config = _open(setup, stack, probe)
+        with needs_extra(f"backend {setup.label!r}"):
+            subject, config = _open(setup, stack, probe)
     except Exception as error:  # any failure to open means: skip this backend, say why
         result.reason = f"{type(error).__name__}: {error}"
         observer.done(setup.label, "skipped", result.reason)

@@ -65,3 +65,14 @@ def test_bench_without_its_extra_names_it_and_exits_2(
     result = CliRunner().invoke(cli, ["bench", "--backend", "memory"])
     assert result.exit_code == 2, result.output
     assert "pip install 'imbucket[bench]'" in " ".join(result.output.split())
+
+
+def test_a_bench_backend_without_its_driver_is_skipped_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without(monkeypatch, "psycopg", "sqlalchemy.dialects.postgresql")
+    backend = "sql-row@postgresql+psycopg://u@127.0.0.1:1/db"
+    result = CliRunner().invoke(cli, ["bench", "--backend", backend, "--scale", "tiny"])
+    output = " ".join(result.output.split())
+    assert "skipped sql-row/postgresql" in output, output
+    assert "pip install 'imbucket[postgres]'" in output, output
