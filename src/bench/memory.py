@@ -30,6 +30,7 @@ from pathlib import Path
 from imbucket.app.service import MessageService
 from imbucket.bench import bulk, instances
 from imbucket.bench.dataset import SCALES, Dataset
+from imbucket.bench.instrument.maintenance import write_back
 from imbucket.bench.instrument.pages import page_meter, sql_engine
 from imbucket.bench.instrument.probe import Probe, probing
 from imbucket.bench.instrument.scratch import scratch_store
@@ -233,6 +234,7 @@ def load(service: MessageService, dataset: Dataset, label: str, observer: Observ
 
 
 def _sized(engine: str, store: str, service: MessageService) -> LayoutRun:
+    write_back(service.store)
     stats = service.stats()
     return LayoutRun(engine, store, stats.data_bytes, stats.index_bytes, stats.messages)
 

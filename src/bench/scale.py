@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from imbucket.bench.dataset import SCALES, Dataset, Scale
+from imbucket.bench.instrument.maintenance import write_back
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
 from imbucket.bench.memory import LAYOUTS, READS, STORE, WRITES, Pass, load, measure_pass
@@ -130,6 +131,7 @@ def _point(
         service = probe.open_service({"store": {"backend": store, "url": scratch, **STORE}})
         stack.callback(service.close)
         load(service, dataset, label, observer)
+        write_back(service.store)
         stats = service.stats()
         per = max(stats.messages, 1)
         point = Point(

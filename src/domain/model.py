@@ -346,6 +346,8 @@ class InsertResult:
 class StoreStats:
     """Storage footprint as reported by the engine.
 
+    Bytes are pages allocated, as each engine counts them (docs/sql.md); a page-compressed
+    table counts its pages' size on disk, known once the engine has written them back.
     The send claims (client_msg_id -> seq, kept for a retention window) are a side table:
     counted apart, not in documents or bytes.
     """
@@ -391,8 +393,8 @@ class Watermarks:
 
     def visible(self, seqs: Sequence[int]) -> list[int]:
         """The seqs of seqs that are allocated and not cleared: the only ones worth reading."""
-        ceiling = self.ceiling
-        return [seq for seq in seqs if self.floor <= seq <= ceiling]
+        floor, ceiling = self.floor, self.ceiling
+        return [seq for seq in seqs if floor <= seq <= ceiling]
 
     def latest(self, count: int) -> list[int]:
         """The newest count allocated seqs the viewer has not cleared, ascending."""

@@ -1,8 +1,11 @@
-"""The benchmark's routine maintenance: VACUUM of a PostgreSQL store's tables, nothing elsewhere.
+"""The benchmark's routine maintenance: VACUUM of a PostgreSQL store's tables, the write-back
+of MariaDB's page-compressed bucket table, nothing elsewhere.
 
 The servers here run with ``autovacuum = off``; the benchmark vacuums what autovacuum would,
 after each workload (bench/instrument/maintenance.py). It must reach every table of the store,
-on a connection the round-trip counters never see, and leave the data as it was.
+on a connection the round-trip counters never see, and leave the data as it was. On MariaDB
+the bucket table's footprint counts its compressed pages once written back, which the step
+does.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from imbucket.app.service import MessageService
 from imbucket.bench.instrument.maintenance import routine_maintenance
 from imbucket.bench.instrument.probe import probing
 from imbucket.domain.model import Actor
@@ -47,6 +51,50 @@ def test_postgres_stores_vacuum_every_table_unseen_by_the_counters(
             assert service.pull_range(CONV, "bob", 1, 30) == before
         finally:
             service.close()
+
+
+def test_a_mariadb_bucket_store_counts_its_pages_compressed_once_written_back(
+    mariadb_url: str,
+) -> None:
+    with probing() as probe:
+        service = probe.open_service(store_config("sql-bucket", mariadb_url))
+        try:
+            service.ingest(CONV, messages(1, 1_000))
+            service.ingest(CONV, messages(1_001, 2_000))
+            service.delete_for_me(CONV, [3, 4], "bob")
+            before = service.pull_range(CONV, "bob", 1, 100)
+            routine = routine_maintenance(service.store)
+            assert routine is not None
+            write_back, description = routine
+            assert "FLUSH" in description
+            count = probe.count(write_back)
+            assert count.total == 0, count
+            stats = service.stats()
+            catalog = _catalog_bytes(service, "imb_bucket_docs")
+            # Written back, the pages count their compressed size: less than the catalog's
+            # whole pages, more than the few a file holds before any write-back.
+            assert catalog / 8 < stats.data_bytes + stats.index_bytes < catalog * 3 / 4, (
+                stats,
+                catalog,
+            )
+            assert service.pull_range(CONV, "bob", 1, 100) == before
+        finally:
+            service.close()
+
+
+def _catalog_bytes(service: MessageService, table: str) -> int:
+    """The catalog's (uncompressed) data + index bytes of one of the store's tables."""
+    engine = service.store.engine  # type: ignore[attr-defined]
+    with engine.connect() as connection:
+        found = connection.execute(
+            text(
+                "SELECT DATA_LENGTH + INDEX_LENGTH, CREATE_OPTIONS FROM information_schema.TABLES"
+                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :table"
+            ),
+            {"table": table},
+        ).one()
+    assert "page_compressed" in found[1].lower(), found
+    return int(found[0])
 
 
 @pytest.mark.parametrize("backend", ["memory", "sql-row", "sql-bucket"])
