@@ -8,7 +8,7 @@ holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -80,12 +80,12 @@ def message_to_doc(message: Message) -> Doc:
     return doc
 
 
-def _domain_values(values: Sequence[Any]) -> list[Any]:
+def _domain_values(converted: list[Any]) -> list[Any]:
     """Stored values after seq as the domain holds them: plain ints, tuples, OfflinePush.
 
-    A null options or at-list (OpenIM's encoding of an empty one) reads as empty.
+    converted is the caller's own list, converted in place. A null options or at-list
+    (OpenIM's encoding of an empty one) reads as empty.
     """
-    converted = list(values)
     for position in _INT_POSITIONS:
         if type(converted[position]) is not int:  # BSON's Int64; a JSON engine gives plain ints
             converted[position] = plain_int(converted[position])
@@ -105,7 +105,7 @@ def message_from_doc(conversation_id: str, doc: Doc) -> Message:
     """
     if len(doc) < len(MESSAGE_FIELDS):
         doc = {**_DOC_DEFAULTS, **doc}
-    values = _domain_values(_VALUES_AFTER_SEQ(doc))
+    values = _domain_values(list(_VALUES_AFTER_SEQ(doc)))
     return stored_message(conversation_id, plain_int(doc["seq"]), values)
 
 

@@ -276,16 +276,16 @@ class SqlBucketRepository:
         """
         layout, from_doc = self.layout, self._codec.from_doc
         deleters = self._codec.key("del_list")
-        decoded: dict[int, dict[int, Any]] = {}
+        decoded: dict[int, Callable[[int], Any]] = {}
         found: dict[int, Slot] = {}
         spilled: dict[str, dict[int, set[str]]] = {}
-        for seq in seqs:
-            doc_index, index = layout.doc_index(seq), layout.slot_index(seq)
+        for seq in seqs:  # visible seqs of the pick: checked already
+            doc_index, index = divmod(seq - 1, layout.size)
             if doc_index not in buckets:
                 continue
             if doc_index not in decoded:
                 decoded[doc_index] = _decoded(buckets[doc_index])
-            doc = decoded[doc_index].get(index)
+            doc = decoded[doc_index](index)
             if not doc:
                 continue
             deleted = doc.pop(deleters, None)
@@ -802,11 +802,15 @@ def _any(conditions: Sequence[str]) -> str:
     return f"({_any(conditions[:middle])} OR {_any(conditions[middle:])})"
 
 
-def _decoded(rows: Sequence[Any]) -> dict[int, Any]:
-    """A bucket's slots by index from its pull rows: the whole bucket, or one slot a row."""
+def _decoded(rows: Sequence[Any]) -> Callable[[int], Any]:
+    """A bucket's slot by index (None when absent) from its pull rows.
+
+    The rows hold the whole bucket, or one slot each.
+    """
     if rows[0][6] is None:
-        return dict(enumerate(_loads(rows[0][4])))
-    return {int(row[6]): _loads(row[4]) for row in rows}
+        whole: list[Any] = _loads(rows[0][4])
+        return lambda index: whole[index] if index < len(whole) else None
+    return {int(row[6]): _loads(row[4]) for row in rows}.get
 
 
 def _listed(value: str | bytes | None) -> list[str]:
