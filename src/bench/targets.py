@@ -213,8 +213,7 @@ def _bucket_bytes_targets(results: RunResults) -> list[TargetLine]:
         if pair.bucket.encoding is not None:  # a variant: shown, not judged
             shown = None
             note = f"{pair.bucket.encoding} encoding (store.bucket_encoding), for comparison"
-        if pair.bucket.maintenance:  # what the engine reclaimed between workloads
-            note = "; ".join(filter(None, (note, f"both layouts: {pair.bucket.maintenance}")))
+        note = "; ".join(filter(None, (note, _maintenance_note(pair))))
         found.append(TargetLine(_BUCKET_BYTES, _pair_name(pair), measured, shown, note))
     if not found:
         found.append(TargetLine(_BUCKET_BYTES, "–", "no bucket/row pair", None))
@@ -224,6 +223,15 @@ def _bucket_bytes_targets(results: RunResults) -> list[TargetLine]:
 def _pair_name(pair: Pair) -> str:
     encoding = pair.bucket.encoding
     return pair.name if encoding is None else f"{pair.name} [{encoding}]"
+
+
+def _maintenance_note(pair: Pair) -> str | None:
+    """What the engine's maintenance did between workloads, and to which layouts."""
+    bucket, row = pair.bucket.maintenance, pair.row.maintenance
+    if bucket and bucket == row:
+        return f"both layouts: {bucket}"
+    steps = [f"{name} layout: {step}" for name, step in (("bucket", bucket), ("row", row)) if step]
+    return "; ".join(steps) or None
 
 
 def _bucket_bytes_why(values: list[float | None], emulated: bool) -> str | None:

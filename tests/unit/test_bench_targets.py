@@ -109,6 +109,19 @@ def test_buckets_must_stay_no_bigger_than_rows_after_ingest_and_after_tag_writes
     assert line.note is not None and "tag writes" in line.note
 
 
+def test_the_footprint_line_names_the_layouts_each_maintenance_step_ran_on() -> None:
+    results = bench_fakes.results()
+    row, bucket = results["backends"][1], results["backends"][2]
+    for backend in (row, bucket):
+        backend["footprint"] = {"after_ingest": _footprint(300), "end": _footprint(300)}
+    bucket["maintenance"] = "pages written back"
+    note = _lines(results, BUCKET_BYTES)["sql/sqlite"].note or ""
+    assert "bucket layout: pages written back" in note and "both layouts" not in note
+    row["maintenance"] = "pages written back"
+    note = _lines(results, BUCKET_BYTES)["sql/sqlite"].note or ""
+    assert "both layouts: pages written back" in note
+
+
 def test_a_tag_write_over_two_round_trips_fails_with_its_worst_workload() -> None:
     results = bench_fakes.results()
     row = results["backends"][1]["workloads"]
