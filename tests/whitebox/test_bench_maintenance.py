@@ -10,8 +10,10 @@ does.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, make_url, text
 
 from imbucket.app.service import MessageService
 from imbucket.bench.instrument.maintenance import routine_maintenance
@@ -80,6 +82,36 @@ def test_a_mariadb_bucket_store_counts_its_pages_compressed_once_written_back(
             assert service.pull_range(CONV, "bob", 1, 100) == before
         finally:
             service.close()
+
+
+def test_a_mariadb_account_without_reload_gets_a_step_that_says_it_wrote_nothing_back(
+    mariadb_url: str,
+) -> None:
+    url = make_url(mariadb_url)
+    admin = create_engine(url)
+    account = f"imb_{uuid.uuid4().hex[:12]}"
+    with admin.begin() as connection:
+        connection.exec_driver_sql(f"CREATE USER '{account}'@'%%' IDENTIFIED BY 'x'")
+        connection.exec_driver_sql(f"GRANT ALL ON `{url.database}`.* TO '{account}'@'%%'")
+    try:
+        limited = url.set(username=account, password="x").render_as_string(hide_password=False)
+        with probing() as probe:
+            service = probe.open_service(store_config("sql-bucket", limited))
+            try:
+                service.ingest(CONV, messages(1, 30))
+                before = service.pull_range(CONV, "bob", 1, 30)
+                routine = routine_maintenance(service.store)
+                assert routine is not None
+                step, description = routine
+                assert "not written back" in description and "RELOAD" in description
+                step()
+                assert service.pull_range(CONV, "bob", 1, 30) == before
+            finally:
+                service.close()
+    finally:
+        with admin.begin() as connection:
+            connection.exec_driver_sql(f"DROP USER '{account}'@'%%'")
+        admin.dispose()
 
 
 def _catalog_bytes(service: MessageService, table: str) -> int:
