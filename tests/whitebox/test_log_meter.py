@@ -79,13 +79,15 @@ def test_sqlite_keeps_counting_after_the_wal_restarts(
     meter.close()
 
 
-def test_in_process_stores_and_mongodb_are_not_metered() -> None:
+def test_in_process_stores_mongodb_and_several_nodes_are_not_metered() -> None:
     with pytest.raises(Unmetered, match="in process"):
         log_meter("")
     with pytest.raises(Unmetered, match="MongoDB"):
         log_meter("mongodb://127.0.0.1:27017/x")
     with pytest.raises(Unmetered, match="in-memory"):
         log_meter("sqlite://")
+    with pytest.raises(Unmetered, match="several nodes"):
+        log_meter("mysql+pymysql://root@/db?host=127.0.0.1:3306&host=127.0.0.1:3307")
 
 
 def _write_20kb(url: str) -> int:

@@ -63,6 +63,8 @@ def log_meter(url: str) -> LogMeter:
             "PostgreSQL WAL: pg_current_wal_lsn() delta (server-wide)",
         )
     if scheme in {"mysql", "mariadb"}:
+        if _several_hosts(url):
+            raise Unmetered("not measured: the URL names several nodes, each writing its own log")
         return _ServerCounter(
             url,
             "SHOW GLOBAL STATUS LIKE 'Innodb_os_log_written'",
@@ -73,6 +75,14 @@ def log_meter(url: str) -> LogMeter:
     if scheme.startswith("mongodb"):
         raise Unmetered("not measured: no journal counter is read on MongoDB")
     raise Unmetered("no log: the store runs in process")
+
+
+def _several_hosts(url: str) -> bool:
+    """Whether a URL names several servers in its query (``?host=a:3306&host=b``)."""
+    from sqlalchemy import make_url
+
+    hosts = make_url(url).query.get("host", ())
+    return not isinstance(hosts, str) and len(hosts) > 1
 
 
 class _ServerCounter:
