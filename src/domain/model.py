@@ -348,6 +348,7 @@ class StoreStats:
 
     Bytes are pages allocated, as each engine counts them (docs/sql.md); a page-compressed
     table counts its pages' size on disk, known once the engine has written them back.
+
     The send claims (client_msg_id -> seq, kept for a retention window) are a side table:
     counted apart, not in documents or bytes.
     """

@@ -26,9 +26,12 @@ Used by the benchmark only, never by the stores.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imbucket.ports.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from imbucket.adapters.sql import SqlBucketStore, SqlRowStore
 
 
 def write_back(store: MessageStore) -> None:
@@ -44,13 +47,14 @@ def write_back(store: MessageStore) -> None:
 
 def routine_maintenance(store: MessageStore) -> tuple[Callable[[], None], str] | None:
     """The maintenance step of store's engine and its description, or None when it needs none."""
-    engine = _sql_engine(store)
-    if engine is None or engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
+    sql = _sql_store(store)
+    if sql is None or sql.engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
         return None
-    if engine.dialect.name != "postgresql":
+    if sql.engine.dialect.name != "postgresql":
         return _write_back(store)
+    engine = sql.engine
     quote = engine.dialect.identifier_preparer.format_table
-    statements = [f"VACUUM {quote(table)}" for table in store.schema.metadata.sorted_tables]  # type: ignore[attr-defined]
+    statements = [f"VACUUM {quote(table)}" for table in sql.schema.metadata.sorted_tables]
 
     def vacuum() -> None:
         connection: Any = engine.raw_connection()
@@ -65,21 +69,22 @@ def routine_maintenance(store: MessageStore) -> tuple[Callable[[], None], str] |
     return vacuum, f"VACUUM after each workload, as autovacuum would ({_autovacuum(engine)})"
 
 
-def _sql_engine(store: MessageStore) -> Any:
-    """The SQLAlchemy engine of a SQL store, or None for any other store."""
+def _sql_store(store: MessageStore) -> SqlRowStore | SqlBucketStore | None:
+    """The store itself when it is a SQL store, else None."""
     from imbucket.adapters.sql import SqlBucketStore, SqlRowStore
 
-    return store.engine if isinstance(store, SqlRowStore | SqlBucketStore) else None
+    return store if isinstance(store, SqlRowStore | SqlBucketStore) else None
 
 
 def _write_back(store: MessageStore) -> tuple[Callable[[], None], str] | None:
     """The step that writes back a MariaDB store's page-compressed tables, or None."""
-    engine = _sql_engine(store)
-    if engine is None or engine.dialect.name not in ("mysql", "mariadb"):
+    sql = _sql_store(store)
+    if sql is None or sql.engine.dialect.name not in ("mysql", "mariadb"):
         return None
+    engine: Any = sql.engine
     tables = [
         engine.dialect.identifier_preparer.format_table(table)
-        for table in store.schema.metadata.sorted_tables  # type: ignore[attr-defined]
+        for table in sql.schema.metadata.sorted_tables
         if table.dialect_kwargs.get("mysql_page_compressed")
     ]
     if not tables:
