@@ -40,18 +40,18 @@ def write_back(store: MessageStore) -> None:
     For a footprint read after a bulk load (the memory-budget and scale runs); nothing on a
     store without such tables.
     """
-    step = _write_back(store)
-    if step is not None:
-        step[0]()
+    _write_back(store)  # building the step writes the pages back once
 
 
 def routine_maintenance(store: MessageStore) -> tuple[Callable[[], None], str] | None:
     """The maintenance step of store's engine and its description, or None when it needs none."""
     sql = _sql_store(store)
-    if sql is None or sql.engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
+    if sql is None:
         return None
-    if sql.engine.dialect.name != "postgresql":
+    if sql.engine.dialect.name in ("mysql", "mariadb"):
         return _write_back(store)
+    if sql.engine.dialect.name != "postgresql":
+        return None
     engine = sql.engine
     quote = engine.dialect.identifier_preparer.format_table
     statements = [f"VACUUM {quote(table)}" for table in sql.schema.metadata.sorted_tables]
@@ -77,7 +77,10 @@ def _sql_store(store: MessageStore) -> SqlRowStore | SqlBucketStore | None:
 
 
 def _write_back(store: MessageStore) -> tuple[Callable[[], None], str] | None:
-    """The step that writes back a MariaDB store's page-compressed tables, or None."""
+    """The step that writes back a MariaDB store's page-compressed tables, or None.
+
+    Building it runs the write-back once, which also finds out whether the account may.
+    """
     sql = _sql_store(store)
     if sql is None or sql.engine.dialect.name not in ("mysql", "mariadb"):
         return None
