@@ -1,4 +1,4 @@
-"""Helpers of the clusters the suite starts itself (Galera, Patroni): ports and users."""
+"""Helpers of the clusters the suite starts itself (Redis Cluster, Galera, Patroni)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.private_servers import free_ports
+
 NODES = 6
 # A node silent this long (ms) is failed and its replica promoted (Redis's default: 15 s).
 # The shared session cluster uses a margin against a loaded machine; the failover test, which
@@ -26,16 +28,23 @@ NODES = 6
 NODE_TIMEOUT_MS = 5000
 FAST_NODE_TIMEOUT_MS = 1000
 START_SECONDS = 30.0
+# A node's cluster bus listens this far above its client port.
+BUS_PORT_OFFSET = 10000
+# Another process may take a picked port before the node binds it: start afresh this often.
+START_ATTEMPTS = 3
 
 
-def _free_port() -> int:
-    """A free loopback port whose +10000 cluster bus port is free too."""
+def _node_ports(count: int) -> list[int]:
+    """count distinct free loopback ports whose +10000 cluster bus ports are free too.
+
+    The ports are picked together, held open at once, so two nodes never get the same one.
+    """
     for _ in range(100):
-        with socket.create_server(("127.0.0.1", 0)) as listener:
-            port: int = listener.getsockname()[1]
-        if port + 10000 < 65536 and _free(port + 10000):
-            return port
-    raise RuntimeError("no free port pair for a cluster node")
+        ports = free_ports(count)
+        buses = {port + BUS_PORT_OFFSET for port in ports}
+        if not buses & set(ports) and all(bus < 65536 and _free(bus) for bus in buses):
+            return ports
+    raise RuntimeError(f"no {count} free port pairs for the cluster's nodes")
 
 
 def _free(port: int) -> bool:
@@ -89,11 +98,10 @@ class RedisClusterProcesses:
 
     def start(self) -> None:
         """Start the six servers, join them, wait until every slot is served."""
-        for _ in range(NODES):
-            port = _free_port()
+        for port in _node_ports(NODES):
             self.nodes.append(ClusterNode(port, self._spawn(port)))
         for node in self.nodes:
-            self._wait(lambda n=node: _cli(n.port, "ping").strip() == "PONG", f"{node.address}")
+            self._wait(lambda n=node: self._answers(n), f"{node.address} answering")
         result = subprocess.run(
             [
                 "redis-cli",
@@ -135,6 +143,13 @@ class RedisClusterProcesses:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
+
+    @staticmethod
+    def _answers(node: ClusterNode) -> bool:
+        """True once the node answers PING; raises at once if its process has ended."""
+        if not node.alive():
+            raise RuntimeError(f"redis cluster: the node on {node.address} exited while starting")
+        return _cli(node.port, "ping").strip() == "PONG"
 
     def healthy(self, replicas: int) -> bool:
         """Every live node says cluster_state:ok and that live masters serve all 16384 slots;
@@ -201,9 +216,22 @@ class RedisClusterProcesses:
 
 
 def start_cluster(node_timeout_ms: int = NODE_TIMEOUT_MS) -> RedisClusterProcesses:
-    """A started cluster (stopped again if starting fails); skips without redis-server."""
+    """A started cluster; skips without redis-server.
+
+    A try that fails is stopped and started afresh on new ports, up to START_ATTEMPTS tries.
+    """
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         pytest.skip("redis-cluster: redis-server and redis-cli are not on PATH")
+    for _ in range(START_ATTEMPTS - 1):
+        try:
+            return _started(node_timeout_ms)
+        except RuntimeError:
+            continue
+    return _started(node_timeout_ms)
+
+
+def _started(node_timeout_ms: int) -> RedisClusterProcesses:
+    """One try at a cluster in a new directory, stopped again if it fails."""
     directory = Path(tempfile.mkdtemp(prefix="imbucket-redis-cluster-"))
     cluster = RedisClusterProcesses(directory, node_timeout_ms)
     try:
