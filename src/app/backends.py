@@ -286,7 +286,8 @@ def redis_cached(
     """
     name = "redis-cluster" if cluster else "redis"
     try:
-        from imbucket.adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
+        from imbucket.adapters.redis_cache import RedisMessageCache
+        from imbucket.adapters.redis_client import REDIS_ERRORS
     except ImportError as error:
         raise missing(error, f"cache backend {name!r}") from None
     try:
@@ -341,7 +342,7 @@ def bind_cache(backend: Backend, cache: RedisMessageCache, where: str) -> None:
             "this store backend records no cache binding (Backend.binding, docs/plugins.md): "
             'it cannot be put behind a cache; set cache.backend = "none"'
         )
-    from imbucket.adapters.redis_cache import REDIS_ERRORS
+    from imbucket.adapters.redis_client import REDIS_ERRORS
 
     proposed = new_binding()
     recorded = backend.binding.record(proposed)

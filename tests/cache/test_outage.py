@@ -18,7 +18,8 @@ import redis
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.memory import MemoryBucketRepository
-from imbucket.adapters.redis_cache import MarksOf, RedisMessageCache, client_options
+from imbucket.adapters.redis_cache import MarksOf, RedisMessageCache
+from imbucket.adapters.redis_client import client_options
 from imbucket.app import MessageService
 from imbucket.domain.model import Actor
 from tests.cache.cases import CONV, MUTATIONS, chat, seed
