@@ -64,7 +64,11 @@ from imbucket.adapters.redis_values import (
     text_of,
     watermarks_of,
 )
-from imbucket.adapters.timeouts import DEFAULT_CACHE_SECONDS
+from imbucket.adapters.timeouts import (
+    DEFAULT_CACHE_SECONDS,
+    DEFAULT_CACHE_TTL_SECONDS,
+    DEFAULT_CACHE_WARNING_SECONDS,
+)
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.model import Pick, Slot, Watermarks
 from imbucket.ports.health import Reachability
@@ -73,8 +77,6 @@ from imbucket.ports.message_cache import CacheRead, ViewRead
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-DEFAULT_TTL_SECONDS = 24 * 3600
 
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
@@ -119,11 +121,11 @@ class RedisMessageCache:
         self,
         client: Client,
         *,
-        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS,
         key_prefix: str = "imbucket",
         retry_interval: float = 1.0,
         max_pending: int = 100_000,
-        warning_interval: float = 60.0,
+        warning_interval: float = DEFAULT_CACHE_WARNING_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not key_prefix or "{" in key_prefix or "}" in key_prefix:
