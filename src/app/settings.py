@@ -190,7 +190,7 @@ class CacheSettings(BaseModel):
     staleness_seconds: float = Field(
         default=DEFAULT_CACHE_STALENESS_SECONDS,
         ge=0.05,
-        le=60,
+        le=3600,
         description="Longest time a write whose writer could not reach Redis may still be "
         "served stale from the cache by other processes: each process reads the store's "
         "invalidation log at most this often and replays it before serving.",
