@@ -372,11 +372,12 @@ def run_client(
     client: Client,
     bound: float = 0.0,
     stop: threading.Event | None = None,
+    pause: float = 0.0,
 ) -> None:
     """Make client's calls on service until its count or its time is up, or stop is set.
 
     A send whose outcome is unknown is retried once with the same client_msg_ids, as a
-    client would.
+    client would. pause: seconds between two calls (readers that leave writers some CPU).
     """
     deadline = time.monotonic() + client.workload.seconds
     retry: Call | None = None
@@ -388,16 +389,19 @@ def run_client(
         client.learn(operation)
         unsettled = operation.outcome == UNKNOWN and call.kind == SEND
         retry = call if unsettled and retry is None else None
+        if pause:
+            time.sleep(pause)
 
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """A thread client: its name, its own service, its mix and its pulls' staleness bound."""
+    """A thread client: its name, its own service and mix; its pulls' staleness bound."""
 
     name: str
     service: MessageService
     mix: Mapping[str, int]
     bound: float = 0.0
+    pause: float = 0.0
 
 
 def run_threads(
@@ -406,15 +410,19 @@ def run_threads(
     recorder: Recorder,
     fault: Callable[[], None] = lambda: None,
     join_seconds: float = 120.0,
+    until_fault_ends: bool = False,
 ) -> None:
-    """Run one thread per client; call fault() on this thread meanwhile; wait (bounded)."""
+    """Run one thread per client; call fault() on this thread meanwhile; wait (bounded).
+
+    With until_fault_ends the clients stop when fault() returns (or at their own limits).
+    """
     stop = threading.Event()
     errors: list[BaseException] = []
 
     def work(spec: ClientSpec) -> None:
         try:
             client = Client(spec.name, workload, spec.mix)
-            run_client(spec.service, recorder, client, spec.bound, stop)
+            run_client(spec.service, recorder, client, spec.bound, stop, spec.pause)
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 
@@ -424,6 +432,8 @@ def run_threads(
     try:
         fault()
     finally:
+        if until_fault_ends:
+            stop.set()
         deadline = time.monotonic() + join_seconds
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))

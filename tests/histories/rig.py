@@ -81,10 +81,10 @@ class Run:
         self.services.append(service)
         return service
 
-    def client(self, name: str, settings: Config, writer: bool) -> ClientSpec:
+    def client(self, name: str, settings: Config, writer: bool, pause: float = 0.0) -> ClientSpec:
         """A thread client with a service of its own on settings."""
         mix = WRITER_MIX if writer else READER_MIX
-        return ClientSpec(name, self.service(settings), mix, staleness(settings))
+        return ClientSpec(name, self.service(settings), mix, staleness(settings), pause)
 
 
 @contextmanager
