@@ -151,8 +151,10 @@ def _history(operations: Sequence[Operation]) -> dict[str, _Conversation]:
         ]
         # Visible from the first sighting on, or from the end of the call that wrote it: its
         # invalidations ran until then. A writer killed mid call never ends: the sighting counts.
+        if not writes:
+            continue  # no call wrote it: the pull's own check reports it
         ends = [-INFINITY if op.end is None else op.end for op in writes]
-        end = max(_end(pull), min(ends, default=_end(pull)))
+        end = max(_end(pull), min(ends))
         conversation.effects[seq].append(Effect("message", pull, end, "", client_msg_id))
         conversation.proven.append((end, seq))
     for conversation in conversations.values():
