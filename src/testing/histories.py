@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from imbucket.app import MessageService, open_service
@@ -385,7 +386,7 @@ def run_client(
         if time.monotonic() > deadline or (stop is not None and stop.is_set()):
             return
         call = retry or client.next_call()
-        operation = recorder.record(client.name, call, lambda c=call: perform(service, c), bound)
+        operation = recorder.record(client.name, call, partial(perform, service, call), bound)
         client.learn(operation)
         unsettled = operation.outcome == UNKNOWN and call.kind == SEND
         retry = call if unsettled and retry is None else None
@@ -453,7 +454,7 @@ def final_pulls(
             seqs = (first, min(top, first + 99))
             for viewer in VIEWERS:
                 call = Call(PULL_RANGE, conversation, viewer, seqs)
-                recorder.record("final", call, lambda c=call: perform(service, c), bound)
+                recorder.record("final", call, partial(perform, service, call), bound)
 
 
 def write_from_process(

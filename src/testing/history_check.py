@@ -182,7 +182,8 @@ def _add_write(conversation: _Conversation, operation: Operation, placed: set[st
         return
     else:
         kind = "message" if call.kind == INGEST else call.kind
-        for seq, client_msg_id in itertools.zip_longest(call.seqs, call.ids, fillvalue=""):
+        ids = call.ids if call.kind == INGEST else ("",) * len(call.seqs)
+        for seq, client_msg_id in zip(call.seqs, ids, strict=True):
             conversation.effects[seq].append(Effect(kind, operation, end, call.user, client_msg_id))
         conversation.raised.append((operation.start, max(call.seqs)))
     if acked and operation.end is not None:
