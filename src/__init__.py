@@ -50,6 +50,7 @@ from imbucket.domain.model import (
     Watermarks,
 )
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.ports.health import Health, Reachability
 
 try:
     __version__ = version("imbucket")
@@ -64,6 +65,7 @@ __all__ = [
     "ContentType",
     "ConversationMismatch",
     "Draft",
+    "Health",
     "ImbucketError",
     "InsertOutcome",
     "InsertResult",
@@ -76,6 +78,7 @@ __all__ = [
     "MessageView",
     "NotPermitted",
     "OutcomeUnknown",
+    "Reachability",
     "Revoke",
     "Role",
     "SeqNotAllocated",

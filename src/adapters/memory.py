@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from imbucket.adapters.codec import slot_to_doc
 from imbucket.domain.budget import TagBudget
+from imbucket.domain.invalidation import Invalidation
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
     EMPTY_SLOT,
@@ -26,6 +27,7 @@ from imbucket.domain.model import (
 from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 from imbucket.domain.tags import takes_revoke
 from imbucket.ports.bucket_repository import Spilled, Viewed
+from imbucket.ports.invalidation_log import LoggedInvalidation
 
 _K = TypeVar("_K", bound=Hashable)
 _R = TypeVar("_R")
@@ -425,3 +427,29 @@ class MemoryCacheBinding:
                 return False
             self._binding = binding
             return True
+
+
+class MemoryInvalidationLog:
+    """InvalidationLog in this process's memory, beside a memory store (new at every open)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[object, LoggedInvalidation] = {}
+        self._next = 0
+
+    def append(self, invalidation: Invalidation, written_at: float) -> None:
+        """Add one entry."""
+        with self._lock:
+            self._next += 1
+            self._entries[self._next] = LoggedInvalidation(self._next, written_at, invalidation)
+
+    def read(self, limit: int) -> list[LoggedInvalidation]:
+        """The oldest entries, at most limit."""
+        with self._lock:
+            return list(self._entries.values())[:limit]
+
+    def remove(self, keys: Sequence[object]) -> None:
+        """Delete the entries of keys."""
+        with self._lock:
+            for key in keys:
+                self._entries.pop(key, None)

@@ -52,6 +52,7 @@ from imbucket.adapters import greenlets
 from imbucket.adapters.codec import slot_from_doc, slot_to_doc
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.model import Pick, Slot, Watermarks, viewed_deleters
+from imbucket.ports.health import Reachability
 from imbucket.ports.message_cache import CacheRead, ViewRead
 
 log = logging.getLogger(__name__)
@@ -341,6 +342,7 @@ class RedisMessageCache:
         key_prefix: str = "imbucket",
         retry_interval: float = 1.0,
         max_pending: int = 100_000,
+        warning_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not key_prefix or "{" in key_prefix or "}" in key_prefix:
@@ -352,6 +354,7 @@ class RedisMessageCache:
         self.key_prefix = key_prefix
         self._retry_interval = retry_interval
         self._max_pending = max_pending
+        self._warning_interval = warning_interval
         self._clock = clock
         self._cluster = is_cluster(client)
         cluster = self._cluster
@@ -464,7 +467,8 @@ class RedisMessageCache:
             if claim:
                 self.bind(expected)
             found = self.binding()
-        except REDIS_ERRORS:
+        except REDIS_ERRORS as error:
+            self._failed(error, "")
             return False
         if found != expected:
             with self._lock:
@@ -622,20 +626,43 @@ class RedisMessageCache:
         ]
         self._call(lambda: self._fill(keys=keys, args=args), scope)
 
-    def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
-        """Bump the generation and delete the keys; remember them if Redis cannot be reached."""
-        if seqs:
-            self._drop(conversation_id, seqs)
+    def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> bool:
+        """Bump the generation and delete the keys; remember them if Redis cannot be reached.
 
-    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> None:
+        True when delivered to this store's cache now; False when remembered for later, or
+        delivered to a Redis not (yet) confirmed to hold this store's binding.
+        """
+        if not seqs:
+            return True
+        return self._drop(conversation_id, seqs)
+
+    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> bool:
         """As ``invalidate``, for the conversation's watermarks or the user's floor."""
-        self._drop(conversation_id, [MarksOf(user_id)])
+        return self._drop(conversation_id, [MarksOf(user_id)])
 
-    def _drop(self, conversation_id: str, items: Sequence[Item]) -> None:
+    def _drop(self, conversation_id: str, items: Sequence[Item]) -> bool:
         if self._try_invalidate(conversation_id, items, always=self._cluster):
             self._deliver_pending()  # a process that only writes must deliver them too
-            return
+            return self._expected is None
         self._remember(conversation_id, items)
+        return False
+
+    def probe(self) -> Reachability:
+        """One PING now (within the timeouts), and whether this store's binding is confirmed."""
+        backend = "redis-cluster" if self._cluster else "redis"
+        try:
+            self.client.ping()
+        except REDIS_ERRORS as error:
+            self._failed(error, "")
+            detail = f"{type(error).__name__}: {error}; check cache.url"
+            return Reachability("cache", backend, False, detail)
+        if not self._confirmed():
+            detail = (
+                f"Redis answers but does not hold this store's binding under prefix "
+                f"{self.key_prefix!r}: check cache.url and cache.key_prefix"
+            )
+            return Reachability("cache", backend, False, detail)
+        return Reachability("cache", backend, True)
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -780,17 +807,22 @@ class RedisMessageCache:
         return result
 
     def _failed(self, error: Exception, scope: str) -> None:
+        """Open the breaker for scope; warn when the outage starts and again every interval."""
         with self._lock:
             now = self._clock()
             health = self._health.setdefault(scope, _Health())
             health.last_failure = now
-            if health.down_since is not None:
+            if health.down_since is None:
+                health.down_since = now
+            elif now - health.warned_at < self._warning_interval:
                 return
-            health.down_since = now
+            health.warned_at = now
+            outage = now - health.down_since
         log.warning(
-            "redis cache unavailable%s (%s: %s); reading and writing through to the store "
-            "until it answers again",
+            "redis cache unavailable%s for %.0f s (%s: %s); reading and writing through to the "
+            "store until it answers again",
             f" at {scope}" if scope else "",
+            outage,
             type(error).__name__,
             error,
         )
@@ -813,6 +845,7 @@ class _Health:
 
     down_since: float | None = None
     last_failure: float = 0.0
+    warned_at: float = float("-inf")
 
 
 def _token() -> str:

@@ -29,6 +29,7 @@ from imbucket.domain.model import (
     StoreStats,
 )
 from imbucket.domain.projection import Entry
+from imbucket.ports.health import Health
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -134,6 +135,10 @@ class AsyncMessageService:
     async def stats(self) -> StoreStats:
         """MessageService.stats: the storage footprint."""
         return await self.run(self.service.stats)
+
+    async def health(self) -> Health:
+        """MessageService.health: the store's and the cache's reachability, now."""
+        return await self.run(self.service.health)
 
     async def prune_send_claims(self) -> int:
         """MessageService.prune_send_claims: how many expired send claims went."""

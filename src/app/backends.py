@@ -13,13 +13,20 @@ from typing import TYPE_CHECKING
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.extras import missing, needs_extra
-from imbucket.adapters.memory import MemoryBucketRepository, MemoryCacheBinding, MemorySeqStore
+from imbucket.adapters.memory import (
+    MemoryBucketRepository,
+    MemoryCacheBinding,
+    MemoryInvalidationLog,
+    MemorySeqStore,
+)
 from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.cache_binding import NO_CACHE, check_cached, check_uncached, new_binding
 from imbucket.domain.errors import ConfigError, LayoutMismatch
 from imbucket.domain.layout import BucketLayout
 from imbucket.ports.cache_binding import CacheBindingRecord
+from imbucket.ports.health import HealthProbe
+from imbucket.ports.invalidation_log import InvalidationLog
 from imbucket.ports.message_cache import ViewCache
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
@@ -53,12 +60,23 @@ class Backend:
     # Which cache fronts the store (imbucket.domain.cache_binding); a backend without one cannot be
     # put behind a cache.
     binding: CacheBindingRecord | None = None
+    # Where writers record the cache invalidations they could not deliver, for every reader
+    # to replay (adapters.relayed_cache); without one a cut-off writer's changes may be
+    # served stale from the cache until the entries' TTL ends.
+    invalidation_log: InvalidationLog | None = None
+    # The cache in front of the store, asked by the service's health call (None: uncached).
+    cache_probe: HealthProbe | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """Buckets and counters in this process's memory."""
     store = BucketMessageStore(MemoryBucketRepository(layout), budget)
-    return Backend(store, MemorySeqStore(), binding=MemoryCacheBinding())
+    return Backend(
+        store,
+        MemorySeqStore(),
+        binding=MemoryCacheBinding(),
+        invalidation_log=MemoryInvalidationLog(),
+    )
 
 
 def sql_row(
@@ -102,11 +120,13 @@ def sql_bucket(
 def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     """A SQL store and its seq store on one engine, with fused reads and mark-reads."""
     from imbucket.adapters.sql.binding import SqlCacheBinding
+    from imbucket.adapters.sql.invalidation_log import SqlInvalidationLog
     from imbucket.adapters.sql.read_marks import SqlReadMarks
 
     binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
+    log_of_store = SqlInvalidationLog(seqs.db, seqs.schema.cache_log)
     marks = SqlReadMarks(store, seqs)
-    return Backend(store, seqs, seqs.db.server_version, store, marks, binding)
+    return Backend(store, seqs, seqs.db.server_version, store, marks, binding, log_of_store)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -150,6 +170,7 @@ def _mongo(
     with needs_extra("a MongoDB store backend"):
         from imbucket.adapters.mongo.commands import UserDocs
         from imbucket.adapters.mongo.connection import MongoConnection
+        from imbucket.adapters.mongo.invalidation_log import MongoInvalidationLog
         from imbucket.adapters.mongo.read_marks import MongoReadMarks
         from imbucket.adapters.mongo.seq import MongoSeqStore
 
@@ -159,7 +180,9 @@ def _mongo(
         seqs = MongoSeqStore(connection, UserDocs(collection))
         marks = MongoReadMarks(store)
         binding = connection.cache_binding(collection)
-        return Backend(store, seqs, connection.server_version, views, marks, binding)
+        log_of_store = MongoInvalidationLog(connection, collection)
+        version = connection.server_version
+        return Backend(store, seqs, version, views, marks, binding, log_of_store)
     except BaseException:
         connection.close()
         raise
@@ -233,6 +256,11 @@ def read_marks_of(backend: Backend) -> ReadMarks | None:
     return backend.read_marks
 
 
+def cache_probe_of(backend: Backend) -> HealthProbe | None:
+    """The cache's health probe, when a cache fronts the backend."""
+    return backend.cache_probe
+
+
 def version_of(backend: Backend) -> str:
     """The server's version ("MongoDB 7.0.12"), or "" when the backend does not say."""
     return backend.version() if backend.version is not None else ""
@@ -246,11 +274,15 @@ def redis_cached(
     connect_timeout: float = 0.25,
     socket_timeout: float = 0.25,
     cluster: bool = False,
+    staleness_seconds: float = 1.0,
+    warning_interval_seconds: float = 60.0,
 ) -> Backend:
     """The backend behind the Redis read cache (see ``cached``).
 
     A single Redis is connected lazily, on first use. A cluster client (``cluster``) asks the
     node named by url for the topology now; ConfigError if no node answers.
+    staleness_seconds bounds how long a write whose writer could not reach Redis may be
+    served stale by other processes (``adapters.relayed_cache``).
     """
     name = "redis-cluster" if cluster else "redis"
     try:
@@ -265,6 +297,7 @@ def redis_cached(
             connect_timeout=connect_timeout,
             ttl_seconds=ttl_seconds,
             key_prefix=key_prefix,
+            warning_interval=warning_interval_seconds,
         )
     except ValueError as error:
         raise ConfigError(f"invalid cache url {url!r}: {error}") from None
@@ -277,7 +310,13 @@ def redis_cached(
     except BaseException:
         cache.close()
         raise
-    return cached(backend, cache)
+    if backend.invalidation_log is None:
+        log.warning(
+            "this store backend keeps no cache invalidation log (Backend.invalidation_log, "
+            "docs/plugins.md): a writer cut off from the cache may leave what it changed "
+            "served stale by other processes until the entries' TTL ends"
+        )
+    return cached(backend, cache, staleness_seconds, ttl_seconds, probe=cache)
 
 
 def uncached(backend: Backend) -> Backend:
@@ -322,21 +361,35 @@ def bind_cache(backend: Backend, cache: RedisMessageCache, where: str) -> None:
     check_cached(recorded, found, where)
 
 
-def cached(backend: Backend, cache: ViewCache) -> Backend:
+def cached(
+    backend: Backend,
+    cache: ViewCache,
+    staleness_seconds: float = 1.0,
+    ttl_seconds: float = 24 * 3600,
+    probe: HealthProbe | None = None,
+) -> Backend:
     """The backend behind cache: the one wiring of a cached backend (container and tests).
 
     The store reads through the cache and invalidates after each write; the seq store drops
     the cached watermarks after each write that moves one; pulls ask the cache first and,
     on a miss, the backend's fused reads (else the bare store and seq store, separately).
+    When the backend keeps an invalidation log, what the cache refuses goes through it
+    (``RelayedCache``, bound staleness_seconds); probe answers the service's health call.
     """
     from imbucket.adapters.cached_store import CachedMessageStore
     from imbucket.adapters.cached_views import CachedViews, InvalidatingSeqStore
+    from imbucket.adapters.relayed_cache import RelayedCache
     from imbucket.app.views import pull_reads
 
+    if backend.invalidation_log is not None:
+        cache = RelayedCache(
+            cache, backend.invalidation_log, staleness=staleness_seconds, ttl_seconds=ttl_seconds
+        )
     fallback = pull_reads(backend.store, backend.seqs, backend.views)
     return Backend(
         CachedMessageStore(backend.store, cache),
         InvalidatingSeqStore(backend.seqs, cache),
         backend.version,
         CachedViews(fallback, backend.store, cache),
+        cache_probe=probe,
     )

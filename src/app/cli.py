@@ -23,6 +23,7 @@ from imbucket.adapters.codec import slot_to_doc
 from imbucket.app import open_container, open_service
 from imbucket.app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
 from imbucket.app.registry import REGISTRY
+from imbucket.app.service import HEALTH_CONVERSATION
 from imbucket.app.settings import CACHE_BACKENDS, load_settings
 from imbucket.domain.errors import (
     ConfigError,
@@ -221,8 +222,9 @@ def backends(config: SettingsOption = None) -> None:
     try:
         container = open_container(overrides)
         with container.service() as service:
-            service.max_seq("imbucket-healthcheck")
+            service.max_seq(HEALTH_CONVERSATION)
             version = container.version()
+            cache = service.health().cache
         suffix = f" ({escape(version)})" if version else ""
         console.print(f"[green]reachable[/]: {_backend_line(overrides)}{suffix}")
     except ImbucketError as error:
@@ -230,6 +232,12 @@ def backends(config: SettingsOption = None) -> None:
             raise
         console.print(f"[red]unreachable[/]: {_backend_line(overrides)}: {escape(str(error))}")
         raise typer.Exit(1) from None
+    if cache is not None:
+        where = f"cache {cache.backend} at {escape(settings.cache.url)}"
+        if not cache.reachable:
+            console.print(f"[red]unreachable[/]: {where}: {escape(cache.detail)}")
+            raise typer.Exit(1)
+        console.print(f"[green]reachable[/]: {where}")
 
 
 @cli.command("migrate")

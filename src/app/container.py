@@ -91,6 +91,8 @@ def redis_cached(backend: Backend, settings: Settings, cluster: bool) -> Backend
         connect_timeout=cache.connect_timeout_seconds,
         socket_timeout=cache.socket_timeout_seconds,
         cluster=cluster,
+        staleness_seconds=cache.staleness_seconds,
+        warning_interval_seconds=cache.warning_interval_seconds,
     )
 
 
@@ -125,6 +127,7 @@ class Container(containers.DeclarativeContainer):
     # A cached backend has none: its tag writes go through the cache (to invalidate).
     read_marks = providers.Callable(backends.read_marks_of, served)
     version = providers.Callable(backends.version_of, backend)
+    cache_probe = providers.Callable(backends.cache_probe_of, served)
 
     service = providers.Singleton(
         MessageService,
@@ -134,4 +137,6 @@ class Container(containers.DeclarativeContainer):
         read_marks=read_marks,
         limits=limits,
         claim_retention_seconds=settings.provided.store.send_claim_retention_seconds,
+        cache_probe=cache_probe,
+        store_backend=settings.provided.store.backend,
     )

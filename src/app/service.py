@@ -13,6 +13,7 @@ from imbucket.app.read_marks import SeparateReadMarks
 from imbucket.app.views import pull_reads
 from imbucket.domain import policy, sending
 from imbucket.domain.errors import (
+    ImbucketError,
     InvalidArgument,
     InvalidMessage,
     SeqNotAllocated,
@@ -44,6 +45,7 @@ from imbucket.domain.model import (
 )
 from imbucket.domain.projection import Entry, project
 from imbucket.domain.tags import Guard, takes_revoke
+from imbucket.ports.health import Health, HealthProbe, Reachability
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
 from imbucket.ports.seq_store import SeqStore
@@ -54,6 +56,8 @@ DEFAULT_CLAIM_RETENTION_SECONDS = 7 * 24 * 3600
 PRUNE_INTERVAL_MS = 60_000
 PRUNE_BATCH = 1000
 PRUNE_BATCHES = 10
+# The conversation whose max_seq the health call reads (a read of a row that need not exist).
+HEALTH_CONVERSATION = "imbucket-healthcheck"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -117,6 +121,8 @@ class MessageService:
         claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS,
         views: ViewReads | None = None,
         read_marks: ReadMarks | None = None,
+        cache_probe: HealthProbe | None = None,
+        store_backend: str = "",
     ) -> None:
         self.store = store
         self.seqs = seqs
@@ -129,6 +135,8 @@ class MessageService:
         self._new_id = new_id
         self.claim_retention_ms = claim_retention_seconds * 1000
         self._next_prune = clock() + PRUNE_INTERVAL_MS
+        self._cache_probe = cache_probe
+        self._store_backend = store_backend
 
     @property
     def layout(self) -> BucketLayout:
@@ -349,6 +357,20 @@ class MessageService:
             if deleted < PRUNE_BATCH:
                 break
         return pruned
+
+    def health(self) -> Health:
+        """Ask the store and the cache now whether they answer (for a readiness probe).
+
+        Never raises: each part is asked once, within its configured timeouts, and one that
+        fails is reported with what went wrong. Nothing is written.
+        """
+        try:
+            self.seqs.max_seq(HEALTH_CONVERSATION)
+            store = Reachability("store", self._store_backend, True)
+        except ImbucketError as error:
+            store = Reachability("store", self._store_backend, False, str(error))
+        cache = self._cache_probe.probe() if self._cache_probe is not None else None
+        return Health(store, cache)
 
     def close(self) -> None:
         """Release the store and the seq store."""

@@ -182,6 +182,21 @@ class CacheSettings(BaseModel):
         le=60,
         description="Longest wait for a Redis reply; then the cache is skipped.",
     )
+    staleness_seconds: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="Longest time a write whose writer could not reach Redis may still be "
+        "served stale from the cache by other processes: each process reads the store's "
+        "invalidation log at most this often and replays it before serving.",
+    )
+    warning_interval_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="While Redis cannot be reached (or does not hold this store's binding), "
+        "a warning is logged when that starts and again this often until it is fixed.",
+    )
 
 
 class LimitsSettings(BaseModel):

@@ -28,8 +28,8 @@ class MessageCache(Protocol):
     Never holds per-viewer views, tombstones or placeholders for seqs with nothing stored.
     Instead of a slot's deleters it may keep, per viewer, whether that viewer deleted it.
     A cache failure must not raise: it behaves as a miss (reads) or a no-op (writes), and an
-    invalidation that could not be delivered must never let a later read return the old slot
-    from the cache for longer than the cache's documented staleness bound.
+    invalidation that could not be delivered must never let a later read in this process
+    return the old slot from the cache; ``invalidate`` says so by returning False.
     """
 
     def get_many(
@@ -58,8 +58,14 @@ class MessageCache(Protocol):
         """
         ...
 
-    def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
-        """Drop the entries of seqs so the next read goes to the store; call after the write."""
+    def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> bool:
+        """Drop the entries of seqs so the next read goes to the store; call after the write.
+
+        Returns whether the cache took the invalidation now. False: it keeps it to deliver
+        later and serves nothing it covers meanwhile, but other processes reading the same
+        cache may still see the old entries until someone delivers it (the caller then
+        records it where they look: ``ports.invalidation_log``).
+        """
         ...
 
     def close(self) -> None:
@@ -116,10 +122,11 @@ class ViewCache(MessageCache, Protocol):
         """
         ...
 
-    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> None:
+    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> bool:
         """Drop cached watermarks; call after the SeqStore write that moved them.
 
         ``user_id`` None drops the conversation's part (max_seq, min_seq: every viewer's),
-        else that user's floor. Undeliverable invalidations are handled as in ``invalidate``.
+        else that user's floor. Undeliverable invalidations are handled, and reported by the
+        result, as in ``invalidate``.
         """
         ...

@@ -10,6 +10,7 @@ from redis.asyncio import Redis as AsyncRedis
 from imbucket import Draft
 from imbucket.adapters.greenlets import unwrap
 from imbucket.adapters.redis_cache import RedisMessageCache
+from imbucket.adapters.relayed_cache import RelayedCache
 from imbucket.aio import open_service as open_async
 
 
@@ -18,7 +19,9 @@ def test_the_async_service_caches_through_a_redis_asyncio_client(redis_cache: An
 
     async def scenario() -> tuple[Any, list[int], list[int]]:
         async with open_async(config) as service:
-            cache = service.service.store.cache  # type: ignore[attr-defined]
+            relayed = service.service.store.cache  # type: ignore[attr-defined]
+            assert type(relayed) is RelayedCache
+            cache = relayed.cache
             assert type(cache) is RedisMessageCache
             hi = Draft(send_id="alice", content="hi", client_msg_id="c-1", recv_id="bob")
             await service.send("si_alice_bob", [hi])

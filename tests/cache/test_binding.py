@@ -105,7 +105,7 @@ def test_the_same_cache_reopens_and_a_full_cached_pull_stays_one_round_trip(
     with open_service(cached) as service:
         first = texts(service)  # fills this service's view
         sent: list[str] = []
-        client = service.store.cache.client  # type: ignore[attr-defined]
+        client = service.store.cache.cache.client  # type: ignore[attr-defined]
         send = client.execute_command
 
         def counted(*args: Any, **options: Any) -> Any:

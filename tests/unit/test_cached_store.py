@@ -41,10 +41,11 @@ class RecordingCache:
         self.calls.append(("put", list(slots)))
         self.slots.update(slots)
 
-    def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> None:
+    def invalidate(self, conversation_id: str, seqs: Sequence[int]) -> bool:
         self.calls.append(("invalidate", list(seqs)))
         for seq in seqs:
             self.slots.pop(seq, None)
+        return True
 
     def close(self) -> None:
         self.calls.append(("close", []))

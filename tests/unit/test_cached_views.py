@@ -48,9 +48,10 @@ class RecordingViews(RecordingCache):
         self.marks = marks or self.marks
         self.slots.update(slots)
 
-    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> None:
+    def invalidate_marks(self, conversation_id: str, user_id: str | None = None) -> bool:
         self.dropped.append(user_id)
         self.marks = None
+        return True
 
 
 class BrokenSeqs(MemorySeqStore):

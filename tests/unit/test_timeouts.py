@@ -156,7 +156,7 @@ def test_redis_client_waits_are_the_cache_settings() -> None:
     cache.update(connect_timeout_seconds=0.3, socket_timeout_seconds=0.4)
     service = open_service({"store": {"backend": "memory"}, "cache": cache})
     try:
-        client = service.store.cache.client  # type: ignore[attr-defined]
+        client = service.store.cache.cache.client  # type: ignore[attr-defined]
         given = client.connection_pool.connection_kwargs
         assert (given["socket_connect_timeout"], given["socket_timeout"]) == (0.3, 0.4)
     finally:

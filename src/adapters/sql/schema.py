@@ -19,6 +19,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Connection,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -71,6 +72,11 @@ class Schema:
     def cache_binding(self) -> Table:
         """The one-row record of which cache fronts the store (``SqlCacheBinding``)."""
         return self.metadata.tables[f"{self.layout.name.removesuffix('_layout')}_cache_binding"]
+
+    @property
+    def cache_log(self) -> Table:
+        """The undelivered cache invalidations (``SqlInvalidationLog``)."""
+        return self.metadata.tables[f"{self.layout.name.removesuffix('_layout')}_cache_log"]
 
 
 @dataclass(frozen=True)
@@ -444,6 +450,16 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         metadata,
         Column("id", Integer, primary_key=True, autoincrement=False),
         Column("binding", String(64), nullable=False),
+        **_TABLE_OPTIONS,
+    )
+    # Cache invalidations a writer could not deliver (ports.invalidation_log).
+    Table(
+        f"{prefix}_cache_log",
+        metadata,
+        Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+        _key("conversation_id"),
+        Column("body", Text, nullable=False),
+        Column("written_at", Float, nullable=False),
         **_TABLE_OPTIONS,
     )
     seqs = Table(
