@@ -46,7 +46,7 @@ def staleness(config: Mapping[str, Any]) -> float:
     cache = load_settings(config).cache
     if cache.backend == "none":
         return 0.0
-    return float(getattr(cache, "staleness_seconds", 1.0))
+    return cache.staleness_seconds
 
 
 def config(store: Mapping[str, Any], cache: Mapping[str, Any] | None = None) -> Config:

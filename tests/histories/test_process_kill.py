@@ -25,7 +25,6 @@ from tests.histories.rig import Config, config, finish, run, workload
 from tests.histories.writer_process import (
     AFTER_INSERT,
     BEFORE_INSERT,
-    BREAK_INVALIDATION,
     stalled,
     write,
 )
@@ -58,13 +57,13 @@ def cached_rows() -> Iterator[Config]:
         yield config(store, {"backend": "redis", "url": url, "key_prefix": prefix})
 
 
-def _start(settings: Config, name: str, work: Workload, log: Path, stall: str = "") -> object:
+def _start(settings: Config, name: str, work: Workload, log: Path, stall: str, broken: bool) -> Any:
     # Forked from a server that has imported imbucket once: each writer starts in moments,
     # and nothing of this process (its threads, its connections) is copied into it.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([write.__module__, *PRELOAD])
     process = context.Process(
-        target=write, args=(settings, name, work, str(log), stall, STALL_AT), daemon=True
+        target=write, args=(settings, name, work, str(log), stall, STALL_AT, broken), daemon=True
     )
     process.start()
     return process
@@ -86,12 +85,12 @@ def _lines(log: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
-def _writers(settings: Config, work: Workload, logs: Path, kills: list[str]) -> None:
+def _writers(settings: Config, work: Workload, logs: Path, kills: list[str], broken: bool) -> None:
     """One writer stalled before its insert, one after, one killed anywhere, one that ends."""
     plan = [*(("kill", stall) for stall in (BEFORE_INSERT, AFTER_INSERT, "")), ("end", "")]
     for number, (fate, stall) in enumerate(plan, 1):
         log = logs / f"writer-{number}.log"
-        process: Any = _start(settings, f"writer-{number}", work, log, stall)
+        process = _start(settings, f"writer-{number}", work, log, stall, broken)
         if fate == "kill":
             _wait(partial(_ready, log, stall), f"writer-{number} {stall or 'running'}")
             os.kill(process.pid, signal.SIGKILL)
@@ -106,10 +105,8 @@ def _history(logs: Path) -> list[Operation]:
 
 @pytest.mark.parametrize("broken", [False, True], ids=["intact", "invalidation-switched-off"])
 def test_writer_processes_killed_mid_send(
-    cached_rows: Config, tmp_path: Path, broken: bool, monkeypatch: pytest.MonkeyPatch
+    cached_rows: Config, tmp_path: Path, broken: bool
 ) -> None:
-    if broken:
-        monkeypatch.setenv(BREAK_INVALIDATION, "1")
     work = workload(seed=4, seconds=120.0, operations=100_000)
     writer_work = Workload(work.conversation_id, work.ingest_id, WRITER.operations, WRITER.seconds)
     kills: list[str] = []
@@ -122,7 +119,7 @@ def test_writer_processes_killed_mid_send(
             readers,
             work,
             history.recorder,
-            lambda: _writers(cached_rows, writer_work, tmp_path, kills),
+            lambda: _writers(cached_rows, writer_work, tmp_path, kills, broken),
             until_fault_ends=True,
         )
         fault = "SIGKILL: " + "; ".join(kills) + (" (invalidation switched off)" if broken else "")

@@ -5,13 +5,14 @@
 - stall the ``stall_at``-th send in a way of ``STALLS`` (after writing a marker file, so that
   the test knows when to SIGKILL it mid send): BEFORE_INSERT between the seq allocation and
   the insert, AFTER_INSERT once the insert committed, before the cache is invalidated;
-- with the environment variable BREAK_INVALIDATION set, leave the cache uninvalidated by
-  every write, so that the checker must report the stale pulls that follow.
+- with break_invalidation, leave the cache uninvalidated by every write (Redis says it took
+  each invalidation, and drops it), so that the checker must report the stale pulls that
+  follow. An argument, not an environment variable: a fork server's children inherit the
+  server's environment, not the test's.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +22,6 @@ from imbucket.app import MessageService
 from imbucket.domain.model import InsertResult, Message
 from imbucket.testing.histories import Workload, write_from_process
 
-BREAK_INVALIDATION = "IMBUCKET_TEST_HISTORIES_BREAK_INVALIDATION"
 BEFORE_INSERT, AFTER_INSERT = "before-insert", "after-insert"
 STALLS = (BEFORE_INSERT, AFTER_INSERT)
 STALL_SECONDS = 60.0  # longer than any test waits: the process is killed in it
@@ -34,14 +34,16 @@ def write(
     log_path: str,
     stall: str = "",
     stall_at: int = 0,
+    break_invalidation: bool = False,
 ) -> None:
     """A writer process (multiprocessing's target): client name's calls, logged to log_path."""
 
     def prepare(service: MessageService) -> None:
-        if os.environ.get(BREAK_INVALIDATION):
-            cache: Any = service.store.cache  # type: ignore[attr-defined]
-            cache.invalidate = lambda *args, **kwargs: None
-            cache.invalidate_marks = lambda *args, **kwargs: None
+        if break_invalidation:
+            relayed: Any = service.store.cache  # type: ignore[attr-defined]
+            redis_cache = relayed.cache
+            redis_cache.invalidate = lambda *args, **kwargs: True
+            redis_cache.invalidate_marks = lambda *args, **kwargs: True
         if stall:
             _stall_insert(service, stall, stall_at, Path(log_path + ".stalled"))
 
