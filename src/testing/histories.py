@@ -21,13 +21,14 @@ import os
 import random
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
 from imbucket.app import MessageService, open_service
-from imbucket.domain.errors import StoreUnavailable
+from imbucket.domain.errors import ImbucketError, StoreUnavailable
 from imbucket.domain.model import Actor, Draft, Message, Role, SessionType
 from imbucket.domain.projection import Entry, MessageView
 from imbucket.testing.factories import message
@@ -63,6 +64,7 @@ WRITER_MIX: Mapping[str, int] = {
 }
 READER_MIX: Mapping[str, int] = {PULL_LATEST: 40, PULL_RANGE: 35, PULL: 25}
 LATEST = 20  # pull_latest's count
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # imbucket's files
 WINDOW = 12  # at most this many seqs per tag write or pull
 
 
@@ -213,6 +215,10 @@ def _failed(
     client: str, call: Call, start: float, outcome: str, error: Exception, bound: float
 ) -> Operation:
     text = f"{type(error).__name__}: {error}"
+    if not isinstance(error, ImbucketError):  # a bug: where it was raised, for the report
+        frames = traceback.extract_tb(error.__traceback__)
+        ours = [frame for frame in frames if frame.filename.startswith(_PACKAGE)] or frames
+        text += f" (in {ours[-1].name}, {ours[-1].filename}:{ours[-1].lineno})"
     return Operation(client, call, start, time.monotonic(), outcome, error=text, bound=bound)
 
 
