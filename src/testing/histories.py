@@ -451,16 +451,20 @@ def run_threads(
 
 
 def final_pulls(
-    service: MessageService, recorder: Recorder, workload: Workload, bound: float = 0.0
+    service: MessageService,
+    recorder: Recorder,
+    workload: Workload,
+    client: str = "final",
+    bound: float = 0.0,
 ) -> None:
-    """Every viewer pulls every seq ever allocated, once the faults are over (client "final")."""
+    """Every viewer pulls every seq ever allocated, once the faults are over."""
     for conversation in (workload.conversation_id, workload.ingest_id):
         top = service.max_seq(conversation)
         for first in range(1, top + 1, 100):
             seqs = (first, min(top, first + 99))
             for viewer in VIEWERS:
                 call = Call(PULL_RANGE, conversation, viewer, seqs)
-                recorder.record("final", call, partial(perform, service, call), bound)
+                recorder.record(client, call, partial(perform, service, call), bound)
 
 
 def write_from_process(

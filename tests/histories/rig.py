@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import socket
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,7 +18,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from imbucket.app import MessageService, open_service
+from imbucket.app import MessageService, open_container, open_service
+from imbucket.app.backends import read_marks_of, seqs_of, store_of, views_of
 from imbucket.app.settings import load_settings
 from imbucket.testing.histories import (
     READER_MIX,
@@ -67,6 +69,20 @@ def closed_port() -> int:
         return int(server.getsockname()[1])
 
 
+def store_only(settings: Config) -> MessageService:
+    """A service on settings' store without its cache: what the store holds.
+
+    Opened on the bare backend, so the store's cache binding is not checked.
+    """
+    backend = open_container(settings).backend()
+    return MessageService(
+        store_of(backend),
+        seqs_of(backend),
+        views=views_of(backend),
+        read_marks=read_marks_of(backend),
+    )
+
+
 @dataclass
 class Run:
     """The services a test opened (closed at the end) and the history they made."""
@@ -107,11 +123,17 @@ def finish(
     extra: Sequence[Operation] = (),
     expect_anomalies: bool = False,
 ) -> list[str]:
-    """Pull everything from a fresh service on settings, check, print the report, assert.
+    """Pull everything from the store, then through the cache; check, print the report, assert.
 
     Asserts no anomaly, or (expect_anomalies) at least one: the checker can fail.
     """
-    final_pulls(history.service(settings), history.recorder, work, staleness(settings))
+    truth = store_only(settings)
+    history.services.append(truth)
+    final_pulls(truth, history.recorder, work, "final")
+    if staleness(settings):  # then through the cache, once it may lag no more
+        time.sleep(staleness(settings))
+        cached = history.service(settings)
+        final_pulls(cached, history.recorder, work, "final-cached", staleness(settings))
     operations = [*history.recorder.operations, *extra]
     anomalies = check(operations)
     print(report(operations, fault, anomalies))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from imbucket.testing.histories import Operation, Workload, read_log, run_threads
-from tests.histories.rig import Config, config, finish, run, workload
+from tests.histories.rig import Config, config, finish, run, staleness, workload
 from tests.histories.writer_process import (
     AFTER_INSERT,
     BEFORE_INSERT,
@@ -63,7 +63,9 @@ def _start(settings: Config, name: str, work: Workload, log: Path, stall: str, b
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([write.__module__, *PRELOAD])
     process = context.Process(
-        target=write, args=(settings, name, work, str(log), stall, STALL_AT, broken), daemon=True
+        target=write,
+        args=(settings, name, work, str(log), stall, STALL_AT, broken, staleness(settings)),
+        daemon=True,
     )
     process.start()
     return process

@@ -35,6 +35,7 @@ def write(
     stall: str = "",
     stall_at: int = 0,
     break_invalidation: bool = False,
+    bound: float = 0.0,
 ) -> None:
     """A writer process (multiprocessing's target): client name's calls, logged to log_path."""
 
@@ -47,7 +48,7 @@ def write(
         if stall:
             _stall_insert(service, stall, stall_at, Path(log_path + ".stalled"))
 
-    write_from_process(config, name, work, log_path, prepare=prepare)
+    write_from_process(config, name, work, log_path, bound=bound, prepare=prepare)
 
 
 def _stall_insert(service: MessageService, stall: str, at: int, marker: Path) -> None:
