@@ -20,14 +20,17 @@ The factory (``StoreFactory``)::
 - It returns a ``Backend``: ``store`` (a ``MessageStore``), ``seqs`` (a ``SeqStore``) and
   optionally ``version`` (names the server's version), ``views`` (a ``ViewReads``: a pull's
   watermarks and slots in one round trip), ``read_marks`` (a ``ReadMarks``: a mark-read's tags
-  and read seq together) and ``binding`` (a ``CacheBindingRecord``, kept with the store's data:
-  without one the backend runs uncached only). Without ``views`` and ``read_marks`` the service
-  reads and writes in two steps, with the same answers.
+  and read seq together), ``binding`` (a ``CacheBindingRecord``, kept with the store's data:
+  without one the backend runs uncached only) and ``invalidation_log`` (an
+  ``InvalidationLog``, kept with the store's data: without one a writer cut off from the cache
+  may leave its changes served stale by other processes until the cache's TTL ends). Without
+  ``views`` and ``read_marks`` the service reads and writes in two steps, with the same answers.
 
 The ports (``typing.Protocol`` classes whose docstrings are the contract the contract suite
 checks): ``MessageStore``, ``SeqStore``, ``ViewReads``, ``ReadMarks``,
-``CacheBindingRecord``. The short road to a ``MessageStore`` is one of imbucket's own state
-machines over a repository of yours, each repository method one atomic step on your engine:
+``CacheBindingRecord``, ``InvalidationLog``. The short road to a ``MessageStore`` is one of
+imbucket's own state machines over a repository of yours, each repository method one atomic
+step on your engine:
 
 - ``BucketMessageStore(repository, budget)`` over a ``BucketRepository``: buckets of
   ``layout.size`` slots, with OpenIM's insert, tag, spill and budget rules. Settings load and
@@ -35,11 +38,12 @@ machines over a repository of yours, each repository method one atomic step on y
   limits) for such a store as for a built-in bucket backend.
 - ``RowMessageStore(repository)`` over a ``RowRepository``: one record per message.
 
-``MemorySeqStore`` and ``MemoryCacheBinding`` keep counters and the cache binding in this
-process, for a backend that has no seq store of its own yet (its data then lasts as long as
-the process). ``slot_to_doc`` / ``slot_from_doc`` / ``message_to_doc`` /
-``message_from_doc`` spell slots and messages as plain JSON-ready dicts (OpenIM's field names),
-and ``conversation_of`` reads the conversation back out of a bucket's doc_id.
+``MemorySeqStore``, ``MemoryCacheBinding`` and ``MemoryInvalidationLog`` keep counters, the
+cache binding and the invalidation log in this process, for a backend that has no seq store of
+its own yet (its data then lasts as long as the process). ``slot_to_doc`` / ``slot_from_doc``
+/ ``message_to_doc`` / ``message_from_doc`` spell slots and messages as plain JSON-ready dicts
+(OpenIM's field names), and ``conversation_of`` reads the conversation back out of a
+bucket's doc_id.
 
 Errors a backend raises (all ``ImbucketError``): ``StoreUnavailable`` when the engine could
 not be reached or failed mid-operation, ``OutcomeUnknown`` (a ``StoreUnavailable``) when the
@@ -58,7 +62,7 @@ from imbucket.adapters.codec import (
     slot_from_doc,
     slot_to_doc,
 )
-from imbucket.adapters.memory import MemoryCacheBinding, MemorySeqStore
+from imbucket.adapters.memory import MemoryCacheBinding, MemoryInvalidationLog, MemorySeqStore
 from imbucket.adapters.row import RowMessageStore
 from imbucket.adapters.timeouts import Timeouts
 from imbucket.app.backends import Backend, StoreFactory
@@ -71,6 +75,7 @@ from imbucket.domain.errors import (
     StoreUnavailable,
     WriteRefused,
 )
+from imbucket.domain.invalidation import Invalidation
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
     EMPTY_SLOT,
@@ -90,6 +95,7 @@ from imbucket.domain.scan import Counters, ScannedSlot, SendClaim, SeqPage, Slot
 from imbucket.domain.tags import Guard, takes_revoke
 from imbucket.ports.bucket_repository import BucketRepository, Spilled, Viewed
 from imbucket.ports.cache_binding import CacheBindingRecord
+from imbucket.ports.invalidation_log import InvalidationLog, LoggedInvalidation
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
 from imbucket.ports.row_repository import RowRepository
@@ -110,7 +116,11 @@ __all__ = [
     "InsertOutcome",
     "InsertResult",
     "InvalidArgument",
+    "Invalidation",
+    "InvalidationLog",
+    "LoggedInvalidation",
     "MemoryCacheBinding",
+    "MemoryInvalidationLog",
     "MemorySeqStore",
     "Message",
     "MessageStore",

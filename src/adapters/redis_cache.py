@@ -32,26 +32,45 @@ the cluster was down) is served again: reads go through a script that drops othe
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-import orjson
-import redis
-from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError
-from redis.retry import Retry
-
-from imbucket.adapters import greenlets
-from imbucket.adapters.codec import slot_from_doc, slot_to_doc
+from imbucket.adapters.redis_breaker import Breaker
+from imbucket.adapters.redis_client import (
+    REDIS_ERRORS,
+    Client,
+    client_options,
+    is_cluster,
+    make_client,
+)
+from imbucket.adapters.redis_scripts import (
+    CLUSTER_FILL,
+    CLUSTER_INVALIDATE,
+    CLUSTER_READ,
+    CLUSTER_VIEW,
+    FILL,
+    INVALIDATE,
+    VIEW,
+)
+from imbucket.adapters.redis_values import (
+    encode_slot,
+    entries,
+    exact_glob,
+    new_token,
+    text_of,
+    watermarks_of,
+)
+from imbucket.adapters.timeouts import (
+    DEFAULT_CACHE_SECONDS,
+    DEFAULT_CACHE_TTL_SECONDS,
+    DEFAULT_CACHE_WARNING_SECONDS,
+)
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.model import Pick, Slot, Watermarks, viewed_deleters
+from imbucket.domain.model import Pick, Slot, Watermarks
 from imbucket.ports.health import Reachability
 from imbucket.ports.message_cache import CacheRead, ViewRead
 
@@ -59,244 +78,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_TTL_SECONDS = 24 * 3600
-DEFAULT_TIMEOUT_SECONDS = 0.25
-
-# Generations are random tokens, never counters: a generation key that vanished (eviction,
-# restart without persistence) and came back can never repeat the value a reader saw.
-
-# KEYS[1] generation, KEYS[2..] slot keys; ARGV[1] generation seen by the reader ('' = none),
-# ARGV[2] ttl, ARGV[3] a fresh token, ARGV[4..] values in KEYS order.
-# A reader that saw no generation only starts one: with nothing to compare, it cannot tell
-# whether an invalidation came and went while it read the store.
-_FILL = """
-local current = redis.call('GET', KEYS[1])
-if not current then
-  redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
-  return 0
-end
-if current ~= ARGV[1] then return 0 end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-for i = 2, #KEYS do
-  redis.call('SET', KEYS[i], ARGV[i + 2], 'EX', ARGV[2])
-end
-return 1
-"""
-
-# KEYS[1] generation, KEYS[2..] slot keys; ARGV[1] ttl, ARGV[2] a fresh token.
-_INVALIDATE = """
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[1])
-for i = 2, #KEYS, 500 do
-  redis.call('DEL', unpack(KEYS, i, math.min(i + 499, #KEYS)))
-end
-return 1
-"""
-
-# The cluster variants stamp the generation ("<stamp><token>") and every slot value
-# ("<stamp><json>") with where and when they were written: "<replid>/<epoch>|", the writing
-# master's replication id and the cluster's current epoch. A failover gives the promoted replica
-# a new replication id and raises the epoch of every master that serves again (they voted for
-# it, or learn of it before their slots are ok again). So after a failover nothing written
-# before it counts: neither what the promoted replica inherited (invalidations its master lost)
-# nor what the other masters held while the cluster refused every command (invalidations
-# nobody could deliver). A ticket from before fills nothing. INFO and CLUSTER INFO are the one
-# way a script can learn either.
-_STAMP = """
-local stamp = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') .. '/' ..
-  string.match(redis.call('CLUSTER', 'INFO'), 'cluster_current_epoch:(%d+)') .. '|'
-"""
-
-# KEYS[1] generation, KEYS[2..] slot keys: the generation, then each slot, or false.
-_CLUSTER_READ = (
-    _STAMP
-    + """
-local n = #stamp
-local values = {}
-for i = 1, #KEYS, 500 do
-  local part = redis.call('MGET', unpack(KEYS, i, math.min(i + 499, #KEYS)))
-  for j = 1, #part do values[i + j - 1] = part[j] end
-end
-for i = 1, #values do
-  local v = values[i]
-  if v and string.sub(v, 1, n) ~= stamp then values[i] = false
-  elseif v and i > 1 then values[i] = string.sub(v, n + 1) end
-end
-return values
-"""
-)
-
-# As _FILL.
-_CLUSTER_FILL = (
-    _STAMP
-    + """
-local current = redis.call('GET', KEYS[1])
-if not current or string.sub(current, 1, #stamp) ~= stamp then
-  redis.call('SET', KEYS[1], stamp .. ARGV[3], 'EX', ARGV[2])
-  return 0
-end
-if current ~= ARGV[1] then return 0 end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-for i = 2, #KEYS do
-  redis.call('SET', KEYS[i], stamp .. ARGV[i + 2], 'EX', ARGV[2])
-end
-return 1
-"""
-)
-
-# As _INVALIDATE.
-_CLUSTER_INVALIDATE = (
-    _STAMP
-    + """
-redis.call('SET', KEYS[1], stamp .. ARGV[2], 'EX', ARGV[1])
-for i = 2, #KEYS, 500 do
-  redis.call('DEL', unpack(KEYS, i, math.min(i + 499, #KEYS)))
-end
-return 1
-"""
-)
-
-# The pull's lookup (``get_view``), after a ``stamp`` prelude ('' on a single Redis).
-# KEYS[1] generation, KEYS[2] conversation watermarks, KEYS[3] the viewer's floor; ARGV[1] the
-# slot key base, ARGV[2] the mark key base, ARGV[3] ':' .. viewer, ARGV[4] latest count (0: the
-# listed seqs ARGV[5..]). Returns {generation, conversation marks, user floor} when either
-# watermark part misses, else those and {seqs read}, {slot values}, {viewer marks}.
-# The seqs mirror domain.model.Watermarks.latest / visible; Python re-applies the domain rule
-# and treats anything else as a miss. Seqs above 15 digits (beyond exact doubles) read nothing
-# here for latest; listed seqs keep their own text in key names. The slot keys are built here
-# from the conversation's key bases: same hash tag as KEYS, so the same cluster slot.
-_VIEW_BODY = """
-local n = #stamp
-local function fresh(v)
-  if v and string.sub(v, 1, n) == stamp then return string.sub(v, n + 1) end
-  return false
-end
-local function mget(keys)
-  local values = {}
-  for i = 1, #keys, 500 do
-    local part = redis.call('MGET', unpack(keys, i, math.min(i + 499, #keys)))
-    for j = 1, #part do values[i + j - 1] = fresh(part[j]) end
-  end
-  return values
-end
-local head = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])
-local gen = head[1]
-if gen and string.sub(gen, 1, n) ~= stamp then gen = false end
-local conv, user = fresh(head[2]), fresh(head[3])
-if not conv or not user then return {gen, conv, user} end
-local top_text, min_text = string.match(conv, '^(%d+),(%d+)$')
-if not top_text or not string.match(user, '^%d+$') then return {gen, false, false} end
-local top = tonumber(top_text)
-local floor = math.max(tonumber(min_text), tonumber(user))
-local count = tonumber(ARGV[4])
-local seqs = {}
-if count > 0 then
-  if #top_text <= 15 then
-    for s = math.max(top - count + 1, floor, 1), top do seqs[#seqs + 1] = string.format('%d', s) end
-  end
-else
-  for i = 5, #ARGV do
-    local s = tonumber(ARGV[i])
-    if s >= floor and s <= top then seqs[#seqs + 1] = ARGV[i] end
-  end
-end
-local slot_keys, mark_keys = {}, {}
-for i = 1, #seqs do
-  slot_keys[i] = ARGV[1] .. seqs[i]
-  mark_keys[i] = ARGV[2] .. seqs[i] .. ARGV[3]
-end
-local slots, marks = {}, {}
-if #seqs > 0 then slots, marks = mget(slot_keys), mget(mark_keys) end
-return {gen, conv, user, seqs, slots, marks}
-"""
-_VIEW = "local stamp = ''\n" + _VIEW_BODY
-_CLUSTER_VIEW = _STAMP + _VIEW_BODY
-
 # Pending invalidations delivered per pipeline round trip after an outage.
 _FLUSH_BATCH = 200
-
-# A client, or under imbucket.aio an asyncio one behind greenlets.Awaiting (the same calls).
-Client = redis.Redis | RedisCluster | greenlets.Awaiting
-# Everything a Redis or cluster client raises for an unreachable or failing Redis.
-REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
-# What a cache client retries (once, at once): a dropped connection; never a timeout.
-_RETRIED = (RedisConnectionError,)
-TOPOLOGY_ATTEMPTS = 3
-_Client = TypeVar("_Client")
-
-
-def client_options(
-    timeout: float = DEFAULT_TIMEOUT_SECONDS, connect_timeout: float | None = None
-) -> dict[str, Any]:
-    """Client settings for a cache: short timeouts, no waiting on a Redis that is down.
-
-    timeout bounds the wait for each reply (``cache.socket_timeout_seconds``), connect_timeout
-    the opening of a connection (``cache.connect_timeout_seconds``; timeout when None). The
-    same options suit a cluster client.
-    """
-    return {
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
-        # One immediate retry for a dropped connection; none for timeouts (slow = skip).
-        "retry": Retry(NoBackoff(), 1, supported_errors=_RETRIED),
-    }
-
-
-def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
-    """The one place cache clients are built: a Redis, or a cluster client for ``cluster``.
-
-    ``options`` are client keyword arguments on top of ``client_options()``; querystring options
-    of url win over both. A cluster url names any node (``redis://host:port``); the client
-    asks it for the topology at once, and raises ``RedisClusterException`` (or a ``RedisError``)
-    when no node answers. On a cluster the retry covers redirections and topology refreshes:
-    one immediate retry, so a dead master costs one quick failure, not a backoff.
-    """
-    settings = {**client_options(), **options}
-    if greenlets.asynchronous():
-        return _asyncio_client(url, cluster, settings)
-    if not cluster:
-        return redis.Redis.from_url(url, **settings)
-    # Reads go to masters only (the default): a replica may lag behind an invalidation.
-    return _asking_for_topology(lambda: RedisCluster.from_url(url, **settings))
-
-
-def _asking_for_topology(connect: Callable[[], _Client]) -> _Client:
-    """connect(), tried up to TOPOLOGY_ATTEMPTS times while no node answers.
-
-    The topology is asked for once, when a service starts: there a node slow to accept its
-    first connection (a busy machine) must not fail the start, as it may skip one cache read.
-    """
-    for _ in range(TOPOLOGY_ATTEMPTS - 1):
-        try:
-            return connect()
-        except REDIS_ERRORS:
-            pass
-    return connect()
-
-
-def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> greenlets.Awaiting:
-    """Under imbucket.aio: a redis.asyncio client whose calls wait in the running greenlet."""
-    from redis.asyncio import Redis as AsyncRedis
-    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-    from redis.asyncio.retry import Retry as AsyncRetry
-
-    retry: Retry = settings["retry"]
-    settings["retry"] = AsyncRetry(NoBackoff(), retry.get_retries(), supported_errors=_RETRIED)
-    if not cluster:
-        return greenlets.Awaiting(AsyncRedis.from_url(url, **settings))
-
-    def connect() -> AsyncRedisCluster:
-        client = AsyncRedisCluster.from_url(url, **settings)
-        greenlets.wait_for(client.initialize())  # the topology now, as the sync client asks it
-        return client
-
-    return greenlets.Awaiting(_asking_for_topology(connect))
-
-
-def is_cluster(client: Any) -> bool:
-    """Whether client (or the asyncio client behind it) talks to a Redis Cluster."""
-    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-
-    return isinstance(greenlets.unwrap(client), RedisCluster | AsyncRedisCluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,11 +121,11 @@ class RedisMessageCache:
         self,
         client: Client,
         *,
-        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS,
         key_prefix: str = "imbucket",
         retry_interval: float = 1.0,
         max_pending: int = 100_000,
-        warning_interval: float = 60.0,
+        warning_interval: float = DEFAULT_CACHE_WARNING_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not key_prefix or "{" in key_prefix or "}" in key_prefix:
@@ -354,17 +137,17 @@ class RedisMessageCache:
         self.key_prefix = key_prefix
         self._retry_interval = retry_interval
         self._max_pending = max_pending
-        self._warning_interval = warning_interval
         self._clock = clock
         self._cluster = is_cluster(client)
         cluster = self._cluster
-        self._read = client.register_script(_CLUSTER_READ) if cluster else None
-        self._view = client.register_script(_CLUSTER_VIEW if cluster else _VIEW)
-        self._fill = client.register_script(_CLUSTER_FILL if cluster else _FILL)
-        self._invalidate = client.register_script(_CLUSTER_INVALIDATE if cluster else _INVALIDATE)
+        self._read = client.register_script(CLUSTER_READ) if cluster else None
+        self._view = client.register_script(CLUSTER_VIEW if cluster else VIEW)
+        self._fill = client.register_script(CLUSTER_FILL if cluster else FILL)
+        self._invalidate = client.register_script(CLUSTER_INVALIDATE if cluster else INVALIDATE)
         self._lock = threading.Lock()  # guards the state below
         self._flush_lock = threading.Lock()  # one thread delivers pending invalidations
-        self._health: dict[str, _Health] = {}  # per scope: "" or a cluster master's name
+        # Per scope: "" or a cluster master's name.
+        self._breaker = Breaker(retry_interval, warning_interval, clock, log)
         self._pending: dict[str, set[Item]] = {}
         self._pending_count = 0
         self._distrust_until = float("-inf")
@@ -380,8 +163,8 @@ class RedisMessageCache:
         url: str,
         *,
         cluster: bool = False,
-        socket_timeout: float = DEFAULT_TIMEOUT_SECONDS,
-        connect_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        socket_timeout: float = DEFAULT_CACHE_SECONDS,
+        connect_timeout: float = DEFAULT_CACHE_SECONDS,
         **options: Any,
     ) -> RedisMessageCache:
         """A cache on a new client for url; querystring options (socket_timeout=…) win."""
@@ -419,7 +202,7 @@ class RedisMessageCache:
 
     def binding(self) -> str | None:
         """The binding this cache holds (None: none). Raises REDIS_ERRORS when unreachable."""
-        return _text(self.client.get(self.binding_key))
+        return text_of(self.client.get(self.binding_key))
 
     def bind(self, binding: str | None) -> None:
         """Delete every key under the prefix, then hold binding (None: hold none).
@@ -430,7 +213,7 @@ class RedisMessageCache:
         """
         self.client.delete(self.binding_key)
         batch: list[Any] = []
-        for key in self.client.scan_iter(match=f"{_glob(self.key_prefix)}:*", count=1_000):
+        for key in self.client.scan_iter(match=f"{exact_glob(self.key_prefix)}:*", count=1_000):
             batch.append(key)
             if len(batch) >= 500:
                 self.client.unlink(*batch)
@@ -514,7 +297,7 @@ class RedisMessageCache:
         if values is None:
             return CacheRead()
         marks = values[1 + len(seqs) :] if viewer is not None else [None] * len(seqs)
-        slots, tokens = _entries(conversation_id, seqs, values[1 : 1 + len(seqs)], marks, viewer)
+        slots, tokens = entries(conversation_id, seqs, values[1 : 1 + len(seqs)], marks, viewer)
         return CacheRead(slots, _Ticket(values[0] or b"", epoch, tokens))
 
     def get_view(self, conversation_id: str, viewer: str, pick: Pick) -> ViewRead:
@@ -544,11 +327,11 @@ class RedisMessageCache:
         reply = self._call(lambda: list(self._view(keys=keys, args=args)), scope)
         if reply is None:
             return ViewRead()
-        marks = _watermarks(reply[1], reply[2])
+        marks = watermarks_of(reply[1], reply[2])
         if marks is None or len(reply) < 6:
             return ViewRead(ticket=_Ticket(reply[0] or b"", epoch))
         seqs = [int(seq) for seq in reply[3]]
-        slots, tokens = _entries(conversation_id, seqs, reply[4], reply[5], viewer)
+        slots, tokens = entries(conversation_id, seqs, reply[4], reply[5], viewer)
         return ViewRead(marks, slots, _Ticket(reply[0] or b"", epoch, tokens))
 
     def put_many(
@@ -595,13 +378,13 @@ class RedisMessageCache:
         viewer: str | None,
     ) -> dict[str, bytes | str]:
         """Key -> value of what a fill writes: new slot entries and the viewer's marks."""
-        fresh = _token()
+        fresh = new_token()
         fills: dict[str, bytes | str] = {}
         for seq, slot in slots.items():
             token = ticket.tokens.get(seq)
             if token is None:  # a new entry: its marks of earlier fills no longer match
                 token = fresh
-                fills[self.slot_key(conversation_id, seq)] = _encode(token, slot)
+                fills[self.slot_key(conversation_id, seq)] = encode_slot(token, slot)
             if viewer is not None and slot.deleted_by:
                 fills[self.mark_key(conversation_id, seq, viewer)] = (
                     f"{token}{int(viewer in slot.deleted_by)}"
@@ -621,7 +404,7 @@ class RedisMessageCache:
         args: list[bytes | str | int] = [
             ticket.generation,
             self.ttl_seconds,
-            _token(),
+            new_token(),
             *fills.values(),
         ]
         self._call(lambda: self._fill(keys=keys, args=args), scope)
@@ -707,7 +490,7 @@ class RedisMessageCache:
             else self.slot_key(conversation_id, item)
             for item in items
         )
-        return self._invalidate(keys=keys, args=[self.ttl_seconds, _token()], client=client)
+        return self._invalidate(keys=keys, args=[self.ttl_seconds, new_token()], client=client)
 
     def _remember(self, conversation_id: str, seqs: Sequence[Item]) -> None:
         with self._lock:
@@ -786,15 +569,10 @@ class RedisMessageCache:
                     del self._pending[conversation_id]
 
     def _usable(self, scope: str) -> bool:
-        """False while an outage of scope is recent: skip Redis instead of waiting for timeouts."""
-        with self._lock:
-            now = self._clock()
-            if now < self._distrust_until:
-                return False
-            health = self._health.get(scope)
-            if health is None or health.down_since is None:
-                return True
-            return now - health.last_failure >= self._retry_interval
+        """False while this process distrusts the cache, or an outage of scope is recent."""
+        if self._clock() < self._distrust_until:
+            return False
+        return self._breaker.usable(scope)
 
     def _call(self, command: Callable[[], T], scope: str) -> T | None:
         """Run a Redis command for scope; None (and outage bookkeeping) if it fails."""
@@ -803,119 +581,8 @@ class RedisMessageCache:
         except REDIS_ERRORS as error:
             self._failed(error, scope)
             return None
-        self._succeeded(scope)
+        self._breaker.succeeded(scope)
         return result
 
     def _failed(self, error: Exception, scope: str) -> None:
-        """Open the breaker for scope; warn when the outage starts and again every interval."""
-        with self._lock:
-            now = self._clock()
-            health = self._health.setdefault(scope, _Health())
-            health.last_failure = now
-            if health.down_since is None:
-                health.down_since = now
-            elif now - health.warned_at < self._warning_interval:
-                return
-            health.warned_at = now
-            outage = now - health.down_since
-        log.warning(
-            "redis cache unavailable%s for %.0f s (%s: %s); reading and writing through to the "
-            "store until it answers again",
-            f" at {scope}" if scope else "",
-            outage,
-            type(error).__name__,
-            error,
-        )
-
-    def _succeeded(self, scope: str) -> None:
-        with self._lock:
-            health = self._health.get(scope)
-            if health is None or health.down_since is None:
-                return
-            outage = self._clock() - health.down_since
-            health.down_since = None
-        log.info(
-            "redis cache%s available again after %.1f s", f" at {scope}" if scope else "", outage
-        )
-
-
-@dataclass(slots=True)
-class _Health:
-    """Outage bookkeeping of one Redis (or one cluster master)."""
-
-    down_since: float | None = None
-    last_failure: float = 0.0
-    warned_at: float = float("-inf")
-
-
-def _token() -> str:
-    """A fresh generation token."""
-    return secrets.token_hex(8)
-
-
-def _glob(text: str) -> str:
-    """The SCAN MATCH pattern that matches text itself only."""
-    return "".join(f"\\{char}" if char in "*?[]\\" else char for char in text)
-
-
-def _text(value: bytes | str | None) -> str | None:
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
-
-
-def _entries(
-    conversation_id: str,
-    seqs: Sequence[int],
-    values: Sequence[bytes | str | None],
-    marks: Sequence[bytes | str | None],
-    viewer: str | None,
-) -> tuple[dict[int, Slot], dict[int, str]]:
-    """The slots a lookup answers for viewer, and the tokens of entries it could not answer.
-
-    A slot with deleters is answered only with the viewer's mark carrying its fill token.
-    """
-    slots: dict[int, Slot] = {}
-    tokens: dict[int, str] = {}
-    for seq, value, mark in zip(seqs, values, marks, strict=True):
-        entry = None if value is None else _decode(conversation_id, value)
-        if entry is None:
-            continue
-        token, slot, deleters = entry
-        if not deleters:
-            slots[seq] = slot
-        elif viewer is not None and _text(mark) in (f"{token}1", f"{token}0"):
-            deleted = _text(mark) == f"{token}1"
-            slots[seq] = replace(slot, deleted_by=viewed_deleters(viewer, deleted, True))
-        else:
-            tokens[seq] = token
-    return slots, tokens
-
-
-def _watermarks(conversation: bytes | str | None, user: bytes | str | None) -> Watermarks | None:
-    """The watermarks of the two cached parts ("max,min" and the user's floor); None if not both."""
-    conv, floor = _text(conversation), _text(user)
-    if not conv or not floor:
-        return None
-    try:
-        max_seq, min_seq = (int(part) for part in conv.split(","))
-        return Watermarks(max_seq, min_seq, int(floor))
-    except ValueError:
-        return None
-
-
-def _encode(token: str, slot: Slot) -> bytes:
-    """A slot entry: its fill token, whether it has deleters, the slot without them."""
-    doc = slot_to_doc(slot)
-    del doc["del_list"]
-    return orjson.dumps({"t": token, "d": bool(slot.deleted_by), "s": doc})
-
-
-def _decode(conversation_id: str, value: bytes | str) -> tuple[str, Slot, bool] | None:
-    """A slot entry: (token, slot without deleters, has deleters).
-
-    None for an unreadable value (treated as a miss and refilled).
-    """
-    try:
-        entry = orjson.loads(value)
-        return str(entry["t"]), slot_from_doc(conversation_id, entry["s"]), bool(entry["d"])
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
+        self._breaker.failed(error, scope)

@@ -23,6 +23,11 @@ DEFAULT_POOL_SIZE = 10
 DEFAULT_MAX_OVERFLOW = 20
 # The Redis cache is skipped when slow, so its waits are short (docs/redis.md).
 DEFAULT_CACHE_SECONDS = 0.25
+# How long the cache keeps an entry (as OpenIM's), how stale a write whose writer could not
+# reach the cache may be served by other processes, and how often an outage is logged again.
+DEFAULT_CACHE_TTL_SECONDS = 24 * 3600
+DEFAULT_CACHE_STALENESS_SECONDS = 1.0
+DEFAULT_CACHE_WARNING_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)

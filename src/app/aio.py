@@ -16,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from imbucket.adapters.extras import needs_extra
 from imbucket.adapters.greenlets import async_drivers
+from imbucket.app.registry import REGISTRY
 from imbucket.app.service import Location, MessageService
 from imbucket.app.settings import Settings, load_settings
 from imbucket.domain.errors import ConfigError
@@ -33,9 +34,6 @@ from imbucket.ports.health import Health
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# Backends with no asyncio mode here yet (OpenIM's own Redis client would block the event loop).
-_BLOCKING_STORES = ("openim-mongo",)
 
 
 class AsyncMessageService:
@@ -194,7 +192,7 @@ def open_service(config: Mapping[str, Any] | None = None) -> Opening:
 
 def check_asynchronous(settings: Settings) -> None:
     """ConfigError for a configuration whose drivers have no asyncio mode here."""
-    if settings.store.backend in _BLOCKING_STORES:
+    if not REGISTRY.get(settings.store.backend).rules.asyncio:
         raise ConfigError(
             f"imbucket.aio has no asyncio driver for store backend {settings.store.backend!r} "
             "yet: use imbucket.open_service from a thread"

@@ -19,7 +19,14 @@ from imbucket.adapters.memory import (
     MemoryInvalidationLog,
     MemorySeqStore,
 )
-from imbucket.adapters.timeouts import PoolSize, Timeouts
+from imbucket.adapters.timeouts import (
+    DEFAULT_CACHE_SECONDS,
+    DEFAULT_CACHE_STALENESS_SECONDS,
+    DEFAULT_CACHE_TTL_SECONDS,
+    DEFAULT_CACHE_WARNING_SECONDS,
+    PoolSize,
+    Timeouts,
+)
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.cache_binding import NO_CACHE, check_cached, check_uncached, new_binding
 from imbucket.domain.errors import ConfigError, LayoutMismatch
@@ -271,11 +278,11 @@ def redis_cached(
     url: str,
     ttl_seconds: int,
     key_prefix: str,
-    connect_timeout: float = 0.25,
-    socket_timeout: float = 0.25,
+    connect_timeout: float = DEFAULT_CACHE_SECONDS,
+    socket_timeout: float = DEFAULT_CACHE_SECONDS,
     cluster: bool = False,
-    staleness_seconds: float = 1.0,
-    warning_interval_seconds: float = 60.0,
+    staleness_seconds: float = DEFAULT_CACHE_STALENESS_SECONDS,
+    warning_interval_seconds: float = DEFAULT_CACHE_WARNING_SECONDS,
 ) -> Backend:
     """The backend behind the Redis read cache (see ``cached``).
 
@@ -286,7 +293,8 @@ def redis_cached(
     """
     name = "redis-cluster" if cluster else "redis"
     try:
-        from imbucket.adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
+        from imbucket.adapters.redis_cache import RedisMessageCache
+        from imbucket.adapters.redis_client import REDIS_ERRORS
     except ImportError as error:
         raise missing(error, f"cache backend {name!r}") from None
     try:
@@ -341,7 +349,7 @@ def bind_cache(backend: Backend, cache: RedisMessageCache, where: str) -> None:
             "this store backend records no cache binding (Backend.binding, docs/plugins.md): "
             'it cannot be put behind a cache; set cache.backend = "none"'
         )
-    from imbucket.adapters.redis_cache import REDIS_ERRORS
+    from imbucket.adapters.redis_client import REDIS_ERRORS
 
     proposed = new_binding()
     recorded = backend.binding.record(proposed)
@@ -364,8 +372,8 @@ def bind_cache(backend: Backend, cache: RedisMessageCache, where: str) -> None:
 def cached(
     backend: Backend,
     cache: ViewCache,
-    staleness_seconds: float = 1.0,
-    ttl_seconds: float = 24 * 3600,
+    staleness_seconds: float = DEFAULT_CACHE_STALENESS_SECONDS,
+    ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
     probe: HealthProbe | None = None,
 ) -> Backend:
     """The backend behind cache: the one wiring of a cached backend (container and tests).

@@ -82,7 +82,8 @@ def _replace(backend: Backend, binding: str) -> None:
 
 def _cache(settings: CacheSettings) -> RedisMessageCache:
     try:
-        from imbucket.adapters.redis_cache import REDIS_ERRORS, RedisMessageCache
+        from imbucket.adapters.redis_cache import RedisMessageCache
+        from imbucket.adapters.redis_client import REDIS_ERRORS
     except ImportError as error:
         raise ConfigError(f"the cache needs imbucket[redis]: {error}") from None
     try:
@@ -102,7 +103,7 @@ def _cache(settings: CacheSettings) -> RedisMessageCache:
 
 
 def _bind(cache: RedisMessageCache, binding: str) -> None:
-    from imbucket.adapters.redis_cache import REDIS_ERRORS
+    from imbucket.adapters.redis_client import REDIS_ERRORS
 
     try:
         cache.bind(None if binding == NO_CACHE else binding)

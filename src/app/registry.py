@@ -37,6 +37,7 @@ class BackendRules:
     whether data outlives the store's close; locate: ``"module:function"`` naming where a url
     keeps its data (None when it keeps nothing), for backends whose url decides that.
     pooled: the factory takes a ``pool`` keyword (the connections kept on a server).
+    asyncio: whether ``imbucket.aio`` can open it (its drivers have an asyncio mode here).
     """
 
     layout: Layout | None
@@ -46,6 +47,7 @@ class BackendRules:
     persists: bool = True
     locate: str | None = None
     pooled: bool = False
+    asyncio: bool = True
 
 
 # A third-party backend: any encoding, its layout told by the store it opens.
@@ -150,10 +152,16 @@ REGISTRY.register(
     BackendRules("buckets", encodings=("openim",), max_document_bytes=MONGO_MAX_DOCUMENT_BYTES),
 )
 REGISTRY.register("mongo-row", f"{_FACTORIES}:mongo_row", BackendRules("rows"))
+# OpenIM's own Redis client (its allocated seqs) would block the event loop.
 REGISTRY.register(
     "openim-mongo",
     f"{_FACTORIES}:openim_mongo",
-    BackendRules("buckets", encodings=("openim",), max_document_bytes=MONGO_MAX_DOCUMENT_BYTES),
+    BackendRules(
+        "buckets",
+        encodings=("openim",),
+        max_document_bytes=MONGO_MAX_DOCUMENT_BYTES,
+        asyncio=False,
+    ),
 )
 
 

@@ -21,6 +21,9 @@ from pydantic_settings import (
 
 from imbucket.adapters.timeouts import (
     DEFAULT_CACHE_SECONDS,
+    DEFAULT_CACHE_STALENESS_SECONDS,
+    DEFAULT_CACHE_TTL_SECONDS,
+    DEFAULT_CACHE_WARNING_SECONDS,
     DEFAULT_CONNECT_SECONDS,
     DEFAULT_MAX_OVERFLOW,
     DEFAULT_POOL_SECONDS,
@@ -163,7 +166,9 @@ class CacheSettings(BaseModel):
         default="redis://127.0.0.1:6379/0",
         description="Redis URL; for `redis-cluster` any node of the cluster (`redis://host:port`).",
     )
-    ttl_seconds: int = Field(default=24 * 3600, ge=1, description="Cache entry lifetime.")
+    ttl_seconds: int = Field(
+        default=DEFAULT_CACHE_TTL_SECONDS, ge=1, description="Cache entry lifetime."
+    )
     key_prefix: str = Field(
         default="imbucket",
         description="Prefix of every cache key. A store records the cache that fronts it; "
@@ -183,7 +188,7 @@ class CacheSettings(BaseModel):
         description="Longest wait for a Redis reply; then the cache is skipped.",
     )
     staleness_seconds: float = Field(
-        default=1.0,
+        default=DEFAULT_CACHE_STALENESS_SECONDS,
         ge=0.05,
         le=60,
         description="Longest time a write whose writer could not reach Redis may still be "
@@ -191,7 +196,7 @@ class CacheSettings(BaseModel):
         "invalidation log at most this often and replays it before serving.",
     )
     warning_interval_seconds: float = Field(
-        default=60.0,
+        default=DEFAULT_CACHE_WARNING_SECONDS,
         gt=0,
         le=3600,
         description="While Redis cannot be reached (or does not hold this store's binding), "

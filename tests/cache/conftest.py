@@ -14,7 +14,8 @@ from redis.cluster import RedisCluster
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.cached_store import CachedMessageStore
 from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
-from imbucket.adapters.redis_cache import RedisMessageCache, client_options, make_client
+from imbucket.adapters.redis_cache import RedisMessageCache
+from imbucket.adapters.redis_client import client_options, make_client
 from imbucket.app import MessageService
 from imbucket.app.backends import Backend, cached
 from imbucket.domain.model import InsertResult, Message, Revoke, Slot, StoreStats

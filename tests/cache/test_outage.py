@@ -18,7 +18,8 @@ import redis
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.memory import MemoryBucketRepository
-from imbucket.adapters.redis_cache import MarksOf, RedisMessageCache, client_options
+from imbucket.adapters.redis_cache import MarksOf, RedisMessageCache
+from imbucket.adapters.redis_client import client_options
 from imbucket.app import MessageService
 from imbucket.domain.model import Actor
 from tests.cache.cases import CONV, MUTATIONS, chat, seed
@@ -112,6 +113,20 @@ def test_a_cache_on_a_closed_port_changes_no_answer(
     assert cache.pending == {CONV: frozenset(range(1, 7))}  # every write, seed included
     # Tried at t=0, then once per second of the clock (t=1, t=2), never on every call.
     assert len(commands(cache)) == 3
+
+
+def test_an_outage_is_logged_again_every_interval_until_it_is_fixed(
+    spy: SpyStore, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = CountingRedis.from_url(closed_port_url(), **client_options())
+    cache = RedisMessageCache(client, key_prefix="imbucket-test", clock=clock, warning_interval=60)
+    service = cached_service(spy, cache)
+    seed(service)
+    for _ in range(130):  # 130 s of pulls, one a second
+        service.pull_latest(CONV, "bob")
+        clock.advance(1.0)
+    assert len(warnings(caplog)) == 3  # at the start, after 60 s and after 120 s
+    assert "for 120 s" in warnings(caplog)[-1]
 
 
 def test_redis_cut_mid_test_then_back(

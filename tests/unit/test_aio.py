@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 from pathlib import Path
 
@@ -64,6 +65,24 @@ def test_every_use_case_of_the_sync_service_is_a_coroutine_of_the_async_one() ->
         if not asyncio.iscoroutinefunction(getattr(AsyncMessageService, name, None))
     }
     assert missing == set()
+
+
+def test_each_coroutine_takes_the_use_cases_parameters_defaults_and_annotations() -> None:
+    # With ``from __future__ import annotations`` both sides keep annotations as text: the
+    # same text means the same type, named the same way.
+    use_cases = [
+        name
+        for name in vars(MessageService)
+        if not name.startswith("_") and inspect.isfunction(getattr(MessageService, name))
+    ]
+    differing = {
+        name: (sync, asynchronous)
+        for name in use_cases
+        if name != "close"
+        and (sync := inspect.signature(getattr(MessageService, name)))
+        != (asynchronous := inspect.signature(getattr(AsyncMessageService, name)))
+    }
+    assert differing == {}
 
 
 def test_a_backend_without_an_asyncio_driver_is_a_config_error() -> None:

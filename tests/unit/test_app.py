@@ -84,7 +84,7 @@ def test_a_cluster_slow_to_answer_at_start_is_asked_again_a_bounded_number_of_ti
 ) -> None:
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    from imbucket.adapters import redis_cache
+    from imbucket.adapters import redis_client
 
     asked: list[str] = []
     client = object()
@@ -95,14 +95,14 @@ def test_a_cluster_slow_to_answer_at_start_is_asked_again_a_bounded_number_of_ti
             raise RedisTimeoutError("Timeout connecting to server")
         return client
 
-    monkeypatch.setattr(redis_cache.RedisCluster, "from_url", topology)
-    if failures < redis_cache.TOPOLOGY_ATTEMPTS:
-        assert redis_cache.make_client("redis://node:7000", cluster=True) is client
+    monkeypatch.setattr(redis_client.RedisCluster, "from_url", topology)
+    if failures < redis_client.TOPOLOGY_ATTEMPTS:
+        assert redis_client.make_client("redis://node:7000", cluster=True) is client
         assert len(asked) == failures + 1
     else:
         with pytest.raises(RedisTimeoutError):
-            redis_cache.make_client("redis://node:7000", cluster=True)
-        assert len(asked) == redis_cache.TOPOLOGY_ATTEMPTS
+            redis_client.make_client("redis://node:7000", cluster=True)
+        assert len(asked) == redis_client.TOPOLOGY_ATTEMPTS
 
 
 def test_missing_config_file_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Connection,
-    Float,
+    Double,
     Index,
     Integer,
     MetaData,
@@ -459,7 +459,7 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
         _key("conversation_id"),
         Column("body", Text, nullable=False),
-        Column("written_at", Float, nullable=False),
+        Column("written_at", Double, nullable=False),
         **_TABLE_OPTIONS,
     )
     seqs = Table(
