@@ -101,7 +101,6 @@ class _Conversation:
     clears: dict[str, list[Effect]] = field(default_factory=lambda: defaultdict(list))
     floating: list[tuple[float, str]] = field(default_factory=list)  # unknown sends' ids
     owners: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
-    seqs_of: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     _proven_ends: list[float] = field(default_factory=list)
     _proven_tops: list[int] = field(default_factory=list)
     _raised_starts: list[float] = field(default_factory=list)
@@ -149,10 +148,10 @@ def _history(operations: Sequence[Operation]) -> dict[str, _Conversation]:
             and op.call.conversation_id == pull.call.conversation_id
             and client_msg_id in op.call.ids
         ]
-        # Visible from the first sighting on, or from the end of the call that wrote it: its
-        # invalidations ran until then. A writer killed mid call never ends: the sighting counts.
         if not writes:
             continue  # no call wrote it: the pull's own check reports it
+        # Visible from the first sighting on, or from the end of the call that wrote it: its
+        # invalidations ran until then. A writer killed mid call never ends: the sighting counts.
         ends = [-INFINITY if op.end is None else op.end for op in writes]
         end = max(_end(pull), min(ends))
         conversation.effects[seq].append(Effect("message", pull, end, "", client_msg_id))
@@ -169,7 +168,6 @@ def _add_write(conversation: _Conversation, operation: Operation, placed: set[st
         for seq, client_msg_id in operation.placed:
             conversation.effects[seq].append(Effect("message", operation, end, "", client_msg_id))
             conversation.owners[seq].add(client_msg_id)
-            conversation.seqs_of[client_msg_id].add(seq)
         top = max((seq for seq, _ in operation.placed), default=0) if acked else INFINITY
         conversation.raised.append((operation.start, top))
         if not acked:
@@ -177,8 +175,8 @@ def _add_write(conversation: _Conversation, operation: Operation, placed: set[st
             conversation.floating.extend((operation.start, cid) for cid in loose)
     elif call.kind == CLEAR:
         conversation.clears[call.user].append(Effect(CLEAR, operation, end, call.user))
-        if acked:
-            conversation.proven.append((operation.end or INFINITY, operation.number - 1))
+        if acked and operation.end is not None:  # the floor is max_seq + 1 at the clear
+            conversation.proven.append((operation.end, operation.number - 1))
         return
     else:
         kind = "message" if call.kind == INGEST else call.kind
