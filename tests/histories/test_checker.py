@@ -1,20 +1,31 @@
-"""The histories checker on hand-written histories: what it accepts and what it reports."""
+"""The histories checker on hand-written histories (what it accepts and what it reports), and
+on a fault-free run of the harness."""
 
 from __future__ import annotations
 
 import pytest
 
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.app import MessageService
 from imbucket.testing.histories import (
     CLEAR,
     OK,
     PULL_LATEST,
     PULL_RANGE,
+    READER_MIX,
     REVOKE,
     SEND,
     UNKNOWN,
+    WRITER_MIX,
     Call,
+    ClientSpec,
     Operation,
+    Recorder,
     Seen,
+    Workload,
+    final_pulls,
+    run_threads,
 )
 from imbucket.testing.history_check import check
 
@@ -107,3 +118,15 @@ def test_pull_latest_ends_at_an_allowed_max_seq_and_starts_at_the_floor() -> Non
 def test_a_call_that_fails_for_no_reason_is_reported() -> None:
     failed = Operation("writer", Call(REVOKE, CONV, "alice", (1,)), 1.0, 2.0, "fail", error="X")
     assert check([failed]) == ["writer: revoke(si_check, alice, seqs 1) [1.000, 2.000] raised X"]
+
+
+def test_a_fault_free_run_on_the_memory_backend_is_admissible() -> None:
+    service = MessageService(BucketMessageStore(MemoryBucketRepository()), MemorySeqStore())
+    work = Workload("si_memory", "si_memory_ingest", operations=150, seconds=5.0, seed=8)
+    recorder = Recorder()
+    clients = [ClientSpec(f"writer-{i}", service, WRITER_MIX) for i in (1, 2)]
+    run_threads([*clients, ClientSpec("reader", service, READER_MIX)], work, recorder)
+    final_pulls(service, recorder, work)
+    kinds = {op.call.kind for op in recorder.operations}
+    assert kinds == set(WRITER_MIX) | set(READER_MIX)  # every kind of call was made
+    assert check(recorder.operations) == []
