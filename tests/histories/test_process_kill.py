@@ -93,12 +93,17 @@ def _writers(settings: Config, work: Workload, logs: Path, kills: list[str], bro
     for number, (fate, stall) in enumerate(plan, 1):
         log = logs / f"writer-{number}.log"
         process = _start(settings, f"writer-{number}", work, log, stall, broken)
-        if fate == "kill":
-            _wait(partial(_ready, log, stall), f"writer-{number} {stall or 'running'}")
-            os.kill(process.pid, signal.SIGKILL)
-            kills.append(f"writer-{number} {stall or 'at call ' + str(_lines(log))}")
-        process.join(WAIT_SECONDS + work.seconds)
-        assert not process.is_alive(), f"writer-{number} did not end"
+        try:
+            if fate == "kill":
+                _wait(partial(_ready, log, stall), f"writer-{number} {stall or 'running'}")
+                os.kill(process.pid, signal.SIGKILL)
+                kills.append(f"writer-{number} {stall or 'at call ' + str(_lines(log))}")
+            process.join(WAIT_SECONDS + work.seconds)
+            assert not process.is_alive(), f"writer-{number} did not end"
+        finally:
+            if process.is_alive():  # the test failed: leave no writer behind
+                process.kill()
+                process.join(WAIT_SECONDS)
 
 
 def _history(logs: Path) -> list[Operation]:
