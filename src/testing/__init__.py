@@ -3,10 +3,12 @@
 The suite's home is ``tests/contract`` of imbucket's source tree; the wheel ships it as the
 subpackage ``imbucket.testing.suite`` (``[tool.setuptools]`` in pyproject.toml), next to the
 helpers it imports (``factories``, ``reference``, ``dump``, ``strategies``, ``concurrency``,
-``migration_data``) and its row table (``rows``). ``pytest --imbucket-backend NAME`` (the plugin
-in ``imbucket.testing.plugin`` is registered under pytest's ``pytest11`` entry point group, so
-it loads wherever imbucket is installed) runs that suite on the store backend NAME alone: a
-built-in one or an ``imbucket.backends`` entry point (docs/plugins.md).
+``migration_data``), its row table (``rows``), and the histories kit (``histories``,
+``history_check``: concurrent clients under a fault, checked against ``reference``).
+``pytest --imbucket-backend NAME`` (the plugin in ``imbucket.testing.plugin`` is registered
+under pytest's ``pytest11`` entry point group, so it loads wherever imbucket is installed)
+runs that suite on the store backend NAME alone: a built-in one or an ``imbucket.backends``
+entry point (docs/plugins.md).
 """
 
 from __future__ import annotations
