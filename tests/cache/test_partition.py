@@ -137,6 +137,17 @@ def test_a_fully_cached_pull_stays_one_redis_round_trip_and_the_log_one_read_per
     assert first.snapshot().drivers == {"sql": 1, "redis": 2}
 
 
+def backends_command(settings: Path) -> subprocess.CompletedProcess[str]:
+    """``imbucket backends --config settings``, run as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "imbucket", "backends", "--config", str(settings)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
 def test_backends_and_health_report_an_unreachable_cache(
     store: Config, redis_cache: Config, tmp_path: Path
 ) -> None:
@@ -144,24 +155,12 @@ def test_backends_and_health_report_an_unreachable_cache(
     mistyped = {**redis_cache, "url": f"redis://127.0.0.1:{free_ports(1)[0]}/0"}
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"store": store, "cache": mistyped}))
-    done = subprocess.run(
-        [sys.executable, "-m", "imbucket", "backends", "--config", str(settings)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = backends_command(settings)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "reachable: store sql-bucket" in done.stdout
     assert f"unreachable: cache redis at {mistyped['url']}" in " ".join(done.stdout.split())
     settings.write_text(json.dumps({"store": store, "cache": redis_cache}))
-    fixed = subprocess.run(
-        [sys.executable, "-m", "imbucket", "backends", "--config", str(settings)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    fixed = backends_command(settings)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert f"reachable: cache redis at {redis_cache['url']}" in " ".join(fixed.stdout.split())
 
