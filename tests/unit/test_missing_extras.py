@@ -39,8 +39,17 @@ def test_a_missing_store_driver_names_its_extra(
         open_service({"store": store})
 
 
+REDIS_ADAPTERS = (
+    "imbucket.adapters.redis_cache",
+    "imbucket.adapters.redis_client",
+    "imbucket.adapters.redis_breaker",
+    "imbucket.adapters.redis_scripts",
+    "imbucket.adapters.redis_values",
+)
+
+
 def test_a_missing_redis_driver_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    _without(monkeypatch, "redis", "imbucket.adapters.redis_cache")
+    _without(monkeypatch, "redis", *REDIS_ADAPTERS)
     with pytest.raises(ConfigError, match=r"pip install 'imbucket\[redis\]'"):
         open_service({"cache": {"backend": "redis"}})
 
