@@ -123,7 +123,6 @@ def test_spilled_deleters_are_documents_of_msg_keyed_by_doc_id_and_found_by_slot
     assert repository.add_spilled([("x:0", 1, "bob"), ("x:0", 2, "bob")]) == 1  # a set-add
     assert repository.read_spilled({"x:0": [1, 2]}) == {"x:0": {1: {"ann", "bob"}, 2: {"bob"}}}
     assert raw[commands.BUCKETS].find_one({"doc_id": "x:0\x1f10\x1fann"}) is not None
-    assert commands.LEGACY_SPILL not in raw.list_collection_names()
     assert repository.stats().documents == 0  # deleters are data, not buckets
     repository.drop_spilled({"x:0": [1]})
     assert repository.read_spilled({"x:0": [1, 10]}) == {"x:0": {10: {"ann"}}}
@@ -151,46 +150,6 @@ def test_a_first_spill_is_one_command_and_a_refused_patch_writes_no_entry(
     assert raw[commands.BUCKETS].count_documents({"doc_id": bucket}) == 1  # nothing inserted
     slot = repository.read({bucket: [2]})[bucket][2]
     assert slot.purged and not slot.spilled
-
-
-# Spilled deleters of both earlier formats in msg_spill: keyed by _id, and older by fields.
-LEFT_IN_MSG_SPILL = [
-    {"_id": f"{CONV}:0\x1f1\x1fann"},
-    {"doc_id": f"{CONV}:0", "slot": 2, "user_id": "bob"},
-]
-# The conversion docs/mongo.md ("Spilled deleters in msg_spill") gives, stage for stage.
-MOVE_SPILL = [
-    {
-        "$project": {
-            "_id": 0,
-            "doc_id": {
-                "$cond": [
-                    {"$eq": [{"$type": "$_id"}, "string"]},
-                    "$_id",
-                    {"$concat": ["$doc_id", "\x1f", {"$toString": "$slot"}, "\x1f", "$user_id"]},
-                ]
-            },
-        }
-    },
-    {"$merge": {"into": "msg"}},
-]
-
-
-def test_spilled_deleters_left_in_msg_spill_are_refused_and_kept(mongo_url: str, raw: Any) -> None:
-    raw[commands.LEGACY_SPILL].insert_many([dict(doc) for doc in LEFT_IN_MSG_SPILL])
-    with pytest.raises(LayoutMismatch, match="msg_spill"):
-        open_service({"store": {"backend": "mongo-bucket", "url": mongo_url}})
-    assert raw[commands.LEGACY_SPILL].count_documents({}) == 2
-
-
-def test_spilled_deleters_moved_out_of_msg_spill_as_documented_are_read_back(
-    connection: MongoConnection, raw: Any
-) -> None:
-    raw[commands.LEGACY_SPILL].insert_many([dict(doc) for doc in LEFT_IN_MSG_SPILL])
-    raw[commands.LEGACY_SPILL].aggregate(MOVE_SPILL)
-    raw[commands.LEGACY_SPILL].drop()
-    repository = MongoBucketRepository(connection, BucketLayout(100))
-    assert repository.read_spilled({f"{CONV}:0": [1, 2]}) == {f"{CONV}:0": {1: {"ann"}, 2: {"bob"}}}
 
 
 def test_rows_are_clustered_and_read_in_one_find(
@@ -240,7 +199,7 @@ def test_user_watermarks_live_in_the_data_collection_apart_from_its_data(
         service.clear_history(CONV, "dave")
         found = raw[collection].find_one(key, {"_id": 0, "min_seq": 1, "read_seq": 1})
         assert found == {"min_seq": 4, "read_seq": 2}
-        assert raw[commands.LEGACY_USER_SEQS].count_documents({}) == 0
+        assert "seq_user" not in raw.list_collection_names()  # OpenIM's place for them
         assert service.store.stats().messages == 3
         assert service.store.stats().documents == (1 if backend == "mongo-bucket" else 3)
         page = service.store.scan(None, 1000)
@@ -252,57 +211,6 @@ def test_user_watermarks_live_in_the_data_collection_apart_from_its_data(
         assert service.seqs.user_seqs_of([(CONV, "dave")])[CONV, "dave"].read_seq == 2
     finally:
         service.close()
-
-
-# The conversion docs/mongo.md ("Watermarks in seq_user") gives, stage for stage.
-MOVE_USER_SEQS = {
-    "mongo-bucket": [
-        {
-            "$project": {
-                "_id": 0,
-                "doc_id": {"$concat": ["$conversation_id", "\x1f", "$user_id"]},
-                "min_seq": 1,
-                "read_seq": 1,
-            }
-        },
-        {"$merge": {"into": "msg"}},
-    ],
-    "mongo-row": [
-        {
-            "$project": {
-                "_id": {"c": "$conversation_id", "u": "$user_id"},
-                "min_seq": 1,
-                "read_seq": 1,
-            }
-        },
-        {"$merge": {"into": "msg_row", "on": "_id", "whenMatched": "keepExisting"}},
-    ],
-}
-
-
-@pytest.mark.parametrize("backend", MOVE_USER_SEQS)
-def test_watermarks_moved_out_of_seq_user_as_documented_are_read_back(
-    mongo_url: str, raw: Any, backend: str
-) -> None:
-    old = {"conversation_id": CONV, "user_id": "dave", "min_seq": 2, "read_seq": 7}
-    raw[commands.LEGACY_USER_SEQS].insert_one(dict(old))
-    raw[commands.LEGACY_USER_SEQS].aggregate(MOVE_USER_SEQS[backend])
-    raw[commands.LEGACY_USER_SEQS].drop()
-    service = open_service({"store": {"backend": backend, "url": mongo_url}})
-    try:
-        assert service.seqs.read_seq(CONV, "dave") == 7
-        assert service.seqs.user_min_seq(CONV, "dave") == 2
-    finally:
-        service.close()
-
-
-def test_watermarks_left_in_seq_user_are_refused_and_kept(mongo_url: str, raw: Any) -> None:
-    old = {"conversation_id": CONV, "user_id": "dave", "min_seq": 0, "read_seq": 7}
-    raw[commands.LEGACY_USER_SEQS].insert_one(dict(old))
-    for backend in USER_KEYS:
-        with pytest.raises(LayoutMismatch, match="seq_user"):
-            open_service({"store": {"backend": backend, "url": mongo_url}})
-    assert raw[commands.LEGACY_USER_SEQS].find_one({}, {"_id": 0}) == old
 
 
 def test_the_server_is_named_from_the_build_info_command(

@@ -60,12 +60,10 @@ def msg_doc(m: Message) -> dict[str, Any]:
 
 
 def test_collection_names() -> None:
-    assert (c.BUCKETS, c.ROWS, c.SEQS, c.LEGACY_USER_SEQS, c.LEGACY_SPILL, c.SENDS, c.META) == (
+    assert (c.BUCKETS, c.ROWS, c.SEQS, c.SENDS, c.META) == (
         "msg",
         "msg_row",
         "seq",
-        "seq_user",
-        "msg_spill",
         "seq_send",
         "meta",
     )

@@ -137,12 +137,6 @@ def test_spilled_users_group_by_bucket_and_slot() -> None:
     assert replies.spilled_users([]) == {}
 
 
-def test_documents_left_where_an_earlier_version_kept_them_are_refused() -> None:
-    replies.checked_moved(None, "msg_spill", "msg", "Spilled deleters in msg_spill")
-    with pytest.raises(LayoutMismatch, match=r"'msg_spill'.*'msg'.*Spilled deleters in msg_spill"):
-        replies.checked_moved({"_id": 1}, "msg_spill", "msg", "Spilled deleters in msg_spill")
-
-
 def test_bucket_bytes_of_a_missing_bucket_is_none() -> None:
     assert replies.bucket_bytes([{"bytes": 1234}]) == 1234
     assert replies.bucket_bytes([]) is None

@@ -49,9 +49,6 @@ class StubConnection:
     def ensure_indexes(self, name: str) -> None:
         pass
 
-    def ensure_moved(self, legacy: str, into: str, section: str) -> None:
-        pass  # no documents left where an earlier version kept them, as opening expects
-
 
 def seq_store(stored: list[dict[str, Any]], failure: dict[str, Any] | None = None) -> Any:
     sends = RecordingSends(stored, failure)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from imbucket.adapters.sql.bucket import SqlBucketStore
 from imbucket.adapters.sql.schema import SPILLING
-from imbucket.app import MessageService, open_service
+from imbucket.app import MessageService
 from imbucket.bench.instrument.probe import Probe, probing
 from imbucket.domain.budget import DEFAULT_MAX_DELETERS_PER_SLOT
 from imbucket.domain.errors import SeqNotAllocated
@@ -234,32 +233,3 @@ def test_the_hot_delete_past_the_default_cap_is_one_statement_after_its_read(
                 assert carried == [(None,)]
         finally:
             service.close()
-
-
-@pytest.mark.parametrize("engine", ["sqlite", "mariadb"])
-def test_a_bucket_table_from_before_the_spilling_column_gets_it_and_its_trigger_at_open(
-    request: pytest.FixtureRequest, tmp_path: Path, engine: str
-) -> None:
-    """A database created before the column (and the trigger) gets both when opened."""
-    url = (
-        f"sqlite:///{tmp_path / 'old.db'}"
-        if engine == "sqlite"
-        else request.getfixturevalue("mariadb_url")
-    )
-    config = spilling(store_config("sql-bucket", url))
-    service = open_service(config)
-    try:
-        service.ingest(CONV, messages(1, 3))
-        store = service.store
-        assert isinstance(store, SqlBucketStore)
-        table = store.repository.schema.docs.name
-        store.repository.db.execute(text(f"DROP TRIGGER {table}_spilling"))
-        store.repository.db.execute(text(f"ALTER TABLE {table} DROP COLUMN {SPILLING}"))
-    finally:
-        service.close()
-    service = open_service(config)
-    try:
-        assert [service.delete_for_me(CONV, [2], user) for user in ("a", "b")] == [1, 1]
-        assert service.store.get(CONV, [2])[2].deleted_by == {"a", "b"}
-    finally:
-        service.close()

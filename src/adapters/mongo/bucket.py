@@ -39,8 +39,6 @@ from imbucket.ports.bucket_repository import Spilled, Viewed
 
 # Filled slots one create_buckets command carries at most.
 _CREATE_SLOTS = 200
-# Where docs/mongo.md says how to move spilled deleters out of msg_spill.
-SPILL_MOVED = "Spilled deleters in msg_spill"
 
 
 class MongoBucketRepository(MsgCollection):
@@ -60,7 +58,6 @@ class MongoBucketRepository(MsgCollection):
         self.riding = RidingWrites(self._buckets)
         self.users = commands.UserDocs(commands.BUCKETS)
         connection.ensure_indexes(commands.BUCKETS)
-        connection.ensure_moved(commands.LEGACY_SPILL, commands.BUCKETS, SPILL_MOVED)
         connection.ensure_layout(commands.BUCKETS, layout)
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:

@@ -40,13 +40,7 @@ CLIENT_DEFAULTS: Mapping[str, Any] = {"appname": "imbucket"}
 
 BUCKETS = "msg"
 ROWS = "msg_row"
-# Spilled deleters lived here before they moved into ``msg`` (``spill_key``); opening a
-# database that still holds some refuses it (``replies.checked_moved``).
-LEGACY_SPILL = "msg_spill"
 SEQS = "seq"
-# Per-user watermarks lived here before they moved into the data collection (``UserDocs``);
-# opening a database that still holds some refuses it (``replies.checked_moved``).
-LEGACY_USER_SEQS = "seq_user"
 SENDS = "seq_send"
 META = "meta"
 

@@ -24,7 +24,6 @@ from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.commands import Doc, FindAndUpdate
 from imbucket.adapters.mongo.replies import (
     checked_layout,
-    checked_moved,
     server_version,
     version_tuple,
 )
@@ -118,16 +117,6 @@ class MongoConnection:
         """The names of collection name's indexes (none when it does not exist): one round trip."""
         with translated(f"list the indexes of {name}"):
             return {index["name"] for index in self.collection(name).list_indexes()}
-
-    def ensure_moved(self, legacy: str, into: str, section: str) -> None:
-        """Refuse (LayoutMismatch) while collection legacy holds any document.
-
-        An earlier version kept there what this one keeps in collection into. One round
-        trip. section: the part of docs/mongo.md that says how to move them.
-        """
-        with translated(f"look for documents in {legacy}"):
-            found = self.collection(legacy).find_one({}, {"_id": 1})
-        checked_moved(found, legacy, into, section)
 
     def ensure_collection(self, name: str, options: Doc) -> Doc:
         """Create the collection with options unless it exists; the options it has.

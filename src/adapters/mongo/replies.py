@@ -177,21 +177,6 @@ def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collect
         )
 
 
-def checked_moved(found: Doc | None, legacy: str, collection: str, section: str) -> None:
-    """Refuse a database that still keeps documents where an earlier version put them.
-
-    found: any one document of collection legacy, whose documents this version keeps in
-    collection (the per-user watermarks of ``seq_user``, the spilled deleters of
-    ``msg_spill``), so reads would miss them; section: where docs/mongo.md says how to move
-    them.
-    """
-    if found is not None:
-        raise LayoutMismatch(
-            f"collection {legacy!r} holds documents this version keeps in {collection!r}; "
-            f"move them first (docs/mongo.md, {section!r})"
-        )
-
-
 def store_stats(
     storage: Iterable[Doc],
     counted: Iterable[Doc],

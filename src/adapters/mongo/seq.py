@@ -37,8 +37,7 @@ from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 class MongoSeqStore:
     """Seq counters by conversation_id and watermarks by (conversation_id, user_id).
 
-    users: where the data collection keeps the user documents. Opening refuses a database
-    whose watermarks are still in ``seq_user`` (LayoutMismatch).
+    users: where the data collection keeps the user documents.
     """
 
     def __init__(self, connection: MongoConnection, users: UserDocs) -> None:
@@ -48,9 +47,6 @@ class MongoSeqStore:
         self._sends = connection.collection(commands.SENDS)
         for name in (commands.SEQS, commands.SENDS):
             connection.ensure_indexes(name)
-        connection.ensure_moved(
-            commands.LEGACY_USER_SEQS, users.collection, "Watermarks in seq_user"
-        )
 
     def allocate(self, conversation_id: str, n: int) -> int:
         """``find_one_and_update`` with ``$inc`` and upsert: one atomic round trip."""

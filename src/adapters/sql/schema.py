@@ -29,7 +29,6 @@ from sqlalchemy import (
     Text,
     event,
     false,
-    inspect,
     select,
     text,
 )
@@ -145,8 +144,9 @@ def _drop_marks_of_purged_rows(
 
     So that sql-row's purge is one statement (an upsert of the purged rows): the marks go
     with it, inside the engine. PostgreSQL deletes them in the same statement instead (a
-    data-modifying CTE, ``SqlRowRepository``), without a trigger function. Created with
-    IF NOT EXISTS at every open, so databases created before get them too.
+    data-modifying CTE, ``SqlRowRepository``), without a trigger function. Created at
+    every open when missing: MariaDB's DDL is not transactional, so an open cut between
+    the table and its triggers is completed by the next one.
     """
     name = messages.name
     drops = " ".join(
@@ -169,6 +169,10 @@ def _drop_marks_of_purged_rows(
     event.listen(metadata, "after_create", create)
 
 
+# The bucket table's column carrying side-table entries to the trigger (SQLite, MariaDB).
+SPILLING = "spilling"
+
+
 def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
     """Tables of the JSON bucket layout."""
     metadata, layout, seqs, user_seqs, sends = _common(prefix)
@@ -177,6 +181,8 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
         metadata,
         _doc_id(primary_key=True),
         Column("msgs", _json(), nullable=False),
+        # NULL at rest; see _spill_with_the_patch. PostgreSQL never writes it.
+        Column(SPILLING, _long_text(), nullable=True),
         **_TABLE_OPTIONS,
         # Pages compressed on disk and held whole in the buffer pool: a read cuts its slots out
         # of a bucket as stored, where ROW_FORMAT=COMPRESSED inflated the bucket on every read.
@@ -198,12 +204,8 @@ def bucket_schema(prefix: str = "imb_bucket") -> BucketSchema:
     return BucketSchema(metadata, layout, seqs, user_seqs, sends, docs, spill)
 
 
-# The bucket table's column carrying side-table entries to the trigger (SQLite, MariaDB).
-SPILLING = "spilling"
-
-
 def _spill_with_the_patch(metadata: MetaData, docs: Table, spill: Table) -> None:
-    """A column and a trigger that add side-table entries with a bucket's patch (SQLite, MariaDB).
+    """A trigger that adds side-table entries with a bucket's patch (SQLite, MariaDB).
 
     So that a deleter spilling from a slot its patch flags is one statement: the UPDATE of
     the bucket sets ``spilling`` to the entries as JSON (``[[slot, user_id], …]``), and the
@@ -212,8 +214,8 @@ def _spill_with_the_patch(metadata: MetaData, docs: Table, spill: Table) -> None
     MariaDB: a BEFORE UPDATE trigger, which clears it in the row being written; SQLite
     (whose BEFORE triggers cannot change the row): an AFTER UPDATE OF trigger, which clears
     it by an UPDATE of its own. PostgreSQL needs neither: a data-modifying CTE
-    (``SqlBucketRepository.patch_many``). The column is added to bucket tables created
-    before, and the trigger created with IF NOT EXISTS, at every open.
+    (``SqlBucketRepository.patch_many``). The trigger is created at every open when
+    missing, as ``_drop_marks_of_purged_rows``'s are.
     """
     name, entries = docs.name, f"NEW.{SPILLING}"
     insert = f"INSERT {{}} INTO {spill.name} (doc_id, slot, user_id) SELECT NEW.doc_id, {{}}"
@@ -240,17 +242,11 @@ def _spill_with_the_patch(metadata: MetaData, docs: Table, spill: Table) -> None
         ),
     }
     triggers["mysql"] = triggers["mariadb"]
-    column_type = {"sqlite": "TEXT", "mariadb": "LONGTEXT", "mysql": "LONGTEXT"}
 
     def create(target: MetaData, connection: Connection, **_: Any) -> None:
-        dialect = connection.dialect.name
-        if dialect not in triggers:
-            return
-        if SPILLING not in {c["name"] for c in inspect(connection).get_columns(name)}:
-            connection.execute(
-                text(f"ALTER TABLE {name} ADD COLUMN {SPILLING} {column_type[dialect]} NULL")
-            )
-        _create_trigger(connection, f"{name}_spilling", triggers[dialect])
+        statement = triggers.get(connection.dialect.name)
+        if statement is not None:
+            _create_trigger(connection, f"{name}_spilling", statement)
 
     event.listen(metadata, "after_create", create)
 
@@ -259,8 +255,7 @@ def _spill_by_user(metadata: MetaData, spill: Table) -> None:
     """An index of the side table by (doc_id, user_id), created at every open if missing.
 
     A pull asks for one viewer's entries of a whole bucket (``ViewSql.statement``): a probe
-    of this index, whatever the number of other users' entries the bucket holds. Created
-    with IF NOT EXISTS, so bucket tables created before gain it too.
+    of this index, whatever the number of other users' entries the bucket holds.
     """
     statement = f"CREATE INDEX IF NOT EXISTS {spill.name}_user ON {spill.name} (doc_id, user_id)"
 
@@ -338,7 +333,6 @@ def ensure_schema(db: Database, schema: Schema, layout: BucketLayout) -> None:
         try:
             with db.schema_lock() as connection:
                 schema.metadata.create_all(connection)
-                _add_message_columns(connection, schema)
                 connection.execute(
                     db.insert_ignore(record).values(id=1, bucket_size=layout.size, version=version)
                 )
@@ -419,21 +413,6 @@ def message_column(name: str) -> str:
     return "msg_is_read" if name == "is_read" else name
 
 
-def _add_message_columns(connection: Connection, schema: Schema) -> None:
-    """Add the message columns a sql-row table lacks (NULL reads as the field's default).
-
-    So that a table created before a message field existed opens without a migration.
-    """
-    if not isinstance(schema, RowSchema):
-        return
-    table = schema.messages
-    present = {column["name"] for column in inspect(connection).get_columns(table.name)}
-    for column in table.columns:
-        if column.name not in present:
-            kind = column.type.compile(dialect=connection.dialect)
-            connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
-
-
 def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
     metadata = MetaData()
     layout = Table(
@@ -444,7 +423,7 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         Column("version", Integer, nullable=False),
         **_TABLE_OPTIONS,
     )
-    # Separate from the layout record so that stores created before it gain it on open.
+    # The cache a store is bound to (a row of its own: the binding moves, the layout never).
     Table(
         f"{prefix}_cache_binding",
         metadata,
