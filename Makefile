@@ -10,7 +10,7 @@ EXAMPLE := examples/imbucket-example-store
 UV_ON_PATH := $(shell command -v uv 2>/dev/null)
 UV := $(or $(UV_ON_PATH),$(BIN)/uv)
 
-.PHONY: bench demo test lint unit contract clean mongoeco plugin migrate-matrix
+.PHONY: bench demo test lint unit contract clean mongoeco plugin migrate-matrix samples
 
 # A venv (.venv, .venv-plugin). Precious: a file built by a pattern rule is otherwise deleted
 # as intermediate after the run.
@@ -38,6 +38,11 @@ $(VENV)/.installed-example: $(EXAMPLE)/pyproject.toml $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/imbucket bench
+
+# docs/samples/: the sample reports the docs link to, measured again and rendered by the report
+# pipeline (src/bench/samples.py); tests/unit/test_samples.py checks they are its output.
+samples: $(VENV)/.installed-bench
+	$(BIN)/python -m imbucket.bench.samples
 
 demo: $(VENV)/.installed-bench
 	$(BIN)/imbucket demo

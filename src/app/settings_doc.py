@@ -21,6 +21,8 @@ REGENERATE = "python -m imbucket.app.settings_doc > docs/configuration.md"
 _INTRO = f"""\
 # Configuration reference
 
+For operators: every settings key, its type, default and bounds, and how to set it.
+
 <!-- Generated from imbucket.app.settings by `{REGENERATE}`; do not edit by hand. -->
 
 `open_service(config)` (and `load_settings(config)`) merges `config` over the settings, which

@@ -18,7 +18,7 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 HAND_WRITTEN = [ROOT / "README.md", ROOT / "CHANGELOG.md", *DOCS]
 README_LINES = 120
 
-_READER = re.compile(r"^For (users|operators|maintainers)((, | and )(users|operators|maintainers))*:")
+_READER = re.compile(r"^For (users|operators|maintainers)\b[^:\n]*:")
 _RUN_LOG = re.compile(
     r"\b20\d\d-\d\d-\d\d"  # a date
     r"|\b(before|after):"  # a before/after pair
