@@ -271,7 +271,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "raw_pull_latest",
         "raw pull_latest(20)",
-        "the same pulls as one hand-written driver query, no service (sql-row only)",
+        "the same pulls as one hand-written driver query, no service (SQL and MongoDB stores)",
         lambda data: _latest(data, raw=True),
         raw=True,
     ),

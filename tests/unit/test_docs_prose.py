@@ -22,7 +22,7 @@ _READER = re.compile(r"^For (users|operators|maintainers)\b[^:\n]*:")
 _RUN_LOG = re.compile(
     r"\b20\d\d-\d\d-\d\d"  # a date
     r"|\b(before|after):"  # a before/after pair
-    r"|\bwhat ran here\b|\bmeasured here\b|\btook it from\b|\bload average\b"
+    r"|\bwhat ran here\b|\bmeasured here\b|\btook it from\b|\bon an? (busy|idle) machine\b"
     r"|\bon this (machine|VM)\b|\b\d+-core (machine|VM)\b",
     re.I,
 )
