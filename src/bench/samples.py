@@ -61,8 +61,7 @@ def index() -> str:
         "not the absolute times, and run the command on your own engine.",
         "",
         *(
-            f"- [{sample.folder}]({sample.folder}/report.md): {sample.title} "
-            f"(`{sample.command()}`)"
+            f"- [{sample.folder}]({sample.folder}/report.md): {sample.title} (`{sample.command()}`)"
             for sample in SAMPLES
         ),
         "",
@@ -98,7 +97,8 @@ def measure(sample: Sample, root: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``make samples``: measure every sample again (or only re-render), then write the index."""
+    parser = argparse.ArgumentParser(description="Measure and render docs/samples/.")
     parser.add_argument("--root", type=Path, default=ROOT, help="default docs/samples")
     parser.add_argument("--render-only", action="store_true", help="re-render, measure nothing")
     args = parser.parse_args(argv)
