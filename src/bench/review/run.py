@@ -1,0 +1,316 @@
+"""Runs a review: every regime in turn, each within its share of the budget.
+
+Engines named (``postgresql``, ``mariadb``) run on private instances the review starts and
+stops, as the memory-budget run does; ``sqlite`` on files in a temporary folder; a URL on
+that server (its out-of-memory regime on a private instance of the same engine, since only a
+private server's buffer can be bounded).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from imbucket.bench import contention, instances, memory, runner, scale
+from imbucket.bench.instrument.probe import probing
+from imbucket.bench.instrument.scratch import scratch_store
+from imbucket.bench.machine import LoadWatch
+from imbucket.bench.results import Plan as ContentionPlan
+from imbucket.bench.review import budget as budgeting
+from imbucket.bench.review.budget import Clock, Spent
+from imbucket.bench.review.model import LayoutContention, RegimeRun, Review
+from imbucket.bench.spec import BackendSpec
+from imbucket.bench.traffic import Traffic
+from imbucket.domain.errors import ConfigError
+
+SERVER_BUFFER = 128 * 1024 * 1024  # private instances outside the memory budget: roomy
+OUT_OF_MEMORY_BUDGET = "10%"
+CONTENTION_OPS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """One engine of the review: its name and where it runs ("" until started, for sqlite)."""
+
+    name: str
+    url: str = ""
+
+
+def parse_engines(text: str) -> list[Engine]:
+    """``sqlite,postgresql,mysql+pymysql://u@h/db``: names or SQLAlchemy URLs; ConfigError."""
+    found = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if "://" in part:
+            found.append(Engine(BackendSpec("sql-row", part).engine, part))
+        elif part in memory.ENGINES:
+            found.append(Engine(part))
+        else:
+            raise ConfigError(f"engine {part!r}: a name among {memory.ENGINES} or a URL")
+    if not found:
+        raise ConfigError("--engines names no engine")
+    return found
+
+
+class Timed(runner.Observer):
+    """An observer passing progress on, raising Spent once the regime's share is spent."""
+
+    def __init__(self, inner: runner.Observer, clock: Clock) -> None:
+        self.inner, self.clock = inner, clock
+
+    def backend(self, label: str, ops: int) -> None:  # noqa: D102 (the Observer's)
+        self.inner.backend(label, ops)
+
+    def workload(self, label: str, title: str, ops: int) -> None:  # noqa: D102
+        self.clock.check()
+        self.inner.workload(label, title, ops)
+
+    def advance(self, label: str) -> None:  # noqa: D102
+        self.inner.advance(label)
+        self.clock.check()
+
+    def done(self, label: str, status: str, note: str) -> None:  # noqa: D102
+        self.inner.done(label, status, note)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the review is asked: engines, traffic, budget, target, seed."""
+
+    engines: list[Engine]
+    budget_s: float
+    traffic: Traffic | None = None
+    profile: str | None = None
+    target_messages: int = 1_000_000_000
+    pulls_per_s: float = 10_000.0
+    seed: int = 42
+
+
+Observers = Callable[[], runner.Observer]  # a fresh observer (progress bars) per regime
+Say = Callable[[str], None]
+
+
+def review(request: Request, observers: Observers, say: Say, folder: Path) -> Review:
+    """Run every regime, returning what they measured; in-memory/ gets the bench report."""
+    from imbucket.bench import report
+
+    plan = budgeting.plan(request.budget_s, len(request.engines))
+    for row in plan.rows():
+        say("plan: " + " · ".join(row))
+    started, watch = time.perf_counter(), LoadWatch()
+    found = Review(
+        [e.name for e in request.engines],
+        request.budget_s,
+        request.target_messages,
+        request.pulls_per_s,
+        request.profile,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    with _servers(request.engines, found) as engines:
+        steps: list[tuple[str, Callable[[Clock, RegimeRun], None]]] = [
+            ("in_memory", lambda c, r: _in_memory(engines, request, plan, c, r, found, observers)),
+            (
+                "out_of_memory",
+                lambda c, r: _out_of_memory(engines, request, plan, c, r, found, observers),
+            ),
+            ("growth", lambda c, r: _growth(engines, request, plan, c, r, found, observers)),
+            ("contention", lambda c, r: _contention(engines, c, r, found, say)),
+        ]
+        for n, (name, step) in enumerate(steps, 1):
+            clock = Clock(plan.shares_s[name])
+            run = found.regimes[name] = RegimeRun(name, round(clock.share_s, 1))
+            elapsed = time.perf_counter() - started
+            say(
+                f"[{n}/{len(steps)}] {budgeting.TITLES[name]} · share {clock.share_s:,.0f} s · "
+                f"{elapsed:,.0f}/{request.budget_s:,.0f} s of the budget used"
+            )
+            step(clock, run)
+            run.spent_s = round(clock.spent(), 1)
+            if run.was_cut:
+                say(f"    cut short: {'; '.join(run.cut_short)}")
+    if found.in_memory is not None:
+        report.write(found.in_memory, folder / "in-memory")
+    found.load = watch.finish()
+    found.duration_s = time.perf_counter() - started
+    return found
+
+
+@contextmanager
+def _servers(engines: list[Engine], found: Review) -> Iterator[list[Engine]]:
+    """The engines with a URL each: private instances started for the named servers."""
+    with tempfile.TemporaryDirectory(prefix="imbucket-review-") as folder, ExitStack() as stack:
+        ready = []
+        for engine in engines:
+            if engine.url:
+                ready.append(engine)
+                found.private[engine.name] = "the server at the URL given"
+            elif engine.name == "sqlite":
+                ready.append(Engine("sqlite", f"sqlite:///{Path(folder) / 'review'}"))
+            else:
+                instance = instances.start(engine.name, SERVER_BUFFER)
+                stack.callback(instance.close)
+                ready.append(Engine(engine.name, instance.url))
+                found.private[engine.name] = (
+                    f"a private instance, buffer {SERVER_BUFFER // 2**20} MiB outside the "
+                    "memory budget"
+                )
+        yield ready
+
+
+def _sqlite_file(engine: Engine, store: str, tag: str) -> str:
+    return f"{engine.url}-{tag}-{store}.sqlite" if engine.name == "sqlite" else engine.url
+
+
+def _in_memory(
+    engines: list[Engine],
+    request: Request,
+    plan: budgeting.Plan,
+    clock: Clock,
+    run: RegimeRun,
+    found: Review,
+    observers: Observers,
+) -> None:
+    specs = [
+        BackendSpec(store, _sqlite_file(e, store, "memory"))
+        for e in engines
+        for store in memory.LAYOUTS
+    ]
+    options = runner.Options(
+        scale=plan.in_memory_scale,
+        seed=request.seed,
+        traffic=request.traffic,
+        contention=False,
+        deadline=clock.deadline,
+    )
+    run.scale = f"scale {plan.in_memory_scale}"
+    with _entered(observers()) as observer:
+        results = runner.run(specs, options, observer)
+    found.in_memory = results
+    for backend in results.ok_backends():
+        short = [
+            f"{name} {len(w.trials)}/{options.trials} trials"
+            for name, w in backend.workloads.items()
+            if w.trials and len(w.trials) < options.trials
+        ]
+        if short:
+            run.cut_short.append(f"{backend.label}: " + ", ".join(short))
+        if options.rates and not backend.offered:
+            run.cut_short.append(f"{backend.label}: offered load left out")
+    run.not_run += [f"{b.label}: {b.reason}" for b in results.backends if not b.ok]
+
+
+@contextmanager
+def _entered(observer: runner.Observer) -> Iterator[runner.Observer]:
+    """The observer, entered when it is a context manager (Rich progress bars)."""
+    enter = getattr(observer, "__enter__", None)
+    if enter is None:
+        yield observer
+        return
+    with observer:  # type: ignore[attr-defined]
+        yield observer
+
+
+def _out_of_memory(
+    engines: list[Engine],
+    request: Request,
+    plan: budgeting.Plan,
+    clock: Clock,
+    run: RegimeRun,
+    found: Review,
+    observers: Observers,
+) -> None:
+    budget = memory.parse_budget(OUT_OF_MEMORY_BUDGET)
+    results = memory.MemoryResults(plan.out_of_memory_scale, request.seed, str(budget), 0)
+    run.scale = f"scale {plan.out_of_memory_scale}, buffer {budget} of the data"
+    for engine in engines:
+        if engine.name not in memory.ENGINES:
+            run.not_run.append(f"{engine.name}: the memory budget bounds SQL engines only")
+            continue
+        if clock.left() <= 0:
+            run.cut_short.append(f"{engine.name}: not started")
+            continue
+        with _entered(Timed(observers(), clock)) as observer:
+            part = memory.run(
+                (engine.name,), budget, plan.out_of_memory_scale, request.seed, observer
+            )
+        results.messages = part.messages
+        for engine_run in part.engines:
+            if engine_run.reason and engine_run.reason.startswith(Spent.__name__):
+                run.cut_short.append(f"{engine.name}: stopped part-way, nothing kept")
+                engine_run.reason = "cut short: the regime's share was spent"
+            results.engines.append(engine_run)
+    found.out_of_memory = results
+
+
+def _growth(
+    engines: list[Engine],
+    request: Request,
+    plan: budgeting.Plan,
+    clock: Clock,
+    run: RegimeRun,
+    found: Review,
+    observers: Observers,
+) -> None:
+    urls = {e.name: ("" if e.name == "sqlite" else e.url) for e in engines}
+    urls = {k: v for k, v in urls.items() if k in memory.ENGINES}
+    results = scale.ScaleResults(request.seed, SERVER_BUFFER)
+    found.growth = results
+    ran: list[int] = []
+    last_s = 0.0
+    for n, size in enumerate(plan.growth_sizes):
+        # Past the first two sizes, the next one (ten times larger) runs if it should fit.
+        if n >= 2 and last_s * 12 > clock.left():
+            break
+        if clock.left() <= 0:
+            run.cut_short.append(f"{size:,} messages: not started")
+            break
+        begun = time.perf_counter()
+        try:
+            with _entered(Timed(observers(), clock)) as observer:
+                part = scale.run(urls, (size,), request.seed, SERVER_BUFFER, observer)
+        except Spent:
+            run.cut_short.append(f"{size:,} messages: stopped part-way, not kept")
+            break
+        results.points += part.points
+        ran.append(size)
+        last_s = time.perf_counter() - begun
+    run.scale = ", ".join(f"{s:,}" for s in ran) + " messages"
+
+
+def _contention(
+    engines: list[Engine], clock: Clock, run: RegimeRun, found: Review, say: Say
+) -> None:
+    layouts = [(e, store) for e in engines for store in memory.LAYOUTS]
+    per_layout = 3 * len(ContentionPlan(0, 0).workers) + 2  # scenarios × N, processes for N > 1
+    run.scale = f"{CONTENTION_OPS} operations per run"
+    for k, (engine, store) in enumerate(layouts):
+        left = clock.left()
+        if left <= 0:
+            run.cut_short.append(f"{store}/{engine.name}: not started")
+            continue
+        seconds = max(1.0, left / ((len(layouts) - k) * per_layout))
+        plan = replace(ContentionPlan(CONTENTION_OPS, seconds))
+        say(f"    contention {store}/{engine.name}: each run up to {seconds:,.1f} s")
+        runs = _contend(engine, store, plan, k)
+        found.contention.append(LayoutContention(engine.name, store, runs))
+        unfinished = [f"{r.scenario} {r.workers} {r.mode}" for r in runs if r.ops < r.planned]
+        if unfinished:
+            run.cut_short.append(f"{store}/{engine.name}: {', '.join(unfinished)}")
+
+
+def _contend(engine: Engine, store: str, plan: ContentionPlan, k: int) -> list:  # type: ignore[type-arg]
+    where = _sqlite_file(engine, store, "contention")
+    tag = f"rv{k}{int(time.time()) % 100_000}"
+    with probing() as probe, scratch_store(where, f"imbucket_review_c{k}") as url:
+        config = {"store": {"backend": store, "url": url, **memory.STORE}}
+        service = probe.open_service(config)
+        try:
+            return contention.measure(service, config, plan, tag)
+        finally:
+            service.close()
