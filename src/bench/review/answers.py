@@ -118,7 +118,11 @@ def _pages_word(bucket: float | None, row: float | None, what: str) -> str:
         return f"{what} {fmt_num(bucket, 1)} (bucket) vs {fmt_num(row, 1)} (row)"
     ratio = bucket / row
     word = (
-        "buckets fewer" if ratio < ON_PAR_LOW else "rows fewer" if ratio > ON_PAR_HIGH else "even"
+        "buckets need fewer pages"
+        if ratio < ON_PAR_LOW
+        else "rows need fewer pages"
+        if ratio > ON_PAR_HIGH
+        else "pages on par"
     )
     return f"{word}: {what} {fmt_num(bucket, 1)} (bucket) vs {fmt_num(row, 1)} (row), {ratio:.2f}×"
 
@@ -144,7 +148,7 @@ def out_of_memory(review: Review, engine: str) -> str:
         return "not measured (a layout is missing)" + cut
     share = run.buffer_bytes / max(run.dataset_bytes, 1)
     return (
-        f"{_pages_word(bucket[0], row[0], 'pages read per op cold')}; cold p50 bucket/row "
+        f"{_pages_word(bucket[0], row[0], 'read per op cold')}; cold p50 bucket/row "
         f"{_ratio_text(bucket[2], row[2])} (one pass, no interval; buffer "
         f"{share:.0%} of the rows' bytes, {found.messages if found else 0:,} messages)" + cut
     )
@@ -173,7 +177,7 @@ def at_scale(review: Review, engine: str) -> str:
     then = [_passes(p.passes, mix) for p in first]
     growth = [_ratio_text(a[1], b[1]).replace("×", "") for a, b in zip(now, then, strict=True)]
     return (
-        f"at {sizes[-1]:,} messages {_pages_word(now[0][1], now[1][1], 'pages touched per op')}; "
+        f"at {sizes[-1]:,} messages {_pages_word(now[0][1], now[1][1], 'touched per op')}; "
         f"p50 bucket/row {_ratio_text(now[0][2], now[1][2])} (one warm pass); pages per op "
         f"over {sizes[-1] / sizes[0]:,.0f}× the messages: ×{growth[0]} (bucket), ×{growth[1]} "
         "(row)" + cut

@@ -2,6 +2,8 @@
 
 Each regime gets a share of the budget before anything runs; a regime picks the largest size
 its share can hold and stops cleanly once the share is spent (it is then marked cut short).
+A regime that finishes early leaves its time to the ones after it, in proportion to their
+shares: the growth run goes last, since a larger size is what extra time buys most.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from imbucket.domain.errors import ConfigError
 
-REGIMES = ("in_memory", "out_of_memory", "growth", "contention")
+REGIMES = ("in_memory", "out_of_memory", "contention", "growth")
 TITLES = {
     "in_memory": "in memory",
     "out_of_memory": "out of memory",
@@ -56,6 +58,12 @@ class Plan:
     in_memory_scale: str
     out_of_memory_scale: str
     growth_sizes: tuple[int, ...]  # the first two always run; the rest while the share lasts
+
+    def share(self, regime: str, used_s: float) -> float:
+        """Regime's share once used_s of the budget is gone: the rest, split by the shares."""
+        later = REGIMES[REGIMES.index(regime) :]
+        left = self.budget_s * sum(SHARES.values()) - used_s
+        return max(0.0, left * SHARES[regime] / sum(SHARES[r] for r in later))
 
     def rows(self) -> list[tuple[str, str, str]]:
         """regime, seconds, what it runs: the plan as printed at the start."""

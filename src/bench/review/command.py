@@ -17,31 +17,34 @@ from imbucket.domain.errors import ConfigError
 FIRST_SCREEN = 40  # lines of memo.md printed at the end: the answers
 
 
+_Engines = Annotated[
+    str,
+    typer.Option(
+        help="engines: sqlite, postgresql, mariadb (private instances the review starts "
+        "and stops) or SQLAlchemy URLs, comma-separated"
+    ),
+]
+_Budget = Annotated[str, typer.Option(help="time budget across every regime, e.g. 10m, 30m, 1h")]
+_Profile = Annotated[
+    Path | None,
+    typer.Option(help="TOML/JSON file with a [traffic] table (default: the built-in mix)"),
+]
+_Target = Annotated[int, typer.Option(min=1, help="messages stored, for the capacity plan")]
+_Pulls = Annotated[float, typer.Option(min=0.001, help="pulls per second, for the capacity plan")]
+_Seed = Annotated[int, typer.Option(help="dataset seed")]
+_Out = Annotated[
+    Path | None, typer.Option(help="memo folder (default reports/review-<timestamp>/)")
+]
+
+
 def review_command(
-    engines: Annotated[
-        str,
-        typer.Option(
-            help="engines: sqlite, postgresql, mariadb (private instances the review starts "
-            "and stops) or SQLAlchemy URLs, comma-separated"
-        ),
-    ] = "sqlite",
-    budget: Annotated[
-        str, typer.Option(help="time budget across every regime, e.g. 10m, 30m, 1h")
-    ] = "10m",
-    profile: Annotated[
-        Path | None,
-        typer.Option(help="TOML/JSON file with a [traffic] table (default: the built-in mix)"),
-    ] = None,
-    target_messages: Annotated[
-        int, typer.Option(min=1, help="messages stored, for the capacity plan")
-    ] = 1_000_000_000,
-    pulls_per_s: Annotated[
-        float, typer.Option(min=0.001, help="pulls per second, for the capacity plan")
-    ] = 10_000.0,
-    seed: Annotated[int, typer.Option(help="dataset seed")] = 42,
-    out: Annotated[
-        Path | None, typer.Option(help="memo folder (default reports/review-<timestamp>/)")
-    ] = None,
+    engines: _Engines = "sqlite",
+    budget: _Budget = "10m",
+    profile: _Profile = None,
+    target_messages: _Target = 1_000_000_000,
+    pulls_per_s: _Pulls = 10_000.0,
+    seed: _Seed = 42,
+    out: _Out = None,
 ) -> None:
     """Review bucket vs row per engine over every regime, within a time budget; write a memo.
 

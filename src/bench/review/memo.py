@@ -29,9 +29,9 @@ from imbucket.bench.review.answers import fmt_bytes, lines, plan_need, title, we
 from imbucket.bench.review.budget import REGIMES
 from imbucket.bench.review.model import Review
 from imbucket.bench.review.threats import threats
+from imbucket.bench.scale import Point
 
 TITLE = "imbucket review: bucket or row, per engine and regime"
-_ORDER = ("in_memory", "out_of_memory", "growth", "contention", "capacity")
 
 
 def build(review: Review) -> list[Block]:
@@ -77,9 +77,8 @@ def _in_memory(review: Review) -> list[Block]:
         f"{found.parameters.trials} interleaved trials per workload. The full report of this "
         "regime (every workload, footprint, pages, round trips) is in-memory/report.html."
     )
-    return [*head, Para(detail), *(Para(a) for a in answer.answers(found))] + _demoted(
-        offered_load.blocks(found)
-    )
+    paragraphs = [Para(a) for a in answer.answers(found)]
+    return [*head, Para(detail), *paragraphs, *_demoted(offered_load.blocks(found))]
 
 
 def _out_of_memory(review: Review) -> list[Block]:
@@ -189,14 +188,14 @@ def _contention(review: Review) -> list[Block]:
 
 def _capacity(review: Review) -> list[Block]:
     head: list[Block] = [Heading(3, "Capacity plan (a projection)")]
-    points: dict[tuple[str, str], object] = {}
+    points: dict[tuple[str, str], Point] = {}
     for p in review.growth.points if review.growth else ():
         points[(p.engine, p.store)] = p  # the largest size of each series wins
     if not points:
         return [*head, Para("Not projected: no growth point was measured.")]
     rows = []
     for (engine, store), point in points.items():
-        disk, ram, pages, missing = plan_need(review, point)  # type: ignore[arg-type]
+        disk, ram, pages, missing = plan_need(review, point)
         page = capacity.PAGE_BYTES.get(engine)
         read = "–" if page is None else fmt_bytes(pages * page) + "/s"
         rows.append(

@@ -20,6 +20,7 @@ from imbucket.bench import contention, instances, memory, runner, scale
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
 from imbucket.bench.machine import LoadWatch
+from imbucket.bench.results import ContentionRun
 from imbucket.bench.results import Plan as ContentionPlan
 from imbucket.bench.review import budget as budgeting
 from imbucket.bench.review.budget import Clock, Spent
@@ -31,6 +32,9 @@ from imbucket.domain.errors import ConfigError
 SERVER_BUFFER = 128 * 1024 * 1024  # private instances outside the memory budget: roomy
 OUT_OF_MEMORY_BUDGET = "10%"
 CONTENTION_OPS = 160
+# The next growth size holds ten times the messages: it runs if this many times the last
+# size's time is left (loading is linear in messages; the rest is margin).
+GROWTH_FACTOR = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,18 @@ Observers = Callable[[], runner.Observer]  # a fresh observer (progress bars) pe
 Say = Callable[[str], None]
 
 
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every regime reads: the engines as started, the request, the plan, the sinks."""
+
+    engines: list[Engine]
+    request: Request
+    plan: budgeting.Plan
+    found: Review
+    observers: Observers
+    say: Say
+
+
 def review(request: Request, observers: Observers, say: Say, folder: Path) -> Review:
     """Run every regime, returning what they measured; in-memory/ gets the bench report."""
     from imbucket.bench import report
@@ -112,25 +128,23 @@ def review(request: Request, observers: Observers, say: Say, folder: Path) -> Re
         request.profile,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
+    steps = (
+        ("in_memory", _in_memory),
+        ("out_of_memory", _out_of_memory),
+        ("contention", _contention),
+        ("growth", _growth),
+    )
     with _servers(request.engines, found) as engines:
-        steps: list[tuple[str, Callable[[Clock, RegimeRun], None]]] = [
-            ("in_memory", lambda c, r: _in_memory(engines, request, plan, c, r, found, observers)),
-            (
-                "out_of_memory",
-                lambda c, r: _out_of_memory(engines, request, plan, c, r, found, observers),
-            ),
-            ("growth", lambda c, r: _growth(engines, request, plan, c, r, found, observers)),
-            ("contention", lambda c, r: _contention(engines, c, r, found, say)),
-        ]
+        context = _Context(engines, request, plan, found, observers, say)
         for n, (name, step) in enumerate(steps, 1):
-            clock = Clock(plan.shares_s[name])
-            run = found.regimes[name] = RegimeRun(name, round(clock.share_s, 1))
             elapsed = time.perf_counter() - started
+            clock = Clock(plan.share(name, elapsed))
+            run = found.regimes[name] = RegimeRun(name, round(clock.share_s, 1))
             say(
                 f"[{n}/{len(steps)}] {budgeting.TITLES[name]} · share {clock.share_s:,.0f} s · "
                 f"{elapsed:,.0f}/{request.budget_s:,.0f} s of the budget used"
             )
-            step(clock, run)
+            step(context, clock, run)
             run.spent_s = round(clock.spent(), 1)
             if run.was_cut:
                 say(f"    cut short: {'; '.join(run.cut_short)}")
@@ -167,15 +181,9 @@ def _sqlite_file(engine: Engine, store: str, tag: str) -> str:
     return f"{engine.url}-{tag}-{store}.sqlite" if engine.name == "sqlite" else engine.url
 
 
-def _in_memory(
-    engines: list[Engine],
-    request: Request,
-    plan: budgeting.Plan,
-    clock: Clock,
-    run: RegimeRun,
-    found: Review,
-    observers: Observers,
-) -> None:
+def _in_memory(context: _Context, clock: Clock, run: RegimeRun) -> None:
+    engines, request, plan, found = context.engines, context.request, context.plan, context.found
+    observers = context.observers
     specs = [
         BackendSpec(store, _sqlite_file(e, store, "memory"))
         for e in engines
@@ -216,15 +224,9 @@ def _entered(observer: runner.Observer) -> Iterator[runner.Observer]:
         yield observer
 
 
-def _out_of_memory(
-    engines: list[Engine],
-    request: Request,
-    plan: budgeting.Plan,
-    clock: Clock,
-    run: RegimeRun,
-    found: Review,
-    observers: Observers,
-) -> None:
+def _out_of_memory(context: _Context, clock: Clock, run: RegimeRun) -> None:
+    engines, request, plan, found = context.engines, context.request, context.plan, context.found
+    observers = context.observers
     budget = memory.parse_budget(OUT_OF_MEMORY_BUDGET)
     results = memory.MemoryResults(plan.out_of_memory_scale, request.seed, str(budget), 0)
     run.scale = f"scale {plan.out_of_memory_scale}, buffer {budget} of the data"
@@ -248,15 +250,9 @@ def _out_of_memory(
     found.out_of_memory = results
 
 
-def _growth(
-    engines: list[Engine],
-    request: Request,
-    plan: budgeting.Plan,
-    clock: Clock,
-    run: RegimeRun,
-    found: Review,
-    observers: Observers,
-) -> None:
+def _growth(context: _Context, clock: Clock, run: RegimeRun) -> None:
+    engines, request, plan, found = context.engines, context.request, context.plan, context.found
+    observers = context.observers
     urls = {e.name: ("" if e.name == "sqlite" else e.url) for e in engines}
     urls = {k: v for k, v in urls.items() if k in memory.ENGINES}
     results = scale.ScaleResults(request.seed, SERVER_BUFFER)
@@ -265,7 +261,7 @@ def _growth(
     last_s = 0.0
     for n, size in enumerate(plan.growth_sizes):
         # Past the first two sizes, the next one (ten times larger) runs if it should fit.
-        if n >= 2 and last_s * 12 > clock.left():
+        if n >= 2 and last_s * GROWTH_FACTOR > clock.left():
             break
         if clock.left() <= 0:
             run.cut_short.append(f"{size:,} messages: not started")
@@ -283,9 +279,8 @@ def _growth(
     run.scale = ", ".join(f"{s:,}" for s in ran) + " messages"
 
 
-def _contention(
-    engines: list[Engine], clock: Clock, run: RegimeRun, found: Review, say: Say
-) -> None:
+def _contention(context: _Context, clock: Clock, run: RegimeRun) -> None:
+    engines, found, say = context.engines, context.found, context.say
     layouts = [(e, store) for e in engines for store in memory.LAYOUTS]
     per_layout = 3 * len(ContentionPlan(0, 0).workers) + 2  # scenarios × N, processes for N > 1
     run.scale = f"{CONTENTION_OPS} operations per run"
@@ -304,7 +299,7 @@ def _contention(
             run.cut_short.append(f"{store}/{engine.name}: {', '.join(unfinished)}")
 
 
-def _contend(engine: Engine, store: str, plan: ContentionPlan, k: int) -> list:  # type: ignore[type-arg]
+def _contend(engine: Engine, store: str, plan: ContentionPlan, k: int) -> list[ContentionRun]:
     where = _sqlite_file(engine, store, "contention")
     tag = f"rv{k}{int(time.time()) % 100_000}"
     with probing() as probe, scratch_store(where, f"imbucket_review_c{k}") as url:
