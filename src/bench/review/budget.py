@@ -69,7 +69,7 @@ class Plan:
         """regime, seconds, what it runs: the plan as printed at the start."""
         what = {
             "in_memory": f"scale {self.in_memory_scale}, offered load included",
-            "out_of_memory": f"scale {self.out_of_memory_scale} under a memory budget",
+            "out_of_memory": f"scale {self.out_of_memory_scale} and up under a memory budget",
             "growth": ", ".join(f"{n:,}" for n in self.growth_sizes) + " messages",
             "contention": "hot group, many groups, readers; to completion",
         }

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imbucket.bench import contention, instances, memory, runner, scale
+from imbucket.bench.dataset import SCALES, Dataset
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
 from imbucket.bench.machine import LoadWatch
@@ -32,9 +33,11 @@ from imbucket.domain.errors import ConfigError
 SERVER_BUFFER = 128 * 1024 * 1024  # private instances outside the memory budget: roomy
 OUT_OF_MEMORY_BUDGET = "10%"
 CONTENTION_OPS = 160
-# The next growth size holds ten times the messages: it runs if this many times the last
-# size's time is left (loading is linear in messages; the rest is margin).
-GROWTH_FACTOR = 11
+# The next size of a ladder runs if the last size's time, scaled by the ratio of their
+# messages and this margin, is left (loading and sizing are linear in messages).
+MARGIN = 1.2
+# The out-of-memory run's scales: it starts at the plan's and goes on while its share holds.
+OUT_OF_MEMORY_SCALES = ("tiny", "small", "medium")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,29 +228,43 @@ def _entered(observer: runner.Observer) -> Iterator[runner.Observer]:
 
 
 def _out_of_memory(context: _Context, clock: Clock, run: RegimeRun) -> None:
-    engines, request, plan, found = context.engines, context.request, context.plan, context.found
-    observers = context.observers
+    """The memory-budget run, at the plan's scale and then larger while the share holds."""
+    engines, request, plan = context.engines, context.request, context.plan
+    names = tuple(e.name for e in engines if e.name in memory.ENGINES)
+    run.not_run += [
+        f"{e.name}: the memory budget bounds SQL engines only"
+        for e in engines
+        if e.name not in memory.ENGINES
+    ]
     budget = memory.parse_budget(OUT_OF_MEMORY_BUDGET)
-    results = memory.MemoryResults(plan.out_of_memory_scale, request.seed, str(budget), 0)
-    run.scale = f"scale {plan.out_of_memory_scale}, buffer {budget} of the data"
-    for engine in engines:
-        if engine.name not in memory.ENGINES:
-            run.not_run.append(f"{engine.name}: the memory budget bounds SQL engines only")
-            continue
-        if clock.left() <= 0:
-            run.cut_short.append(f"{engine.name}: not started")
-            continue
-        with _entered(Timed(observers(), clock)) as observer:
-            part = memory.run(
-                (engine.name,), budget, plan.out_of_memory_scale, request.seed, observer
-            )
-        results.messages = part.messages
-        for engine_run in part.engines:
-            if engine_run.reason and engine_run.reason.startswith(Spent.__name__):
-                run.cut_short.append(f"{engine.name}: stopped part-way, nothing kept")
-                engine_run.reason = "cut short: the regime's share was spent"
-            results.engines.append(engine_run)
-    found.out_of_memory = results
+    ladder = OUT_OF_MEMORY_SCALES[OUT_OF_MEMORY_SCALES.index(plan.out_of_memory_scale) :]
+    kept: memory.MemoryResults | None = None
+    last_s = 0.0
+    for scale_name in ladder if names else ():
+        if kept is not None and not _fits(last_s, kept.messages, scale_name, clock):
+            break
+        begun = time.perf_counter()
+        with _entered(Timed(context.observers(), clock)) as observer:
+            part = memory.run(names, budget, scale_name, request.seed, observer)
+        spent = [e for e in part.engines if e.reason and e.reason.startswith(Spent.__name__)]
+        for engine_run in spent:
+            engine_run.reason = "cut short: the regime's share was spent"
+        if spent and kept is not None:
+            run.cut_short.append(f"scale {scale_name}: stopped part-way; scale {kept.scale} kept")
+            break
+        kept, last_s = part, time.perf_counter() - begun
+        if spent:
+            run.cut_short += [f"{e.engine}: stopped part-way, nothing kept" for e in spent]
+            break
+    context.found.out_of_memory = kept
+    if kept is not None:
+        run.scale = f"scale {kept.scale}, buffer {budget} of the data"
+
+
+def _fits(last_s: float, last_messages: int, scale_name: str, clock: Clock) -> bool:
+    """Whether scale_name should finish in the time left, judged from the last run's time."""
+    messages = Dataset(SCALES[scale_name]).messages
+    return last_s * MARGIN * messages / max(last_messages, 1) <= clock.left()
 
 
 def _growth(context: _Context, clock: Clock, run: RegimeRun) -> None:
@@ -261,7 +278,7 @@ def _growth(context: _Context, clock: Clock, run: RegimeRun) -> None:
     last_s = 0.0
     for n, size in enumerate(plan.growth_sizes):
         # Past the first two sizes, the next one (ten times larger) runs if it should fit.
-        if n >= 2 and last_s * GROWTH_FACTOR > clock.left():
+        if n >= 2 and last_s * MARGIN * size / ran[-1] > clock.left():
             break
         if clock.left() <= 0:
             run.cut_short.append(f"{size:,} messages: not started")
