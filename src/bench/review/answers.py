@@ -184,9 +184,14 @@ def at_scale(review: Review, engine: str) -> str:
     )
 
 
+def _layout(store: str) -> str:
+    """``sql-bucket`` for every bucket store (mongo-bucket too), ``sql-row`` for rows."""
+    return "sql-row" if store.endswith("-row") else "sql-bucket"
+
+
 def contention(review: Review, engine: str) -> str:
     """The hot group at its most threads: completed ops/s of each layout, or why not quoted."""
-    runs = {c.store: c.runs for c in review.contention if c.engine == engine}
+    runs = {_layout(c.store): c.runs for c in review.contention if c.engine == engine}
     cut = _cut(review, "contention", engine)
     picked = {}
     for store, found in runs.items():

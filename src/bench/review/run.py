@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from imbucket.bench import contention, instances, memory, runner, scale
 from imbucket.bench.dataset import SCALES, Dataset
@@ -180,6 +181,16 @@ def _servers(engines: list[Engine], found: Review) -> Iterator[list[Engine]]:
         yield ready
 
 
+def layouts(engine: Engine) -> tuple[str, str]:
+    """The row and bucket stores of the engine's family."""
+    return ("mongo-row", "mongo-bucket") if engine.name == "mongodb" else memory.LAYOUTS
+
+
+def _store_config(engine: Engine, store: str, url: str) -> dict[str, Any]:
+    extra = {} if engine.name == "mongodb" else memory.STORE
+    return {"store": {"backend": store, "url": url, **extra}}
+
+
 def _sqlite_file(engine: Engine, store: str, tag: str) -> str:
     return f"{engine.url}-{tag}-{store}.sqlite" if engine.name == "sqlite" else engine.url
 
@@ -190,7 +201,7 @@ def _in_memory(context: _Context, clock: Clock, run: RegimeRun) -> None:
     specs = [
         BackendSpec(store, _sqlite_file(e, store, "memory"))
         for e in engines
-        for store in memory.LAYOUTS
+        for store in layouts(e)
     ]
     options = runner.Options(
         scale=plan.in_memory_scale,
@@ -298,15 +309,15 @@ def _growth(context: _Context, clock: Clock, run: RegimeRun) -> None:
 
 def _contention(context: _Context, clock: Clock, run: RegimeRun) -> None:
     engines, found, say = context.engines, context.found, context.say
-    layouts = [(e, store) for e in engines for store in memory.LAYOUTS]
+    stores = [(e, store) for e in engines for store in layouts(e)]
     per_layout = 3 * len(ContentionPlan(0, 0).workers) + 2  # scenarios × N, processes for N > 1
     run.scale = f"{CONTENTION_OPS} operations per run"
-    for k, (engine, store) in enumerate(layouts):
+    for k, (engine, store) in enumerate(stores):
         left = clock.left()
         if left <= 0:
             run.cut_short.append(f"{store}/{engine.name}: not started")
             continue
-        seconds = max(1.0, left / ((len(layouts) - k) * per_layout))
+        seconds = max(1.0, left / ((len(stores) - k) * per_layout))
         plan = replace(ContentionPlan(CONTENTION_OPS, seconds))
         say(f"    contention {store}/{engine.name}: each run up to {seconds:,.1f} s")
         runs = _contend(engine, store, plan, k)
@@ -320,7 +331,7 @@ def _contend(engine: Engine, store: str, plan: ContentionPlan, k: int) -> list[C
     where = _sqlite_file(engine, store, "contention")
     tag = f"rv{k}{int(time.time()) % 100_000}"
     with probing() as probe, scratch_store(where, f"imbucket_review_c{k}") as url:
-        config = {"store": {"backend": store, "url": url, **memory.STORE}}
+        config = _store_config(engine, store, url)
         service = probe.open_service(config)
         try:
             return contention.measure(service, config, plan, tag)
