@@ -388,8 +388,11 @@ def plan_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add bench, profile, compare and plan to the imbucket command line."""
+    """Add bench, review, profile, compare and plan to the imbucket command line."""
+    from imbucket.bench.review.command import review_command
+
     app.command()(bench)
+    app.command("review")(review_command)
     app.command()(profile)
     app.command("compare")(compare_command)
     app.command("plan")(plan_command)

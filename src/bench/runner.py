@@ -82,6 +82,9 @@ class Options:
     trials: int = DEFAULT_TRIALS  # each workload's timed operations split into this many
     # The offered-load section's rates (empty: no such section).
     rates: tuple[load.Rate, ...] = load.parse_rates(load.DEFAULT_RATES)
+    # A time.perf_counter() value: past it, a workload ends after its current trial (the
+    # first always runs) and the offered load is left out. None: every trial runs.
+    deadline: float | None = None
 
 
 class Observer:
@@ -157,10 +160,10 @@ def run(
                 ops.pop("ingest", None)  # bulk-loaded, untimed (_run_workloads)
             opened = _open_backend(setup, result, stack, probe, observer, ops)
             backends += [] if opened is None else [opened]
-        _run_workloads(chosen, plans, backends, dataset, probe, observer, options.trials)
+        _run_workloads(chosen, plans, backends, dataset, probe, observer, options)
         for backend in backends:
             backend.result.footprint.end = footprint(backend.subject.service)
-        if options.rates:
+        if options.rates and not _past(options.deadline):
             _offered_load(backends, plans, options, observer)
         for backend in backends if plan is not None else ():
             assert plan is not None
@@ -193,7 +196,7 @@ def _run_workloads(
     dataset: Dataset,
     probe: Probe,
     observer: Observer,
-    trials: int,
+    options: Options,
 ) -> None:
     """Every chosen workload on every backend, side by side in trials.
 
@@ -214,7 +217,7 @@ def _run_workloads(
             for backend in timed:
                 _preload(backend, dataset, preloaded, observer)
         sides = [_side(workload, chosen, plans, b, probe, observer) for b in timed]
-        _in_trials(sides, trials)
+        _in_trials(sides, options.trials, options.deadline)
         for side in sides:
             side.finish(loaded)
 
@@ -344,7 +347,11 @@ def slices(start: int, stop: int, count: int = SLICES_PER_TRIAL) -> list[tuple[i
     return list(itertools.pairwise(start + ops * k // count for k in range(count + 1)))
 
 
-def _in_trials(sides: list[_Side], trials: int) -> None:
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def _in_trials(sides: list[_Side], trials: int, deadline: float | None = None) -> None:
     """The warm-up on every backend, then each trial, its slices alternating between backends.
 
     Inside a trial every backend runs a slice of its operations in turn, the first taking
@@ -358,7 +365,9 @@ def _in_trials(sides: list[_Side], trials: int) -> None:
     for side in sides:
         side.run(*bounds[0], timed=False)
     turn = 0
-    for start, stop in bounds[1:]:
+    for n, (start, stop) in enumerate(bounds[1:]):
+        if n and _past(deadline):
+            break  # the run's time is spent: this workload keeps the trials it finished
         for side in sides:
             side.next_trial()
         for first, last in slices(start, stop):

@@ -4,6 +4,7 @@ twin alternates with its workload."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -91,3 +92,17 @@ def test_trials_interleave_the_backends_slice_by_slice_taking_turns_going_first(
         found = backend.result.workloads["pull"]
         assert (found.ops, found.warmup, len(found.trials)) == (20, 2, 2)
     assert row.result.workloads["pull"].round_trips.distribution == {"0": 22}  # warm-up counts
+
+
+def test_past_its_deadline_a_workload_keeps_the_trials_it_finished() -> None:
+    calls: list[str] = []
+    service = Workload("pull", "pull", "", lambda data: [])
+    backend = _backend("row")
+    side = _side((service, _plan(calls, "row", 22), None, None), backend)
+
+    runner._in_trials([side], trials=2, deadline=time.perf_counter() - 1.0)  # already spent
+    side.finish(loaded="ingest")
+
+    found = backend.result.workloads["pull"]
+    assert (found.ops, found.warmup, len(found.trials)) == (10, 2, 1)  # the first trial only
+    assert len(calls) == 12
