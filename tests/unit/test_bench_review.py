@@ -198,7 +198,10 @@ def test_a_review_at_a_tiny_budget_writes_a_memo_that_answers_every_regime(tmp_p
     assert (folder / "in-memory" / "report.md").exists()  # the bench's own report, shared
     data = json.loads((folder / "review.json").read_text())
     assert data["in_memory"]["parameters"]["scale"] == "tiny"
-    assert len({p["messages"] for p in data["growth"]["points"]}) >= 1
+    # On a loaded machine the growth regime's share may be spent before its first size: then
+    # the review must say so instead of answering from nothing.
+    growth = data["regimes"]["growth"]
+    assert data["growth"]["points"] or growth["cut_short"], growth
 
 
 def test_a_regime_that_finishes_early_leaves_its_time_to_the_later_ones() -> None:
