@@ -47,10 +47,8 @@ def test_a_galera_node_killed(own_cluster: GaleraCluster) -> None:
     work = workload(seed=8)
     victim = own_cluster.nodes[-1]
     with run() as history:
-        database = history.stack.enter_context(
-            mariadb_database(own_cluster.url(own_cluster.nodes[0]))
-        )
-        database = database.rsplit("/", 1)[1]
+        created = mariadb_database(own_cluster.url(own_cluster.nodes[0]))
+        database = history.stack.enter_context(created).rsplit("/", 1)[1]
         on = [_store(own_cluster.urls(database, first)) for first in range(3)]
         history.service(on[0])  # the tables, before the clients open theirs
         clients = [history.client(f"reader-{i}", on[i], writer=False) for i in (1, 2)]
