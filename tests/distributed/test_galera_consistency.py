@@ -20,6 +20,7 @@ import pytest
 
 from imbucket import MessageView
 from imbucket.app import MessageService, open_service
+from imbucket.domain.errors import StoreUnavailable
 from imbucket.testing.concurrency import run_together
 from imbucket.testing.factories import messages
 from imbucket.testing.rows import store_config
@@ -116,3 +117,39 @@ def _ingested_together(services: list[MessageService], conversation: str, shift:
         return [seq for chunk in chunks for seq in service.ingest(conversation, chunk).inserted]
 
     return [seq for share in run_together(len(services), ingest) for seq in share]
+
+
+MARKERS = 4  # threads, two per node
+MARKS = 120  # mark_reads per thread
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_concurrent_mark_reads_on_two_nodes_succeed_or_fail_typed(
+    galera_cluster: GaleraCluster, backend: str
+) -> None:
+    # A node aborts a local statement that holds a lock a replicated write needs; aborted
+    # while sending its RETURNING row, the reply can be malformed. The store must take that
+    # as a lost reply (tried again), never leak the driver's parse error.
+    first, second = galera_cluster.nodes[:2]
+    with mariadb_database(galera_cluster.url(first)) as url:
+        database = url.rsplit("/", 1)[1]
+        with (
+            _service(backend, galera_cluster.url(first, database)) as one,
+            _service(backend, galera_cluster.url(second, database)) as two,
+        ):
+            one.ingest(CONVERSATION, messages(1, 40, CONVERSATION))
+            assert two.max_seq(CONVERSATION) == 40
+
+            def mark(index: int) -> list[str]:
+                service, failed = (one, two)[index % 2], []
+                for n in range(MARKS):
+                    seq, reader = 1 + (n * 7 + index) % 40, f"r{index}_{n % 10}"
+                    try:
+                        service.mark_read(CONVERSATION, [seq], reader)
+                    except StoreUnavailable:
+                        pass
+                    except Exception as error:  # what the test is for
+                        failed.append(f"{type(error).__name__}: {error}")
+                return failed
+
+            assert [f for failed in run_together(MARKERS, mark) for f in failed] == []

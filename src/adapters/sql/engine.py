@@ -25,6 +25,7 @@ import logging
 import math
 import random
 import re
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,6 +52,7 @@ from sqlalchemy.exc import (
     DataError,
     DBAPIError,
     NoSuchModuleError,
+    OperationalError,
     SQLAlchemyError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -699,10 +701,39 @@ def _galera_session(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-def _drop_unready(context: Any) -> None:
-    """A Galera node that refuses statements: its connection is discarded, not pooled again."""
+def _drop_unready(context: Any) -> Exception | None:
+    """A Galera node that refuses statements: its connection is discarded, not pooled again.
+
+    So is a connection whose reply the driver could not parse, reported as a lost reply.
+    """
     if _mysql_code(context.sqlalchemy_exception) in _NOT_READY_MYSQL_CODES:
         context.is_disconnect = True
+    elif context.sqlalchemy_exception is None and _malformed_reply(context.original_exception):
+        # A Galera node that aborts a statement for a conflicting replicated write while it
+        # sends the statement's RETURNING rows can send a row the driver cannot parse. What
+        # the statement did is unknown and the rest of the reply is unread: the connection
+        # is dropped and the attempt fails as a lost connection (idempotent work runs again).
+        context.is_disconnect = True
+        context.invalidate_pool_on_disconnect = False
+        lost = context.dialect.loaded_dbapi.OperationalError(
+            2013, f"malformed reply from the server: {context.original_exception!r}"
+        )
+        return OperationalError(
+            context.statement, context.parameters, lost, connection_invalidated=True
+        )
+    return None
+
+
+def _malformed_reply(error: BaseException) -> bool:
+    """Whether error is the driver failing to parse a reply (pymysql's, aiomysql's reader)."""
+    if not isinstance(error, ValueError | IndexError | struct.error):
+        return False
+    trace = error.__traceback__
+    while trace is not None:
+        if trace.tb_frame.f_code.co_name == "_read_query_result":
+            return True
+        trace = trace.tb_next
+    return False
 
 
 def _bounded_handshake(seconds: float) -> Callable[..., None]:
