@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import Connection, Executable, TextClause, bindparam, text
 from sqlalchemy.dialects import mysql
@@ -118,7 +117,6 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
     insert = mysql.insert(table).values(
         conversation_id=bindparam("conversation_id"), max_seq=bindparam("n"), min_seq=0
     )
-    upsert: Any = insert.on_duplicate_key_update(
-        {"max_seq": table.c.max_seq + insert.inserted.max_seq}
-    )
-    return upsert.returning(table.c.max_seq)
+    upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
+    returning: Executable = upsert.returning(table.c.max_seq)
+    return returning
