@@ -32,6 +32,7 @@ from imbucket.domain.cache_binding import NO_CACHE, check_cached, check_uncached
 from imbucket.domain.errors import ConfigError, LayoutMismatch
 from imbucket.domain.layout import BucketLayout
 from imbucket.ports.cache_binding import CacheBindingRecord
+from imbucket.ports.fresh_sends import FreshSends
 from imbucket.ports.health import HealthProbe
 from imbucket.ports.invalidation_log import InvalidationLog
 from imbucket.ports.message_cache import ViewCache
@@ -73,6 +74,8 @@ class Backend:
     invalidation_log: InvalidationLog | None = None
     # The cache in front of the store, asked by the service's health call (None: uncached).
     cache_probe: HealthProbe | None = None
+    # A send of new client_msg_ids claimed and allocated in one step (None: the general path).
+    fresh_sends: FreshSends | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -129,11 +132,14 @@ def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     from imbucket.adapters.sql.binding import SqlCacheBinding
     from imbucket.adapters.sql.invalidation_log import SqlInvalidationLog
     from imbucket.adapters.sql.read_marks import SqlReadMarks
+    from imbucket.adapters.sql.send import SqlFreshSends
 
     binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
     log_of_store = SqlInvalidationLog(seqs.db, seqs.schema.cache_log)
     marks = SqlReadMarks(store, seqs)
-    return Backend(store, seqs, seqs.db.server_version, store, marks, binding, log_of_store)
+    fresh = SqlFreshSends(seqs.db, seqs.schema)
+    version = seqs.db.server_version
+    return Backend(store, seqs, version, store, marks, binding, log_of_store, fresh_sends=fresh)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -261,6 +267,11 @@ def views_of(backend: Backend) -> ViewReads | None:
 def read_marks_of(backend: Backend) -> ReadMarks | None:
     """The backend's fused mark-read, if it has one (else the service raises separately)."""
     return backend.read_marks
+
+
+def fresh_sends_of(backend: Backend) -> FreshSends | None:
+    """The backend's one-step claim of a fresh send, if it has one (a cached backend: none)."""
+    return backend.fresh_sends
 
 
 def cache_probe_of(backend: Backend) -> HealthProbe | None:

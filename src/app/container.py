@@ -126,6 +126,7 @@ class Container(containers.DeclarativeContainer):
     views = providers.Callable(backends.views_of, served)
     # A cached backend has none: its tag writes go through the cache (to invalidate).
     read_marks = providers.Callable(backends.read_marks_of, served)
+    fresh_sends = providers.Callable(backends.fresh_sends_of, served)
     version = providers.Callable(backends.version_of, backend)
     cache_probe = providers.Callable(backends.cache_probe_of, served)
 
@@ -135,6 +136,7 @@ class Container(containers.DeclarativeContainer):
         seqs=seqs,
         views=views,
         read_marks=read_marks,
+        fresh_sends=fresh_sends,
         limits=limits,
         claim_retention_seconds=settings.provided.store.send_claim_retention_seconds,
         cache_probe=cache_probe,

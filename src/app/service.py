@@ -45,6 +45,7 @@ from imbucket.domain.model import (
 )
 from imbucket.domain.projection import Entry, project
 from imbucket.domain.tags import Guard, takes_revoke
+from imbucket.ports.fresh_sends import FreshSends
 from imbucket.ports.health import Health, HealthProbe, Reachability
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
@@ -121,6 +122,7 @@ class MessageService:
         claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS,
         views: ViewReads | None = None,
         read_marks: ReadMarks | None = None,
+        fresh_sends: FreshSends | None = None,
         cache_probe: HealthProbe | None = None,
         store_backend: str = "",
     ) -> None:
@@ -130,6 +132,8 @@ class MessageService:
         self.views = pull_reads(store, seqs, views)
         # Mark-read raises the read seq in its tag write's round trips when the backend can.
         self.read_marks = read_marks or SeparateReadMarks(store, seqs)
+        # A send of new client_msg_ids claims and allocates in one step when the backend can.
+        self.fresh_sends = fresh_sends
         self.limits = limits
         self._clock = clock
         self._new_id = new_id
@@ -168,14 +172,7 @@ class MessageService:
         now = self._clock()
         if now >= self._next_prune:
             self.prune_send_claims()
-        since = now - self.claim_retention_ms
-        ids = [d.client_msg_id for d in checked]
-        claimed = self.seqs.sent_seqs(conversation_id, ids, since=since)
-        sent = self._sent(conversation_id, checked, claimed)
-        fresh = [d.client_msg_id for d in checked if d.client_msg_id not in claimed]
-        if fresh:
-            # One seq per client_msg_id, also when retries of it run at the same time.
-            claimed.update(self.seqs.allocate_sends(conversation_id, fresh, at=now, since=since))
+        claimed, sent = self._claims(conversation_id, checked, now)
         # New drafts, and claimed ones whose sender stopped before storing them (or is
         # storing them right now: the insert stores one version and reports the other).
         sent_at = self._clock()
@@ -387,6 +384,29 @@ class MessageService:
         checked = [check_draft(draft, self.limits) for draft in self._batch(drafts, "drafts")]
         sending.check_unique(checked)
         return checked
+
+    def _claims(
+        self, conversation_id: str, drafts: list[Draft], now: int
+    ) -> tuple[dict[str, int], dict[str, Message]]:
+        """The seq claimed for each draft, and the stored messages answering some already.
+
+        New client_msg_ids only (the common send): one step claims and allocates them all.
+        Otherwise (a retry, or nothing claimed in one step) the claims are read, the stored
+        messages answering them read, and the others allocated.
+        """
+        ids = [d.client_msg_id for d in drafts]
+        if self.fresh_sends is not None:
+            fresh = self.fresh_sends.claim_fresh(conversation_id, ids, at=now)
+            if fresh is not None:
+                return fresh, {}
+        since = now - self.claim_retention_ms
+        claimed = self.seqs.sent_seqs(conversation_id, ids, since=since)
+        sent = self._sent(conversation_id, drafts, claimed)
+        new = [cid for cid in ids if cid not in claimed]
+        if new:
+            # One seq per client_msg_id, also when retries of it run at the same time.
+            claimed.update(self.seqs.allocate_sends(conversation_id, new, at=now, since=since))
+        return claimed, sent
 
     def _insert(self, conversation_id: str, pending: list[Message]) -> InsertResult:
         """store.insert; a permanent refusal first gives up the batch's empty seqs.

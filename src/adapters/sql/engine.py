@@ -238,6 +238,11 @@ class Database:
             return f"{_NAMES[self.kind]} at {given if isinstance(given, str) else ','.join(given)}"
         return f"{_NAMES[self.kind]} at {url.host}:{url.port or ''}".rstrip(":")
 
+    @property
+    def in_batch(self) -> bool:
+        """Whether this thread's statements run inside an open ``batch``."""
+        return getattr(self._held, "connection", None) is not None
+
     def execute(
         self,
         statement: Executable,

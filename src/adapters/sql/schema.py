@@ -471,7 +471,30 @@ def _common(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         Index(f"{prefix}_sends_claimed_at", "claimed_at"),
         **_TABLE_OPTIONS,
     )
+    _raise_max_seq_with_claims(metadata, seqs, sends)
     return metadata, layout, seqs, user_seqs, sends
+
+
+def _raise_max_seq_with_claims(metadata: MetaData, seqs: Table, sends: Table) -> None:
+    """A SQLite trigger raising max_seq to the seq of each claim inserted with one.
+
+    So that a fresh send claims and allocates in one statement (``adapters.sql.send``): the
+    claims carry their seqs, the counter follows inside the engine. A claim inserted with
+    no seq yet (``allocate_sends``) moves nothing. Created with IF NOT EXISTS at every open.
+    """
+    name = f"{sends.name}_raise_max_seq"
+    statement = (
+        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER INSERT ON {sends.name} FOR EACH ROW"
+        f" WHEN NEW.seq > 0 BEGIN INSERT INTO {seqs.name} (conversation_id, max_seq, min_seq)"
+        " VALUES (NEW.conversation_id, NEW.seq, 0) ON CONFLICT (conversation_id)"
+        " DO UPDATE SET max_seq = max(max_seq, excluded.max_seq); END"
+    )
+
+    def create(target: MetaData, connection: Connection, **_: Any) -> None:
+        if connection.dialect.name == "sqlite":
+            _create_trigger(connection, name, statement)
+
+    event.listen(metadata, "after_create", create)
 
 
 def _marks(metadata: MetaData, prefix: str, name: str) -> Table:

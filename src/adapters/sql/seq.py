@@ -144,20 +144,23 @@ class SqlSeqStore:
     ) -> dict[str, int]:
         """Claim, allocate and record in one transaction; return the seq of every id.
 
-        The claims go in first, with no seq yet (0): an id claimed by a concurrent call
-        still in its transaction makes this one wait for its COMMIT (within the statement
-        timeout) and then read its seq. Then the counter is raised for the ids this call
-        claimed and their seqs are written, and everything commits together. Claims are
-        taken before the counter, in client_msg_id order, so two calls never deadlock. A
-        transaction cut short rolls back whole: no claim without a seq, no seq without a
-        claim, so running it again is safe. Round trips: BEGIN, the claim (MariaDB: and its
-        read), the allocation (MariaDB: and its read), the seqs' UPDATE, COMMIT.
+        The counter's row is locked first (an upsert adding nothing; SQLite's BEGIN
+        IMMEDIATE locks the file), as ``SqlFreshSends`` takes it, so a concurrent send of
+        the conversation waits for this COMMIT. The claims go in next, with no seq yet (0):
+        an id claimed by a concurrent call makes this one read its seq. Then the counter is
+        raised for the ids this call claimed and their seqs are written, and everything
+        commits together. The counter, then the claims in client_msg_id order: two calls
+        never deadlock. A transaction cut short rolls back whole: no claim without a seq,
+        no seq without a claim, so running it again is safe. Round trips: BEGIN, the lock
+        (not on SQLite), the claim (MariaDB: and its read), the allocation (MariaDB: and
+        its read), the seqs' UPDATE, COMMIT.
         """
         wanted = _client_keys(conversation_id, client_msg_ids)
         if not wanted:
             return {}
 
         def claim_allocate_record(connection: Connection) -> dict[str, int]:
+            self._lock_counter(connection, conversation_id)
             claims = dict.fromkeys(wanted, UNALLOCATED)
             found = self._claim(connection, conversation_id, claims, at, since)
             fresh = [cid for cid in wanted if found[cid] == UNALLOCATED]
@@ -225,6 +228,14 @@ class SqlSeqStore:
             ).returning(table.c.client_msg_id, table.c.seq)
             found = connection.execute(statement).all()
         return {cid: int(seq) for cid, seq in found}
+
+    def _lock_counter(self, connection: Connection, conversation_id: str) -> None:
+        """Lock the conversation's counter row until COMMIT (creating it at 0 if absent)."""
+        if self.db.kind == "sqlite":
+            return
+        params = {"conversation_id": conversation_id, "max_seq": 0}
+        upsert, _ = self._upsert_statements(self._seqs, ("conversation_id",), "max_seq", True)
+        connection.execute(upsert, params)
 
     def _allocate_on(self, connection: Connection, conversation_id: str, n: int) -> int:
         """Raise max_seq by n on connection (in its transaction); the new max_seq."""

@@ -1,0 +1,122 @@
+"""A fresh send's claims and seqs on SQL in one step (``FreshSends``; docs/sending.md).
+
+Every client_msg_id is claimed with a plain INSERT (no upsert): a claim already there, live
+or expired, is a unique-key violation that undoes the whole step and sends the service down
+the general path, which knows what to do with it. The counter is taken first, then the
+claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
+
+- PostgreSQL: one data-modifying CTE (autocommitted): the counter upsert, whose
+  ``RETURNING`` gives the first seq, and the claims inserted from it.
+- SQLite: one INSERT of the claims (autocommitted), each seq read from the counter in the
+  statement (under the file's write lock, so no other writer moves it); the schema's
+  trigger on the claims table raises max_seq to each claim's seq.
+- MariaDB: one transaction: the counter upsert with ``RETURNING``, then the claims in one
+  multi-row INSERT.
+
+The statements are built once per store and bound per call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, Executable, TextClause, bindparam, text
+from sqlalchemy.dialects import mysql
+from sqlalchemy.exc import IntegrityError
+
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.schema import Schema, check_key, check_keys
+
+
+class _Claimed(Exception):
+    """A client_msg_id of the batch has a claim already: the step is undone."""
+
+
+class SqlFreshSends:
+    """``FreshSends`` over a schema's counters and claims tables."""
+
+    def __init__(self, db: Database, schema: Schema) -> None:
+        self.db = db
+        self._statement = _statement(db, schema)
+        table = schema.sends
+        self._insert_claims = table.insert().values(
+            conversation_id=bindparam("conversation_id"),
+            client_msg_id=bindparam("client_msg_id"),
+            seq=bindparam("seq"),
+            claimed_at=bindparam("at"),
+        )
+
+    def claim_fresh(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int
+    ) -> dict[str, int] | None:
+        """See ``imbucket.ports.fresh_sends.FreshSends.claim_fresh``."""
+        check_keys(conversation_id)
+        ids = [check_key(cid, "client_msg_id") for cid in client_msg_ids]
+        if not ids:
+            return {}
+        if self.db.in_batch:  # a failed statement would end the batch's transaction
+            return None
+        atomic = self.db.kind == "mariadb"
+
+        def claim(connection: Connection) -> int:
+            try:
+                return self._claim(connection, conversation_id, ids, at)
+            except IntegrityError:
+                raise _Claimed from None
+
+        try:
+            first = self.db.run(claim, atomic=atomic, idempotent=True)
+        except _Claimed:
+            return None
+        return {cid: first + offset for offset, cid in enumerate(ids)}
+
+    def _claim(self, connection: Connection, conversation_id: str, ids: list[str], at: int) -> int:
+        """Claim ids and allocate their seqs on connection; the first seq."""
+        n = len(ids)
+        if self.db.kind == "postgresql":
+            params = {"conversation_id": conversation_id, "n": n, "ids": ids, "at": at}
+            return int(connection.execute(self._statement, params).scalar_one()) + 1
+        if self.db.kind == "sqlite":
+            params = {"conversation_id": conversation_id, "ids": json.dumps(ids), "at": at}
+            seqs = [int(row[0]) for row in connection.execute(self._statement, params)]
+            return min(seqs)
+        last = connection.execute(self._statement, {"conversation_id": conversation_id, "n": n})
+        first = int(last.scalar_one()) - n + 1
+        rows = [
+            {"conversation_id": conversation_id, "client_msg_id": cid, "seq": seq, "at": at}
+            for seq, cid in enumerate(ids, first)
+        ]
+        connection.execute(self._insert_claims, rows)
+        return first
+
+
+def _statement(db: Database, schema: Schema) -> TextClause | Executable:
+    """The engine's first (PostgreSQL, SQLite: only) statement of a fresh claim."""
+    seqs, sends = schema.seqs.name, schema.sends.name
+    if db.kind == "postgresql":
+        return text(
+            f"WITH counter AS (INSERT INTO {seqs} AS s (conversation_id, max_seq, min_seq)"
+            " VALUES (:conversation_id, CAST(:n AS bigint), 0) ON CONFLICT (conversation_id)"
+            " DO UPDATE SET max_seq = s.max_seq + EXCLUDED.max_seq"
+            " RETURNING s.max_seq - CAST(:n AS bigint) AS base),"
+            f" claimed AS (INSERT INTO {sends} (conversation_id, client_msg_id, seq, claimed_at)"
+            " SELECT :conversation_id, i.id, counter.base + i.n, CAST(:at AS bigint)"
+            " FROM counter, unnest(CAST(:ids AS text[])) WITH ORDINALITY AS i(id, n))"
+            " SELECT base FROM counter"
+        )
+    if db.kind == "sqlite":
+        # The counter is read once (an uncorrelated subquery) before the trigger moves it.
+        return text(
+            f"INSERT INTO {sends} (conversation_id, client_msg_id, seq, claimed_at)"
+            " SELECT :conversation_id, value,"
+            f" COALESCE((SELECT max_seq FROM {seqs} WHERE conversation_id = :conversation_id), 0)"
+            " + key + 1, :at FROM json_each(:ids) WHERE true RETURNING seq"
+        )
+    table = schema.seqs
+    insert = mysql.insert(table).values(
+        conversation_id=bindparam("conversation_id"), max_seq=bindparam("n"), min_seq=0
+    )
+    upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
+    returning: Executable = upsert.returning(table.c.max_seq)
+    return returning
