@@ -12,8 +12,10 @@ from collections.abc import Iterable
 
 from imbucket.bench import concurrency, stats, sweep
 from imbucket.bench.analysis import Pair, pairs, variants
+from imbucket.bench.defaults import ON_PAR_HIGH, ON_PAR_LOW
 from imbucket.bench.formatting import fmt_num
-from imbucket.bench.results import BackendResult, Footprint, RunResults, WorkloadResult
+from imbucket.bench.results import ContentionRun, Footprint, RunResults, WorkloadResult
+from imbucket.bench.workloads import PULL_RANGE_ITEMS
 
 _CHOSEN = {stats.FASTER: "bucket", stats.SLOWER: "row"}
 
@@ -36,33 +38,40 @@ def paragraph(
     """The answer for one engine."""
     mix = stats.mix_interval(pair.bucket, pair.row, weights)
     word = stats.verdict(mix)
-    bucket_bytes, row_bytes = _bytes(pair.bucket), _bytes(pair.row)
-    choice = _CHOSEN.get(word) or _leaning(mix) or _smaller(bucket_bytes, row_bytes)
-    why = _why(word, mix, choice)
+    stage, bucket_bytes, row_bytes = _deciding_bytes(pair)
+    choice = _CHOSEN.get(word) or _smaller(bucket_bytes, row_bytes)
+    why = _why(word, mix, choice, stage)
     parts = [f"{pair.name}: choose the {choice} layout for this traffic. {why}"]
+    parts += _unmeasured(results, pair, weights)
     parts += _wins(pair, titles)
-    parts += [_storage(bucket_bytes, row_bytes)]
+    parts += [_storage(pair, stage)]
     parts += _pages(pair, weights)
     parts += _contention(pair)
     parts.append(_depends(results, pair, weights, others))
     return " ".join(p for p in parts if p)
 
 
-Bytes = tuple[float, float] | None  # data and index bytes per message after ingest
+Bytes = tuple[float, float] | None  # data and index bytes per message
+
+# The footprints the answer reads, the steady state first: after the tag writes, the
+# stores hold what a running system holds (deletion lists, revokes, purges), not a fresh load.
+_STAGES = (("end", "after the tag writes"), ("after_ingest", "after ingest"))
 
 
-def _bytes(backend: BackendResult) -> Bytes:
-    found = backend.footprint.measured()
+def _bytes(found: object) -> Bytes:
     if not isinstance(found, Footprint):
         return None
     return found.data_bytes_per_message, found.index_bytes_per_message
 
 
-def _leaning(mix: stats.Interval | None) -> str | None:
-    """Inconclusive against the band but clear of 1: the faster side, else None."""
-    if mix is None or stats.verdict(mix) != stats.INCONCLUSIVE:
-        return None
-    return "bucket" if mix.high < 1 else "row" if mix.low > 1 else None
+def _deciding_bytes(pair: Pair) -> tuple[str, Bytes, Bytes]:
+    """The stage whose footprint breaks a tie (after the tag writes when both were sized)."""
+    for when, label in _STAGES:
+        bucket = _bytes(getattr(pair.bucket.footprint, when))
+        row = _bytes(getattr(pair.row.footprint, when))
+        if bucket is not None and row is not None:
+            return label, bucket, row
+    return "", None, None
 
 
 def _smaller(bucket: Bytes, row: Bytes) -> str:
@@ -72,22 +81,55 @@ def _smaller(bucket: Bytes, row: Bytes) -> str:
     return "bucket" if sum(bucket) < sum(row) else "row"
 
 
-def _why(word: str, mix: stats.Interval | None, choice: str) -> str:
+def _why(word: str, mix: stats.Interval | None, choice: str, stage: str) -> str:
+    decides = f"the smaller footprint {stage} decides" if stage else "the footprint decides"
     if mix is None:
-        return "No workload of the traffic's mix ran on both layouts: the footprint decides."
+        return f"No workload of the traffic's mix ran on both layouts: {decides}."
     cost = (
         f"One operation of this traffic's mix (p50s weighted by the mix) costs the bucket "
         f"layout {stats.fmt_interval(mix)} the row layout's (95 % interval)"
     )
     if word in _CHOSEN:
         return f"{cost}: the {choice} layout is faster."
-    if _leaning(mix):
-        return (
-            f"{cost}: the {choice} layout is faster, though perhaps by less than the on-par "
-            "band (inconclusive against it)."
-        )
-    kind = "on par" if word == stats.ON_PAR else "too close to call (inconclusive)"
-    return f"{cost}: {kind}, so the smaller footprint decides."
+    if word == stats.ON_PAR:
+        return f"{cost}: on par, so {decides}."
+    return (
+        f"{cost}: inconclusive, the interval straddles an edge of the on-par band "
+        f"({fmt_num(ON_PAR_LOW, 2)}–{fmt_num(ON_PAR_HIGH, 2)}), so {decides}."
+    )
+
+
+def _unmeasured(results: RunResults, pair: Pair, weights: dict[str, float]) -> list[str]:
+    """Every workload of the mix that did not run on both layouts, with why."""
+    total = sum(weights.values()) or 1.0
+    ran = {w.name for w in results.parameters.workloads}
+    missing = []
+    for name, weight in weights.items():
+        if not weight or (pair.bucket.p50(name) and pair.row.p50(name)):
+            continue
+        share = f"{fmt_num(100 * weight / total, 0)} % of the mix"
+        missing.append(f"{name} ({share}): {_why_not(results, pair, name, ran)}")
+    if not missing:
+        return []
+    return [f"Not in this answer: {'; '.join(missing)}."]
+
+
+def _why_not(results: RunResults, pair: Pair, name: str, ran: set[str]) -> str:
+    if name not in ran:
+        largest = results.parameters.dataset.largest_conversation
+        if name == "pull_range" and largest < PULL_RANGE_ITEMS:
+            return (
+                f"it needs a conversation of at least {PULL_RANGE_ITEMS} messages and the "
+                f"largest holds {largest:,}"
+            )
+        return "not among the run's workloads"
+    for backend in (pair.bucket, pair.row):
+        run = backend.workloads.get(name)
+        if run is None:
+            return f"{backend.label} did not run it"
+        if not run.ops:
+            return f"every operation failed on {backend.label} ({run.errors:,} errors)"
+    return "no latency was recorded"
 
 
 def _listed(pair: Pair, names: Iterable[tuple[str, str]]) -> str:
@@ -115,14 +157,25 @@ def _wins(pair: Pair, titles: dict[str, str]) -> list[str]:
     return said
 
 
-def _storage(bucket: Bytes, row: Bytes) -> str:
-    if bucket is None or row is None:
+def _storage(pair: Pair, stage: str) -> str:
+    """Bytes per message at each sized stage, and which stage broke a tie."""
+    said = []
+    for when, label in _STAGES[::-1]:
+        bucket = _bytes(getattr(pair.bucket.footprint, when))
+        row = _bytes(getattr(pair.row.footprint, when))
+        if bucket is None or row is None:
+            continue
+        said.append(
+            f"{label} the bucket layout {fmt_num(sum(bucket), 0)} B per message "
+            f"({fmt_num(bucket[0], 0)} data + {fmt_num(bucket[1], 2)} index) vs "
+            f"{fmt_num(sum(row), 0)} B ({fmt_num(row[0], 0)} + {fmt_num(row[1], 2)}) for rows"
+        )
+    if not said:
         return "The footprint was not sized."
-    return (
-        f"Storage after ingest: the bucket layout {fmt_num(sum(bucket), 0)} B per message "
-        f"({fmt_num(bucket[0], 0)} data + {fmt_num(bucket[1], 2)} index) vs "
-        f"{fmt_num(sum(row), 0)} B ({fmt_num(row[0], 0)} + {fmt_num(row[1], 2)}) for rows."
-    )
+    text = "Storage " + "; ".join(said) + "."
+    if len(said) > 1:
+        text += f" A tie in time is broken by the bytes {stage}, the steady state."
+    return text
 
 
 def pages_per_op(result: WorkloadResult | None) -> float | None:
@@ -155,23 +208,41 @@ def _pages(pair: Pair, weights: dict[str, float]) -> list[str]:
 
 
 def _contention(pair: Pair) -> list[str]:
+    """The largest worker count both layouts ran to completion; cut-short runs named apart."""
     best: list[str] = []
+    cut: list[str] = []
     for scenario in ("hot_group", "many_groups"):
         b = concurrency.runs(pair.bucket, scenario, "threads")
         r = concurrency.runs(pair.row, scenario, "threads")
-        common = sorted(set(b) & set(r))
-        if not common:
-            continue
-        n = common[-1]
         title = concurrency.SCENARIO_TITLES[scenario]
+        common = sorted(set(b) & set(r))
+        for n in common:
+            for layout, run in (("bucket", b[n]), ("row", r[n])):
+                if run.ops < run.planned:
+                    cut.append(f"{title} at {n} threads ({layout}, {run.ops}/{run.planned} done)")
+        whole = [n for n in common if _complete(b[n]) and _complete(r[n])]
+        if not whole:
+            continue
+        n = whole[-1]
         best.append(
-            f"{title} at {n} threads: {fmt_num(b[n].ops_per_s, 0)} ops/s (bucket, "
-            f"{b[n].ops}/{b[n].planned} done) vs {fmt_num(r[n].ops_per_s, 0)} "
-            f"({r[n].ops}/{r[n].planned})"
+            f"{title} at {n} threads: {fmt_num(b[n].ops_per_s, 0)} ops/s (bucket) vs "
+            f"{fmt_num(r[n].ops_per_s, 0)} (row)"
         )
-    if not best:
-        return []
-    return [f"Under contention (completed operations ÷ wall time): {'; '.join(best)}."]
+    said = []
+    if best:
+        said.append(
+            "Under contention (completed operations ÷ wall time, runs that finished): "
+            f"{'; '.join(best)}."
+        )
+    if cut:
+        said.append(
+            f"Left out of this answer, cut short by their deadline: {'; '.join(cut)}."
+        )
+    return said
+
+
+def _complete(run: ContentionRun) -> bool:
+    return run.ops >= run.planned
 
 
 def _depends(results: RunResults, pair: Pair, weights: dict[str, float], others: list[Pair]) -> str:
@@ -179,11 +250,12 @@ def _depends(results: RunResults, pair: Pair, weights: dict[str, float], others:
     for other in others:
         if other.row is pair.row:
             mix = stats.mix_interval(other.bucket, other.row, weights)
-            size = _bytes(other.bucket)
+            _, size, _ = _deciding_bytes(other)
             bytes_text = "" if size is None else f", {fmt_num(sum(size), 0)} B per message"
+            timed = "" if other.bucket.p50("ingest") else ", its ingest not timed (bulk-loaded)"
             said.append(
                 f"the encoding ({other.bucket.encoding}: {stats.fmt_interval(mix)} the row "
-                f"layout's cost{bytes_text})"
+                f"layout's cost{timed}{bytes_text})"
             )
     found = [s for s in sweep.series(results) if pair.bucket in s.buckets]
     if found:

@@ -153,12 +153,18 @@ def _expect_latest(entries: list[Entry], conv: Conversation) -> list[Entry]:
     return entries
 
 
+PULL_RANGE_ITEMS = 100
+"""The messages a pull_range reads: it runs on conversations holding at least as many."""
+
+
 def _range(data: Dataset) -> list[Op]:
     def make(rng: random.Random, conv: Conversation) -> Op:
-        first = rng.randint(1, conv.size - 99)
-        return _call("pull_range", conv.id, rng.choice(conv.members), first, first + 99, items=100)
+        first = rng.randint(1, conv.size - PULL_RANGE_ITEMS + 1)
+        last = first + PULL_RANGE_ITEMS - 1
+        return _call("pull_range", conv.id, rng.choice(conv.members), first, last, items=100)
 
-    return _each(data, "pull_range", [c for c in data.conversations if c.size >= 100], make)
+    eligible = [c for c in data.conversations if c.size >= PULL_RANGE_ITEMS]
+    return _each(data, "pull_range", eligible, make)
 
 
 def _scattered(data: Dataset) -> list[Op]:

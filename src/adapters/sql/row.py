@@ -33,6 +33,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    true,
     tuple_,
     union,
     union_all,
@@ -40,7 +41,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
-from sqlalchemy.sql.selectable import Subquery
+from sqlalchemy.sql.selectable import CTE, Subquery
 
 from imbucket.adapters.codec import message_to_doc, push_from_doc
 from imbucket.adapters.row import RowMessageStore
@@ -556,15 +557,28 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
     """A pull's viewed read with the watermarks: one statement, built once per store.
 
     Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *_ROW_COLUMNS). The
-    watermarks (derived table ``w``) come with the message part, whose LEFT JOIN yields
-    one row even when no message is found; the tag parts carry NULL there. Every part
-    reads the seqs of ``_pulled`` (by shape), clamped to the viewer's visible range.
+    watermarks (``w``) come with the message part, whose LEFT JOIN yields one row even when
+    no message is found; the tag parts carry NULL there. Every part reads the seqs of
+    ``_pulled`` (by shape), clamped to the viewer's visible range.
     """
-    # Not ``derived``: PostgreSQL then computes each bound once per part (an InitPlan) and
-    # uses it in the index condition; a derived table it cannot flatten would turn the
-    # bounds into a join filter over the whole conversation.
-    w = watermarks_query(schema).subquery("w")
-    at = _pulled(w, db, shape)
+    w: Subquery | CTE
+    if shape != "scattered" and db.kind in _BOUNDS_ONCE:
+        w = _bounds(schema, db, shape)
+        at = _within(w)
+
+        def tagged(table: Table) -> Any:
+            return table  # the CTE's scalar subqueries in ``at`` bound it alone
+
+    else:
+        # Not ``derived``: PostgreSQL then computes each bound once per part (an InitPlan)
+        # and uses it in the index condition; a derived table it cannot flatten would turn
+        # the bounds into a join filter over the whole conversation.
+        w = watermarks_query(schema).subquery("w")
+        at = _pulled(w, db, shape)
+
+        def tagged(table: Table) -> Any:
+            return w.join(table, true())  # the part's WHERE holds the condition
+
     width = len(_ROW_COLUMNS)
     no_marks = [null() for _ in range(3)]
     messages, deletions, readers = schema.messages, schema.deletions, schema.readers
@@ -588,17 +602,52 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
             func.max(mine),
             *(null() for _ in range(width)),
         )
-        .select_from(w.join(deletions, at(deletions)))
+        .select_from(tagged(deletions))
+        .where(at(deletions))
         .group_by(deletions.c.seq)
     )
-    read = select(
-        *no_marks,
-        literal_column(str(_READER)),
-        readers.c.seq,
-        readers.c.user_id,
-        *(null() for _ in range(width)),
-    ).select_from(w.join(readers, at(readers)))
+    read = (
+        select(
+            *no_marks,
+            literal_column(str(_READER)),
+            readers.c.seq,
+            readers.c.user_id,
+            *(null() for _ in range(width)),
+        )
+        .select_from(tagged(readers))
+        .where(at(readers))
+    )
     return union_all(rows, deleted, read)
+
+
+# Engines whose bounded pulls read the watermarks once, from a CTE (``_bounds``).
+_BOUNDS_ONCE = frozenset({"postgresql", "sqlite"})
+
+
+def _bounds(schema: RowSchema, db: Database, shape: str) -> CTE:
+    """The watermarks and the clamped seq range of a latest or range pull, as one CTE.
+
+    Each part of the pull reads ``low`` and ``high`` through a scalar subquery of the CTE:
+    the engine evaluates the counters once per statement, not once per reference (as the
+    flattened derived table does), and still sees the bounds as constants of the index
+    condition, where a join to the CTE would filter the whole conversation instead.
+    """
+    marks = watermarks_query(schema, derived=True).subquery("marks")
+    low, high = _range(marks, db, shape)
+    query = select(marks.c.max_seq, marks.c.min_seq, marks.c.user_min_seq)
+    w = query.add_columns(low.label("low"), high.label("high")).cte("w")
+    return w.prefix_with("MATERIALIZED", dialect="postgresql")
+
+
+def _within(w: CTE) -> Callable[[Table], ColumnElement[bool]]:
+    """The condition on a table's rows of the range the CTE w bounds."""
+    low, high = select(w.c.low).scalar_subquery(), select(w.c.high).scalar_subquery()
+
+    def at(table: Table) -> ColumnElement[bool]:
+        of = table.c.conversation_id == bindparam("conversation_id")
+        return and_(of, table.c.seq.between(low, high))
+
+    return at
 
 
 def _pulled(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnElement[bool]]:
@@ -608,15 +657,7 @@ def _pulled(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnEl
       to ``max_seq`` (the range depends on max_seq, so it is computed in the engine);
     - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list).
     """
-    floor = db.greatest(w.c.min_seq, w.c.user_min_seq)
-    low: ColumnElement[Any] = floor
-    high: ColumnElement[Any] = w.c.max_seq
-    if shape == "latest":
-        newest = w.c.max_seq - bindparam("count", type_=BigInteger) + 1
-        low = db.greatest(db.greatest(newest, floor), literal(1, BigInteger))
-    elif shape == "range":
-        low = db.greatest(floor, bindparam("first", type_=BigInteger))
-        high = db.least(w.c.max_seq, bindparam("last", type_=BigInteger))
+    low, high = _range(w, db, shape)
 
     def at(table: Table) -> ColumnElement[bool]:
         of = table.c.conversation_id == bindparam("conversation_id")
@@ -628,6 +669,20 @@ def _pulled(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnEl
         return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)), visible)
 
     return at
+
+
+def _range(w: Subquery, db: Database, shape: str) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """The first and last seq a pull of shape may read, clamped by the watermarks of w."""
+    floor = db.greatest(w.c.min_seq, w.c.user_min_seq)
+    low: ColumnElement[Any] = floor
+    high: ColumnElement[Any] = w.c.max_seq
+    if shape == "latest":
+        newest = w.c.max_seq - bindparam("count", type_=BigInteger) + 1
+        low = db.greatest(db.greatest(newest, floor), literal(1, BigInteger))
+    elif shape == "range":
+        low = db.greatest(floor, bindparam("first", type_=BigInteger))
+        high = db.least(w.c.max_seq, bindparam("last", type_=BigInteger))
+    return low, high
 
 
 def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
