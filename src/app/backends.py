@@ -38,6 +38,7 @@ from imbucket.ports.message_cache import ViewCache
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
 from imbucket.ports.seq_store import SeqStore
+from imbucket.ports.shared_view_reads import SharedViewReads
 from imbucket.ports.view_reads import ViewReads
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Backend:
     invalidation_log: InvalidationLog | None = None
     # The cache in front of the store, asked by the service's health call (None: uncached).
     cache_probe: HealthProbe | None = None
+    # One read answering many viewers' pulls of a conversation (coalesced pulls).
+    shared_views: SharedViewReads | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -133,7 +136,21 @@ def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
     log_of_store = SqlInvalidationLog(seqs.db, seqs.schema.cache_log)
     marks = SqlReadMarks(store, seqs)
-    return Backend(store, seqs, seqs.db.server_version, store, marks, binding, log_of_store)
+    shared = _shared_views(store)
+    return Backend(
+        store, seqs, seqs.db.server_version, store, marks, binding, log_of_store, None, shared
+    )
+
+
+def _shared_views(store: SqlRowStore | SqlBucketStore) -> SharedViewReads:
+    """The herd reads of a SQL store (one statement for many viewers' pulls)."""
+    from imbucket.adapters.sql.bucket import SqlBucketStore
+    from imbucket.adapters.sql.bucket_pulls import SqlBucketPulls
+    from imbucket.adapters.sql.row_pulls import SqlRowPulls
+
+    if isinstance(store, SqlBucketStore):
+        return SqlBucketPulls(store)
+    return SqlRowPulls(store)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -256,6 +273,11 @@ def seqs_of(backend: Backend) -> SeqStore:
 def views_of(backend: Backend) -> ViewReads | None:
     """The backend's fused pull reads, if it has them (else the service reads separately)."""
     return backend.views
+
+
+def shared_views_of(backend: Backend) -> SharedViewReads | None:
+    """The backend's reads for many viewers at once, if it has them (coalesced pulls)."""
+    return backend.shared_views
 
 
 def read_marks_of(backend: Backend) -> ReadMarks | None:
