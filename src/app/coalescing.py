@@ -251,7 +251,10 @@ class CoalescedViews:
             leader.done = True
             if interrupted:  # the read was cancelled, not failed: the others read again
                 if others:
-                    line.queued.appendleft(_Batch(others))
+                    again = _Batch(others)
+                    for other in others:
+                        other.batch = again
+                    line.queued.appendleft(again)
                 others = []
             for other in others:
                 other.answer, other.error = answers.get(other.viewer), failure
@@ -299,8 +302,10 @@ def coalesced(
     enabled: bool,
     wait_seconds: float,
 ) -> ViewReads | None:
-    """The pull reads the service gets: views behind ``CoalescedViews`` when enabled and the
-    backend has shared reads, else views as they are."""
+    """The pull reads the service gets: views, coalesced when enabled and possible.
+
+    views go behind ``CoalescedViews`` when the backend has shared reads; else as they are.
+    """
     if not enabled or views is None or shared is None:
         return views
     return CoalescedViews(views, shared, wait_seconds)

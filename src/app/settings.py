@@ -236,7 +236,7 @@ class ServiceSettings(BaseModel):
         default=True,
         description="SQL stores without a cache: concurrent pulls of one conversation with "
         "the same seqs (a group's members pulling its newest message) share one store read; "
-        "each pull still gets exactly its own answer (docs/sql.md, \"Coalesced pulls\").",
+        'each pull still gets exactly its own answer (docs/sql.md, "Coalesced pulls").',
     )
 
 

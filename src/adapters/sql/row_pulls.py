@@ -12,8 +12,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, CompoundSelect, String, bindparam, cast, column, literal
-from sqlalchemy import literal_column, null, select, text, union_all
+from sqlalchemy import (
+    BigInteger,
+    CompoundSelect,
+    String,
+    bindparam,
+    cast,
+    column,
+    literal,
+    literal_column,
+    null,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.sql.selectable import Subquery
 
 from imbucket.adapters.sql.engine import Database
@@ -35,7 +47,7 @@ _FLOOR = 3  # a row carrying one joined viewer's clear floor
 # Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *_ROW_COLUMNS), as the
 # one-viewer pull's; kind and seq are at these positions, the row columns from _START.
 _KIND, _SEQ, _USER, _START = 3, 4, 5, 3
-Rows = list[Sequence[Any]]
+Rows = Sequence[Sequence[Any]]
 
 
 class SqlRowPulls:
@@ -76,8 +88,8 @@ def _answers(conversation_id: str, viewers: list[str], pick: Pick, rows: Rows) -
     """Every viewer's view from the herd statement's rows."""
     max_seq = min_seq = 0
     floors: dict[str, int] = {}
-    shared: Rows = []
-    by_seq: dict[int, Rows] = {}
+    shared: list[Sequence[Any]] = []
+    by_seq: dict[int, list[Sequence[Any]]] = {}
     deleters: dict[int, set[str]] = {}
     for row in rows:
         kind = row[_KIND]
@@ -106,11 +118,14 @@ def _answers(conversation_id: str, viewers: list[str], pick: Pick, rows: Rows) -
 def _deleted(
     conversation_id: str, viewer: str, seq: int, rows: Rows, deleters: dict[int, set[str]]
 ) -> dict[int, Slot]:
-    """A deleted seq's slot as the viewer's own read builds it: one deleter row, the
-    viewer's id when it deleted the seq, else OTHER_DELETERS."""
+    """A deleted seq's slot as the viewer's own read builds it.
+
+    That read has one deleter row per seq: the viewer's id when it deleted the seq, else
+    OTHER_DELETERS.
+    """
     mine = viewer if viewer in deleters[seq] else OTHER_DELETERS
     width = len(rows[0]) if rows else _START + 3 + len(_ROW_COLUMNS)
-    marker = [None] * width
+    marker: list[Any] = [None] * width
     marker[_KIND], marker[_SEQ], marker[_USER] = _DELETION, seq, mine
     return _slots(conversation_id, [*rows, marker], _START)
 
@@ -138,7 +153,7 @@ def _herd_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
         cast(null(), String).label("user_id"),
         *(messages.c[name] for name in _ROW_COLUMNS),
     ).select_from(w.outerjoin(messages, at(messages)))
-    viewers = bindparam("viewers", expanding=True)
+    viewers: Any = bindparam("viewers", expanding=True)
     own = (
         select(*no_marks, literal_column(str(_DELETION)), deletions.c.seq, deletions.c.user_id)
         .add_columns(*blank)
