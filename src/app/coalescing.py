@@ -85,7 +85,7 @@ class _Member:
     """One pull waiting in a batch: its viewer, how to wake it, and what it gets."""
 
     viewer: str
-    signal: Signal
+    signal: Signal | None = None  # given when it joins a batch: a pull alone never waits
     batch: _Batch | None = None
     answer: View | None = None
     error: BaseException | None = None
@@ -139,7 +139,7 @@ class CoalescedViews:
         """The viewer's answer, read alone or in the next read of its conversation's herd."""
         deadline = self._clock() + self.wait_seconds
         key = (conversation_id, pick)
-        member = _Member(viewer_id, _LoopSignal() if in_greenlet() else _ThreadSignal())
+        member = _Member(viewer_id)
         with self._lock:
             line = self._lines.setdefault(key, _Line())
             if line.running is None:
@@ -159,6 +159,7 @@ class CoalescedViews:
             line.queued.append(batch)
         batch.members.append(member)
         member.batch = batch
+        member.signal = _LoopSignal() if in_greenlet() else _ThreadSignal()
 
     def _waited(self, member: _Member, deadline: float) -> bool:
         """Wait until member's read has answered (True) or member is to run it (False).
@@ -169,7 +170,7 @@ class CoalescedViews:
         try:
             while True:
                 remaining = deadline - self._clock()
-                if remaining > 0:
+                if remaining > 0 and member.signal is not None:
                     member.signal.wait(remaining)
                 with self._lock:
                     if member.done or member.leads:
@@ -195,7 +196,7 @@ class CoalescedViews:
             if heir is not None:
                 heir.leads = True
         if heir is not None:
-            heir.signal.set()
+            _wake(heir)
         else:
             self._finish_line_of(member.batch)
 
@@ -209,7 +210,7 @@ class CoalescedViews:
             else:
                 return
         if woken is not None:
-            woken.signal.set()
+            _wake(woken)
 
     def _lead(self, key: Key, member: _Member) -> View:
         """Run member's batch's read, hand every member its answer, start the next batch."""
@@ -230,7 +231,7 @@ class CoalescedViews:
             failure = error
         woken = self._settle(key, batch, member, answers, failure)
         for other in woken:
-            other.signal.set()
+            _wake(other)
         if failure is not None:
             raise failure
         return self._outcome(member)
@@ -283,6 +284,12 @@ class CoalescedViews:
         if member.answer is None:
             raise StoreUnavailable("the shared read returned no answer for this viewer")
         return member.answer
+
+
+def _wake(member: _Member) -> None:
+    """Wake a waiting member (every member but a batch's first pull alone has a signal)."""
+    if member.signal is not None:
+        member.signal.set()
 
 
 def _copy(error: BaseException) -> BaseException:

@@ -11,6 +11,7 @@ received. The arms run on the same store, rounds interleaved: pulls coalesced
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import threading
 import time
@@ -63,15 +64,15 @@ def run(store: Mapping[str, Any], members: int, rounds: int, api: str) -> list[H
             for name, service in services.items():
                 conversation = _conversation(name)
                 _sent(service.send(conversation, [_draft(name, n)]))
-                _round(
-                    arms[name],
-                    service,
-                    lambda viewer, s=service, c=conversation: s.pull_latest(c, viewer, 20),
-                )
+                _round(arms[name], service, functools.partial(_pull, service, conversation))
     finally:
         for service in services.values():
             service.close()
     return list(arms.values())
+
+
+def _pull(service: MessageService, conversation: str, viewer: str) -> list[Entry]:
+    return service.pull_latest(conversation, viewer, 20)
 
 
 def _round(arm: HerdArm, service: MessageService, pull: Callable[[str], list[Entry]]) -> None:

@@ -166,7 +166,8 @@ def test_asyncio_pulls_wait_on_the_loop_and_share_the_next_read() -> None:
         others = [asyncio.create_task(pull(viewer)) for viewer in ("bob", "carol")]
         await asyncio.sleep(0.05)  # both are waiting on the loop, which keeps running
         store.release.set()
-        answers = dict(zip(("alice", "bob", "carol"), await asyncio.gather(first, *others)))
+        found = await asyncio.gather(first, *others)
+        answers = dict(zip(("alice", "bob", "carol"), found, strict=True))
         return answers, store.reads
 
     answers, reads = asyncio.run(main())
