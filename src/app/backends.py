@@ -39,6 +39,7 @@ from imbucket.ports.message_cache import ViewCache
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
 from imbucket.ports.seq_store import SeqStore
+from imbucket.ports.shared_view_reads import SharedViewReads
 from imbucket.ports.view_reads import ViewReads
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class Backend:
     cache_probe: HealthProbe | None = None
     # A send of new client_msg_ids claimed and allocated in one step (None: the general path).
     fresh_sends: FreshSends | None = None
+    # One read answering many viewers' pulls of a conversation (coalesced pulls).
+    shared_views: SharedViewReads | None = None
 
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -139,7 +142,28 @@ def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     marks = SqlReadMarks(store, seqs)
     fresh = SqlFreshSends(seqs.db, seqs.schema)
     version = seqs.db.server_version
-    return Backend(store, seqs, version, store, marks, binding, log_of_store, fresh_sends=fresh)
+    return Backend(
+        store,
+        seqs,
+        version,
+        store,
+        marks,
+        binding,
+        log_of_store,
+        fresh_sends=fresh,
+        shared_views=_shared_views(store),
+    )
+
+
+def _shared_views(store: SqlRowStore | SqlBucketStore) -> SharedViewReads:
+    """The herd reads of a SQL store (one statement for many viewers' pulls)."""
+    from imbucket.adapters.sql.bucket import SqlBucketStore
+    from imbucket.adapters.sql.bucket_pulls import SqlBucketPulls
+    from imbucket.adapters.sql.row_pulls import SqlRowPulls
+
+    if isinstance(store, SqlBucketStore):
+        return SqlBucketPulls(store)
+    return SqlRowPulls(store)
 
 
 def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
@@ -262,6 +286,11 @@ def seqs_of(backend: Backend) -> SeqStore:
 def views_of(backend: Backend) -> ViewReads | None:
     """The backend's fused pull reads, if it has them (else the service reads separately)."""
     return backend.views
+
+
+def shared_views_of(backend: Backend) -> SharedViewReads | None:
+    """The backend's reads for many viewers at once, if it has them (coalesced pulls)."""
+    return backend.shared_views
 
 
 def read_marks_of(backend: Backend) -> ReadMarks | None:

@@ -15,6 +15,7 @@ from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app import backends
 from imbucket.app.backends import Backend
+from imbucket.app.coalescing import coalesced
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import Settings, bucket_bounds, limits_of
@@ -43,6 +44,11 @@ def timeouts_of(settings: Settings) -> Timeouts:
         pool=store.pool_timeout_seconds,
         reconnect=store.reconnect_timeout_seconds,
     )
+
+
+def call_bound(timeouts: Timeouts) -> float:
+    """The longest a store call may take: a coalesced pull waits no longer for its read."""
+    return timeouts.call
 
 
 def pool_of(settings: Settings) -> PoolSize:
@@ -123,7 +129,14 @@ class Container(containers.DeclarativeContainer):
     )
     store = providers.Callable(backends.store_of, served)
     seqs = providers.Callable(backends.seqs_of, served)
-    views = providers.Callable(backends.views_of, served)
+    # Pulls read through the backend's fused reads, coalesced into herds when it can.
+    views = providers.Callable(
+        coalesced,
+        providers.Callable(backends.views_of, served),
+        providers.Callable(backends.shared_views_of, served),
+        settings.provided.service.coalesce_pulls,
+        providers.Callable(call_bound, timeouts),
+    )
     # A cached backend has none: its tag writes go through the cache (to invalidate).
     read_marks = providers.Callable(backends.read_marks_of, served)
     fresh_sends = providers.Callable(backends.fresh_sends_of, served)

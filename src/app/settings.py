@@ -227,6 +227,19 @@ class LimitsSettings(BaseModel):
     )
 
 
+class ServiceSettings(BaseModel):
+    """How the service runs its use cases over the store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    coalesce_pulls: bool = Field(
+        default=True,
+        description="SQL stores without a cache: concurrent pulls of one conversation with "
+        "the same seqs (a group's members pulling its newest message) share one store read; "
+        'each pull still gets exactly its own answer (docs/sql.md, "Coalesced pulls").',
+    )
+
+
 class Settings(BaseSettings):
     """All of imbucket's configuration."""
 
@@ -237,6 +250,7 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     cache: CacheSettings = CacheSettings()
     limits: LimitsSettings = LimitsSettings()
+    service: ServiceSettings = ServiceSettings()
 
     @classmethod
     def settings_customise_sources(

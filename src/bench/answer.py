@@ -235,9 +235,7 @@ def _contention(pair: Pair) -> list[str]:
             f"{'; '.join(best)}."
         )
     if cut:
-        said.append(
-            f"Left out of this answer, cut short by their deadline: {'; '.join(cut)}."
-        )
+        said.append(f"Left out of this answer, cut short by their deadline: {'; '.join(cut)}.")
     return said
 
 

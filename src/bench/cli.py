@@ -387,10 +387,35 @@ def plan_command(
     console.print(escape(f"formulas: {capacity.FORMULAS}"))
 
 
+def herd_command(
+    backend: Annotated[str, typer.Option(help="store backend, e.g. sql-bucket")] = "sql-bucket",
+    url: Annotated[str, typer.Option(help="store URL (default: the backend's own)")] = "",
+    members: Annotated[int, typer.Option(min=2, help="members pulling at once")] = 64,
+    rounds: Annotated[int, typer.Option(min=1, help="new messages, one herd each")] = 20,
+    api: Annotated[str, typer.Option(help="threads or asyncio")] = "threads",
+) -> None:
+    """N members pull a group's new message at once: coalesced pulls against pulls alone."""
+    from rich.table import Table
+
+    from imbucket.bench import herd
+
+    if api not in herd.APIS:
+        refuse("herd", ValueError(f"--api must be one of {', '.join(herd.APIS)}"), 2)
+    arms = herd.run({"backend": backend, "url": url}, members, rounds, api)
+    table = Table("api", "arm", "members", "statements per herd", "herd ms (median)", "vs alone")
+    alone = next(arm for arm in arms if arm.arm == "alone").median_seconds
+    for arm in arms:
+        ratio = f"{arm.median_seconds / alone:.2f}x"
+        ms = f"{arm.median_seconds * 1000:.1f}"
+        table.add_row(api, arm.arm, str(members), f"{arm.median_statements:g}", ms, ratio)
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
-    """Add bench, review, profile, compare and plan to the imbucket command line."""
+    """Add bench, review, profile, compare, plan and herd to the imbucket command line."""
     from imbucket.bench.review.command import review_command
 
+    app.command("herd")(herd_command)
     app.command()(bench)
     app.command("review")(review_command)
     app.command()(profile)
