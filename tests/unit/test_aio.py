@@ -49,6 +49,7 @@ def test_no_rule_module_has_an_async_copy() -> None:
         "testing/aio.py",
         "testing/concurrency.py",
         "bench/aio_bench.py",
+        "bench/herd.py",
         "adapters/sql/engine.py",
     }
 
