@@ -31,6 +31,7 @@ from imbucket.domain.budget import TagBudget
 from imbucket.domain.cache_binding import NO_CACHE, check_cached, check_uncached, new_binding
 from imbucket.domain.errors import ConfigError, LayoutMismatch
 from imbucket.domain.layout import BucketLayout
+from imbucket.ports.bucket_repository import BucketRepository
 from imbucket.ports.cache_binding import CacheBindingRecord
 from imbucket.ports.fresh_sends import FreshSends
 from imbucket.ports.health import HealthProbe
@@ -83,10 +84,14 @@ class Backend:
 
 def memory(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
     """Buckets and counters in this process's memory."""
-    store = BucketMessageStore(MemoryBucketRepository(layout), budget)
+    return memory_over(MemoryBucketRepository(layout), MemorySeqStore(), budget)
+
+
+def memory_over(repository: BucketRepository, seqs: SeqStore, budget: TagBudget) -> Backend:
+    """The memory backend over its two engines (the bench passes them wrapped, to count)."""
     return Backend(
-        store,
-        MemorySeqStore(),
+        BucketMessageStore(repository, budget),
+        seqs,
         binding=MemoryCacheBinding(),
         invalidation_log=MemoryInvalidationLog(),
     )

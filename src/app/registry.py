@@ -16,6 +16,7 @@ from typing import Literal
 
 from imbucket.app.backends import Backend, StoreFactory
 from imbucket.domain.errors import ConfigError
+from imbucket.domain.layout import ENCODINGS
 
 PLUGIN_GROUP = "imbucket.backends"
 # MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
@@ -23,7 +24,6 @@ PLUGIN_GROUP = "imbucket.backends"
 MONGO_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 Layout = Literal["buckets", "rows"]
-ENCODINGS = ("compact", "openim")
 
 
 @dataclass(frozen=True, slots=True)

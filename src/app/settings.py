@@ -39,6 +39,7 @@ from imbucket.domain.budget import (
     BucketBounds,
 )
 from imbucket.domain.errors import ConfigError
+from imbucket.domain.layout import DEFAULT_BUCKET_SIZE, Encoding
 from imbucket.domain.model import Limits
 
 # A built-in backend or the name of an ``imbucket.backends`` entry point (docs/plugins.md);
@@ -68,7 +69,7 @@ class StoreSettings(BaseModel):
         "mongo-bucket; empty for memory, and for SQLite in memory.",
     )
     bucket_size: int = Field(
-        default=100,
+        default=DEFAULT_BUCKET_SIZE,
         ge=1,
         le=10_000,
         description="Slots per bucket. Recorded by a store when created; reopening it with "
@@ -76,7 +77,7 @@ class StoreSettings(BaseModel):
     )
     # How bucket slots are written (docs/buckets.md, "Encodings"): "compact" or "openim";
     # unset, each bucket backend writes its default (sql-bucket compact, mongo-bucket openim).
-    bucket_encoding: Literal["compact", "openim"] | None = Field(
+    bucket_encoding: Encoding | None = Field(
         default=None,
         description="How bucket slots are written: `compact` (only what differs from an "
         "empty slot, short keys) or `openim` (OpenIM's named fields in every slot). Unset: "

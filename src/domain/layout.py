@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from imbucket.domain.errors import InvalidArgument, InvalidSeq
 
 DEFAULT_BUCKET_SIZE = 100
 # How a bucket's slots are written: OpenIM's named fields in every pre-allocated slot, or
 # compact slots holding only what differs from an empty one (docs/buckets.md, "Encodings").
-ENCODINGS = ("compact", "openim")
+Encoding = Literal["compact", "openim"]
+ENCODINGS: tuple[Encoding, ...] = get_args(Encoding)
 
 
 def check_seq(seq: object) -> int:

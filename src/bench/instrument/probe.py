@@ -15,10 +15,9 @@ from typing import Any, cast
 
 from dependency_injector import providers
 
-from imbucket.adapters.bucket import BucketMessageStore
-from imbucket.adapters.memory import MemoryBucketRepository, MemoryCacheBinding, MemorySeqStore
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
 from imbucket.app import open_container
-from imbucket.app.backends import Backend
+from imbucket.app.backends import Backend, memory_over
 from imbucket.app.service import MessageService
 from imbucket.bench.instrument import roundtrips
 from imbucket.bench.instrument.roundtrips import Count, RoundTrips
@@ -66,7 +65,7 @@ def counted_memory(layout: BucketLayout, budget: TagBudget, counter: RoundTrips)
     """The memory backend of ``imbucket.app.backends.memory``, its engines counted into counter."""
     repository = cast(BucketRepository, Counted(MemoryBucketRepository(layout), counter))
     seqs = cast(SeqStore, Counted(MemorySeqStore(), counter))
-    return Backend(BucketMessageStore(repository, budget), seqs, binding=MemoryCacheBinding())
+    return memory_over(repository, seqs, budget)
 
 
 class Probe:
