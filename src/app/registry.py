@@ -38,6 +38,8 @@ class BackendRules:
     keeps its data (None when it keeps nothing), for backends whose url decides that.
     pooled: the factory takes a ``pool`` keyword (the connections kept on a server).
     asyncio: whether ``imbucket.aio`` can open it (its drivers have an asyncio mode here).
+    family: the stores of one family differ only in layout (``sql``, ``mongo``, ``memory``,
+    ``openim``); the bench pairs them. Empty for a plugin.
     """
 
     layout: Layout | None
@@ -48,6 +50,7 @@ class BackendRules:
     locate: str | None = None
     pooled: bool = False
     asyncio: bool = True
+    family: str = ""
 
 
 # A third-party backend: any encoding, its layout told by the store it opens.
@@ -137,21 +140,32 @@ REGISTRY = Registry()
 _FACTORIES = "imbucket.app.backends"
 # A SQL store keeps its data where its url says: nowhere for an in-memory SQLite database.
 _SQL_LOCATION = "imbucket.adapters.sql.engine:location"
-REGISTRY.register("memory", f"{_FACTORIES}:memory", BackendRules("buckets", persists=False))
 REGISTRY.register(
-    "sql-row", f"{_FACTORIES}:sql_row", BackendRules("rows", locate=_SQL_LOCATION, pooled=True)
+    "memory", f"{_FACTORIES}:memory", BackendRules("buckets", persists=False, family="memory")
+)
+REGISTRY.register(
+    "sql-row",
+    f"{_FACTORIES}:sql_row",
+    BackendRules("rows", locate=_SQL_LOCATION, pooled=True, family="sql"),
 )
 REGISTRY.register(
     "sql-bucket",
     f"{_FACTORIES}:sql_bucket",
-    BackendRules("buckets", default_encoding="compact", locate=_SQL_LOCATION, pooled=True),
+    BackendRules(
+        "buckets", default_encoding="compact", locate=_SQL_LOCATION, pooled=True, family="sql"
+    ),
 )
 REGISTRY.register(
     "mongo-bucket",
     f"{_FACTORIES}:mongo_bucket",
-    BackendRules("buckets", encodings=("openim",), max_document_bytes=MONGO_MAX_DOCUMENT_BYTES),
+    BackendRules(
+        "buckets",
+        encodings=("openim",),
+        max_document_bytes=MONGO_MAX_DOCUMENT_BYTES,
+        family="mongo",
+    ),
 )
-REGISTRY.register("mongo-row", f"{_FACTORIES}:mongo_row", BackendRules("rows"))
+REGISTRY.register("mongo-row", f"{_FACTORIES}:mongo_row", BackendRules("rows", family="mongo"))
 # OpenIM's own Redis client (its allocated seqs) would block the event loop.
 REGISTRY.register(
     "openim-mongo",
@@ -161,6 +175,7 @@ REGISTRY.register(
         encodings=("openim",),
         max_document_bytes=MONGO_MAX_DOCUMENT_BYTES,
         asyncio=False,
+        family="openim",
     ),
 )
 

@@ -55,13 +55,13 @@ class BackendSpec:
 
     @property
     def layout(self) -> str:
-        """``bucket`` or ``row`` (memory stores buckets)."""
-        return "row" if self.store.endswith("-row") else "bucket"
+        """``bucket`` or ``row`` (memory stores buckets), as the registry says."""
+        return "row" if REGISTRY.get(self.store).rules.layout == "rows" else "bucket"
 
     @property
     def family(self) -> str:
-        """Stores of one family differ only in layout: ``sql``, ``mongo`` or ``memory``."""
-        return self.store.split("-", 1)[0]
+        """Stores of one family differ only in layout (``sql``, ``mongo``, …), as registered."""
+        return REGISTRY.get(self.store).rules.family
 
     @property
     def label(self) -> str:
