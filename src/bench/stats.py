@@ -107,13 +107,15 @@ def interval(point: float, values: np.ndarray, confidence: float = CONFIDENCE) -
     return Interval(point, float(min(low, point)), float(max(high, point)))
 
 
-def ratio_interval(
-    a: list[np.ndarray], b: list[np.ndarray], point: float | None
-) -> Interval | None:
-    """The interval of median(a) / median(b); None when either arm has no latencies."""
-    if not a or not b or point is None:
-        return None
-    top, bottom = replicates(a, b)
+def ratio_from(point: float, drawn: tuple[np.ndarray, np.ndarray] | None) -> Interval:
+    """The interval of a ratio of medians around point, from its arms' bootstrap medians drawn.
+
+    drawn is ``replicates(a, b)``; None (no latencies kept, as in hand-made results) gives the
+    point alone.
+    """
+    if drawn is None:
+        return Interval(point, point, point)
+    top, bottom = drawn
     return interval(point, top / np.maximum(bottom, 1.0))
 
 
@@ -179,10 +181,7 @@ def between(a: BackendResult, a_name: str, b: BackendResult, b_name: str) -> Int
     ra, rb = a.workloads.get(a_name), b.workloads.get(b_name)
     if top is None or not bottom or ra is None or rb is None:
         return None
-    found = _replicated(_arm(ra), _arm(rb))
-    if found is None:  # no latencies kept (hand-made results): the point alone
-        return Interval(top / bottom, top / bottom, top / bottom)
-    return interval(top / bottom, found[0] / np.maximum(found[1], 1.0))
+    return ratio_from(top / bottom, _replicated(_arm(ra), _arm(rb)))
 
 
 def mix_interval(a: BackendResult, b: BackendResult, weights: dict[str, float]) -> Interval | None:

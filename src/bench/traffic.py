@@ -17,8 +17,7 @@ from typing import Any
 
 from imbucket.domain.errors import ConfigError
 
-READ_WORKLOADS = ("pull_latest", "pull_range", "pull_scattered")
-"""The workloads that only read, and their share of reads in the default mix."""
+# How the reads of the default mix split between the workloads that only read.
 _READ_SPLIT = {"pull_latest": 0.8, "pull_range": 0.17, "pull_scattered": 0.03}
 # How the writes of the default mix split: sends dominate, tags follow read receipts.
 _WRITE_SPLIT = {
