@@ -44,6 +44,21 @@ def _service(backend: str, url: str) -> Iterator[MessageService]:
 
 
 @contextmanager
+def _on_two_nodes(
+    cluster: GaleraCluster, backend: str
+) -> Iterator[tuple[MessageService, MessageService]]:
+    """Services on the first two nodes, over one new database."""
+    first, second = cluster.nodes[:2]
+    with mariadb_database(cluster.url(first)) as url:
+        database = url.rsplit("/", 1)[1]
+        with (
+            _service(backend, cluster.url(first, database)) as one,
+            _service(backend, cluster.url(second, database)) as two,
+        ):
+            yield one, two
+
+
+@contextmanager
 def _applier_paused(node: GaleraNode) -> Iterator[None]:
     """The node applies no replicated commit until the block ends (FTWRL desyncs it)."""
     connection = pymysql.connect(host="127.0.0.1", port=node.port, user="root", autocommit=True)
@@ -61,29 +76,24 @@ def _applier_paused(node: GaleraNode) -> Iterator[None]:
 def test_a_pull_on_another_node_sees_what_the_first_acknowledged(
     galera_cluster: GaleraCluster, backend: str
 ) -> None:
-    first, second = galera_cluster.nodes[:2]
-    with mariadb_database(galera_cluster.url(first)) as url:
-        database = url.rsplit("/", 1)[1]
-        with (
-            _service(backend, galera_cluster.url(first, database)) as writer,
-            _service(backend, galera_cluster.url(second, database)) as reader,
-        ):
-            writer.ingest(CONVERSATION, messages(1, 3, CONVERSATION))
-            assert reader.max_seq(CONVERSATION) == 3  # the reader's connection is open
-            pulled: list[int] = []
-            with _applier_paused(second):
-                writer.ingest(CONVERSATION, messages(4, 6, CONVERSATION))
-                reading = threading.Thread(
-                    target=lambda: pulled.extend(
-                        m.seq
-                        for m in reader.pull(CONVERSATION, "alice", list(range(1, 7)))
-                        if isinstance(m, MessageView)
-                    )
+    second = galera_cluster.nodes[1]
+    with _on_two_nodes(galera_cluster, backend) as (writer, reader):
+        writer.ingest(CONVERSATION, messages(1, 3, CONVERSATION))
+        assert reader.max_seq(CONVERSATION) == 3  # the reader's connection is open
+        pulled: list[int] = []
+        with _applier_paused(second):
+            writer.ingest(CONVERSATION, messages(4, 6, CONVERSATION))
+            reading = threading.Thread(
+                target=lambda: pulled.extend(
+                    m.seq
+                    for m in reader.pull(CONVERSATION, "alice", list(range(1, 7)))
+                    if isinstance(m, MessageView)
                 )
-                reading.start()
-                reading.join(PAUSE_SECONDS)  # without causal reads it has answered by now
-            reading.join()
-            assert pulled == [1, 2, 3, 4, 5, 6]
+            )
+            reading.start()
+            reading.join(PAUSE_SECONDS)  # without causal reads it has answered by now
+        reading.join()
+        assert pulled == [1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -130,26 +140,20 @@ def test_concurrent_mark_reads_on_two_nodes_succeed_or_fail_typed(
     # A node aborts a local statement that holds a lock a replicated write needs; aborted
     # while sending its RETURNING row, the reply can be malformed. The store must take that
     # as a lost reply (tried again), never leak the driver's parse error.
-    first, second = galera_cluster.nodes[:2]
-    with mariadb_database(galera_cluster.url(first)) as url:
-        database = url.rsplit("/", 1)[1]
-        with (
-            _service(backend, galera_cluster.url(first, database)) as one,
-            _service(backend, galera_cluster.url(second, database)) as two,
-        ):
-            one.ingest(CONVERSATION, messages(1, 40, CONVERSATION))
-            assert two.max_seq(CONVERSATION) == 40
+    with _on_two_nodes(galera_cluster, backend) as (one, two):
+        one.ingest(CONVERSATION, messages(1, 40, CONVERSATION))
+        assert two.max_seq(CONVERSATION) == 40
 
-            def mark(index: int) -> list[str]:
-                service, failed = (one, two)[index % 2], []
-                for n in range(MARKS):
-                    seq, reader = 1 + (n * 7 + index) % 40, f"r{index}_{n % 10}"
-                    try:
-                        service.mark_read(CONVERSATION, [seq], reader)
-                    except StoreUnavailable:
-                        pass
-                    except Exception as error:  # what the test is for
-                        failed.append(f"{type(error).__name__}: {error}")
-                return failed
+        def mark(index: int) -> list[str]:
+            service, failed = (one, two)[index % 2], []
+            for n in range(MARKS):
+                seq, reader = 1 + (n * 7 + index) % 40, f"r{index}_{n % 10}"
+                try:
+                    service.mark_read(CONVERSATION, [seq], reader)
+                except StoreUnavailable:
+                    pass
+                except Exception as error:  # what the test is for
+                    failed.append(f"{type(error).__name__}: {error}")
+            return failed
 
-            assert [f for failed in run_together(MARKERS, mark) for f in failed] == []
+        assert [f for failed in run_together(MARKERS, mark) for f in failed] == []
