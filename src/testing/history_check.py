@@ -15,7 +15,9 @@ Properties checked, each broken one reported as a readable line (an anomaly):
   starts later (by more than its bound) shows it too;
 - pull_latest's range ends at a max_seq the writes allow, and starts at the viewer's floor
   or count seqs below; no call fails with an error other than StoreUnavailable (every call
-  the harness makes is valid).
+  the harness makes is valid), but for the retry of a send whose outcome was unknown, which
+  may find that its first attempt stored the message and a purge, acknowledged or not, that
+  may have run since removed it (``WriteConflict``: "… was sent as seq N, since purged").
 
 The search is bounded, per seq rather than per order of writes: the writes that may touch a
 seq are reduced to their effects on it (allocated, message stored and which one, revoked,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -206,12 +209,45 @@ def _first_sightings(operations: Sequence[Operation]) -> list[tuple[int, str, Op
 def check(operations: Sequence[Operation]) -> list[str]:
     """Every anomaly of the history, one readable line each (none: the history is admissible)."""
     conversations = _history(operations)
-    anomalies = [f"{op} raised {op.error}" for op in operations if op.outcome == FAIL]
+    anomalies = [
+        f"{op} raised {op.error}"
+        for op in operations
+        if op.outcome == FAIL and not _purged_since_unknown_send(op, operations)
+    ]
     anomalies.extend(_identities(operations))
     for pull in operations:
         if pull.call.kind in PULLS and pull.outcome == OK:
             anomalies.extend(_check_pull(conversations[pull.call.conversation_id], pull))
     return anomalies
+
+
+_PURGED_SEND = re.compile(r"^WriteConflict: client_msg_id .* was sent as seq (\d+), since purged$")
+
+
+def _purged_since_unknown_send(failed: Operation, operations: Sequence[Operation]) -> bool:
+    """Whether failed is a send's retry told that its message was stored, then purged.
+
+    Admissible when the same client made the same send before with an unknown outcome, and a
+    purge of that seq (acknowledged or not) started before the retry ended.
+    """
+    found = _PURGED_SEND.match(failed.error)
+    if failed.call.kind != SEND or found is None:
+        return False
+    seq, end = int(found[1]), _end(failed)
+    first_attempt = any(
+        op.client == failed.client and op.call == failed.call and op.outcome == UNKNOWN
+        for op in operations
+        if op.start < failed.start
+    )
+    purged = any(
+        op.call.kind == PURGE
+        and op.call.conversation_id == failed.call.conversation_id
+        and seq in op.call.seqs
+        and op.outcome != FAIL
+        and op.start < end
+        for op in operations
+    )
+    return first_attempt and purged
 
 
 def _identities(operations: Sequence[Operation]) -> list[str]:

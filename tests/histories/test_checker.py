@@ -10,9 +10,11 @@ from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
 from imbucket.app import MessageService
 from imbucket.testing.histories import (
     CLEAR,
+    FAIL,
     OK,
     PULL_LATEST,
     PULL_RANGE,
+    PURGE,
     READER_MIX,
     REVOKE,
     SEND,
@@ -130,3 +132,31 @@ def test_a_fault_free_run_on_the_memory_backend_is_admissible() -> None:
     kinds = {op.call.kind for op in recorder.operations}
     assert kinds == set(WRITER_MIX) | set(READER_MIX)  # every kind of call was made
     assert check(recorder.operations) == []
+
+
+def _retried_send_told_purged(*purges: Operation) -> list[Operation]:
+    """A send of m1 of unknown outcome, then its retry told m1 went to seq 1 and was purged."""
+    call = Call(SEND, CONV, ids=("m1",))
+    lost = Operation("writer", call, 1.0, 2.0, UNKNOWN)
+    told = "WriteConflict: client_msg_id 'm1' was sent as seq 1, since purged"
+    retry = Operation("writer", call, 5.0, 6.0, FAIL, error=told)
+    return [lost, *purges, retry]
+
+
+def test_a_retried_send_may_find_its_message_purged_by_a_purge_that_may_have_run() -> None:
+    purge = Operation("admin", Call(PURGE, CONV, "", (1,)), 3.0, 4.0, OK)
+    assert check(_retried_send_told_purged(purge)) == []
+    unsure = Operation("admin", Call(PURGE, CONV, "", (1,)), 3.0, None, UNKNOWN)
+    assert check(_retried_send_told_purged(unsure)) == []
+
+
+def test_a_send_told_purged_with_no_purge_of_its_seq_is_an_anomaly() -> None:
+    other_seq = Operation("admin", Call(PURGE, CONV, "", (2,)), 3.0, 4.0, OK)
+    for history in (_retried_send_told_purged(), _retried_send_told_purged(other_seq)):
+        [anomaly] = check(history)
+        assert "raised WriteConflict" in anomaly
+    # Not a retry: the first attempt of a send cannot have stored its message before.
+    purge = Operation("admin", Call(PURGE, CONV, "", (1,)), 3.0, 4.0, OK)
+    _, *without_the_first_attempt = _retried_send_told_purged(purge)
+    [anomaly] = check(without_the_first_attempt)
+    assert "raised WriteConflict" in anomaly
