@@ -16,6 +16,7 @@ EXTRAS: dict[str, str] = {
     "bson": "mongo",
     "redis": "redis",
     "hdrh": "bench",
+    "numpy": "bench",
     "matplotlib": "bench",
 }
 

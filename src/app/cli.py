@@ -20,6 +20,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from imbucket.adapters.codec import slot_to_doc
+from imbucket.adapters.extras import EXTRAS, missing
 from imbucket.app import open_container, open_service
 from imbucket.app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
 from imbucket.app.registry import REGISTRY
@@ -53,7 +54,11 @@ def refuse(command: str, error: BaseException, code: int) -> NoReturn:
 
 
 class _Commands(TyperGroup):
-    """imbucket's command group: every subcommand's ImbucketError ends as one line."""
+    """imbucket's command group: every subcommand's ImbucketError ends as one line.
+
+    So does a package of an extra that is not installed (the lab's numpy and matplotlib): one
+    line naming the extra, exit 2.
+    """
 
     # Any: the click Context type lives in click or, in newer typer releases, in typer's own copy.
     def invoke(self, ctx: Any) -> Any:
@@ -62,6 +67,11 @@ class _Commands(TyperGroup):
         except ImbucketError as error:
             code = 2 if isinstance(error, USER_ERRORS) else 1
             refuse(ctx.invoked_subcommand or "", error, code)
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] not in EXTRAS:
+                raise
+            command = ctx.invoked_subcommand or ""
+            refuse(command, missing(error, f"imbucket {command}"), 2)
 
 
 # Plain help: rich markup would take "[traffic]" in a help text for a style and drop it.

@@ -365,9 +365,10 @@ def compare_command(
 
 def plan_command(
     results: Annotated[Path, typer.Argument(help="a benchmark's results.json")],
-    messages: Annotated[int, typer.Option(help="messages stored")] = 1_000_000_000,
+    messages: Annotated[int, typer.Option(min=1, help="messages stored")] = 1_000_000_000,
     pulls_per_s: Annotated[
-        float, typer.Option(help="pulls per second; the other operations keep the mix's share")
+        float,
+        typer.Option(min=0.001, help="pulls per second; the other operations keep the mix's share"),
     ] = 10_000.0,
 ) -> None:
     """Project disk, RAM for resident indexes and pages/s for a target from a run's counts."""
@@ -382,7 +383,7 @@ def plan_command(
     target = capacity.Target(messages, pulls_per_s)
     table = Table(*capacity.HEADERS, title="capacity plan (a projection)")
     for row in capacity.rows(capacity.plan(found, target)):
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
     console.print(escape(f"formulas: {capacity.FORMULAS}"))
 

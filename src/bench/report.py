@@ -534,7 +534,10 @@ def _compare(previous: RunResults, results: RunResults) -> list[Block]:
 
 def load(path: Path) -> RunResults:
     """Read a results.json written by ``write``; ValueError when it is not one."""
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not a benchmark results.json: not JSON ({error})") from None
     try:
         return RunResults.from_json(data)
     except (KeyError, TypeError, AttributeError) as error:

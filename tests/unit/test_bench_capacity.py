@@ -67,3 +67,28 @@ def test_plan_command_prints_the_projection(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["plan", str(path), "--messages", "1000"])
     assert out.exit_code == 0, out.output
     assert "sql-bucket/sqlite" in out.output and "formulas" in out.output
+
+
+def test_plan_prints_a_label_with_brackets_as_it_is(tmp_path: Path) -> None:
+    data = counted()
+    data["backends"][2]["label"] = "sql-bucket/sqlite[openim]"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    out = CliRunner().invoke(cli, ["plan", str(path), "--messages", "1000"])
+    assert out.exit_code == 0, out.output
+    assert "sql-bucket/sqlite[openim]" in out.output
+
+
+def test_plan_refuses_what_it_cannot_plan_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(counted()))
+    negative = CliRunner().invoke(cli, ["plan", str(path), "--messages", "-5"])
+    assert negative.exit_code == 2 and "--messages" in negative.output
+    report_md = tmp_path / "report.md"
+    report_md.write_text("# a report\n")
+    wrong = CliRunner().invoke(cli, ["plan", str(report_md)])
+    assert wrong.exit_code == 2
+    assert wrong.output.strip().splitlines() == [
+        f"imbucket plan: ValueError: {report_md} is not a benchmark results.json: not JSON "
+        "(Expecting value: line 1 column 1 (char 0))"
+    ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -85,3 +88,48 @@ def test_a_bench_backend_without_its_driver_is_skipped_naming_the_extra(
     output = " ".join(result.output.split())
     assert "skipped sql-row/postgresql" in output, output
     assert "pip install 'imbucket[postgres]'" in output, output
+
+
+_BLOCK_NUMPY = """
+import sys
+
+class _NoNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "numpy":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoNumpy())
+"""
+SAMPLE_RESULTS = Path(__file__).parents[2] / "docs" / "samples" / "bench-tiny" / "results.json"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plan", str(SAMPLE_RESULTS)],
+        ["compare", str(SAMPLE_RESULTS), str(SAMPLE_RESULTS)],
+        ["bench", "--backend", "memory", "--scale", "tiny"],
+        ["review", "--engines", "sqlite"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_lab_command_without_numpy_is_one_line_naming_the_extra(
+    command: list[str], tmp_path: Path
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(_BLOCK_NUMPY)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "imbucket", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [
+        f"imbucket {command[0]}: ConfigError: imbucket {command[0]} needs the 'numpy' package, "
+        "which is not installed: pip install 'imbucket[bench]'"
+    ]
