@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from imbucket.bench.analysis import pairs
+from imbucket.bench.analysis import Pair, pairs
 from imbucket.bench.defaults import ON_PAR_HIGH, ON_PAR_LOW
 from imbucket.bench.results import BackendResult, RunResults
 from imbucket.bench.sweep import Series
@@ -102,6 +102,16 @@ def footprint(results: RunResults) -> bytes:
     return _png(figure)
 
 
+def whiskers(pair: Pair, names: list[str]) -> tuple[list[float], list[float]]:
+    """How far each workload's 95 % interval reaches below and above its ratio (0 when none)."""
+    below, above = [], []
+    for name in names:
+        found, point = pair.interval(name), pair.ratio(name) or 1.0
+        below.append(max(0.0, point - found.low) if found else 0.0)
+        above.append(max(0.0, found.high - point) if found else 0.0)
+    return below, above
+
+
 def ratios(results: RunResults) -> bytes | None:
     """bucket/row p50 ratio per workload on each engine; None when no pair ran."""
     found = pairs(results)
@@ -115,10 +125,13 @@ def ratios(results: RunResults) -> bytes | None:
     for k, pair in enumerate(found):
         ys = [len(names) - 1 - n + (len(found) / 2 - k - 0.5) * height for n in range(len(names))]
         xs = [pair.ratio(n) or 1.0 for n in names]
-        shown += xs
-        axes.barh(ys, [x - 1 for x in xs], left=1, height=height, label=pair.name, color=f"C{k}")
-        for y, x in zip(ys, xs, strict=True):
-            axes.text(x, y, f" {x:.2f}× ", va="center",
+        below, above = whiskers(pair, names)
+        shown += [x + a for x, a in zip(xs, above, strict=True)]
+        shown += [x - b for x, b in zip(xs, below, strict=True)]
+        axes.barh(ys, [x - 1 for x in xs], left=1, height=height, label=pair.name, color=f"C{k}",
+                  xerr=[below, above], error_kw={"elinewidth": 0.8, "capsize": 2})  # fmt: skip
+        for y, x, b, a in zip(ys, xs, below, above, strict=True):  # labels beyond the whiskers
+            axes.text(x + a if x >= 1 else x - b, y, f" {x:.2f}× ", va="center",
                       ha="left" if x >= 1 else "right", fontsize=7)  # fmt: skip
     axes.axvspan(
         ON_PAR_LOW,
