@@ -309,6 +309,17 @@ def _workload_row(b: BackendResult, name: str) -> tuple[str, ...] | None:
     )
 
 
+def _planned(backends: list[BackendResult], name: str, ops: int) -> str:
+    """How many operations a workload plans per backend, and how many of them the table times."""
+    warm = max((b.workloads[name].warmup for b in backends if name in b.workloads), default=0)
+    if not warm:
+        return f"{ops:,} operations per backend."
+    return (
+        f"{ops:,} operations per backend: the first {warm:,} an untimed warm-up, "
+        f"the {ops - warm:,} after them timed (the table's ops)."
+    )
+
+
 def _workloads(results: RunResults) -> list[Block]:
     blocks: list[Block] = [Heading(2, "Workloads")]
     backends = results.ok_backends()
@@ -318,7 +329,7 @@ def _workloads(results: RunResults) -> list[Block]:
         if not rows:
             continue
         blocks.append(Heading(3, workload.title))
-        blocks.append(Para(f"{workload.about}. {workload.ops:,} operations per backend."))
+        blocks.append(Para(f"{workload.about}. {_planned(backends, workload.name, workload.ops)}"))
         blocks.append(Table(_WORKLOAD_HEADERS, rows))
     errors = [
         (f"{b.label} · {name}: {count}× {text}",)

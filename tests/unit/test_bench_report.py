@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,20 @@ def test_the_console_tables_keep_a_label_in_brackets() -> None:
     screen.print(bench_console.targets_table(results))
     text = screen.export_text()
     assert text.count("sql-bucket/sqlite[openim]") >= 2  # a column header and target lines
+
+
+SAMPLE = Path(__file__).parents[2] / "docs" / "samples" / "bench-tiny" / "results.json"
+
+
+def test_each_workloads_intro_counts_the_operations_its_table_shows() -> None:
+    blocks = report.build(report.load(SAMPLE))
+    checked = 0
+    for intro, table in zip(blocks, blocks[1:], strict=False):
+        text = getattr(intro, "text", "")
+        timed = re.search(r"the ([\d,]+) after them timed \(the table's ops\)", text)
+        if timed is None or not isinstance(table, Table):
+            continue
+        ops = table.headers.index("ops")
+        assert {row[ops] for row in table.rows} == {timed[1]}, text
+        checked += 1
+    assert checked >= 10
