@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -170,7 +171,7 @@ SAMPLE = Path(__file__).parents[2] / "docs" / "samples" / "bench-tiny" / "result
 def test_each_workloads_intro_counts_the_operations_its_table_shows() -> None:
     blocks = report.build(report.load(SAMPLE))
     checked = 0
-    for intro, table in zip(blocks, blocks[1:], strict=False):
+    for intro, table in itertools.pairwise(blocks):
         text = getattr(intro, "text", "")
         timed = re.search(r"the ([\d,]+) after them timed \(the table's ops\)", text)
         if timed is None or not isinstance(table, Table):
