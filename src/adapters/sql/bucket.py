@@ -40,7 +40,8 @@ from sqlalchemy.sql.selectable import TextualSelect
 
 from imbucket.adapters.bucket import BucketMessageStore, SpilledBy
 from imbucket.adapters.codec import CODECS, conversation_of
-from imbucket.adapters.sql.engine import Database, Kind
+from imbucket.adapters.sql.dialects import Kind
+from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.json_sql import (
     MARIADB,
     MARIADB_VIEW,
