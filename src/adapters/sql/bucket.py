@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -21,7 +20,6 @@ import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Engine,
     Executable,
     Text,
     and_,
@@ -38,7 +36,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
-from imbucket.adapters.bucket import BucketMessageStore, SpilledBy
+from imbucket.adapters.bucket import BucketMessageStore, Slots, SpilledBy
 from imbucket.adapters.codec import CODECS, conversation_of
 from imbucket.adapters.sql.dialects import Kind
 from imbucket.adapters.sql.engine import Database
@@ -59,6 +57,7 @@ from imbucket.adapters.sql.schema import SPILLING, BucketSchema, check_key, ensu
 from imbucket.adapters.sql.seq import watermarks_sql
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from imbucket.adapters.sql.stats import footprint
+from imbucket.adapters.sql.store import SqlStore
 from imbucket.domain.budget import BudgetConditions, TagBudget
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
@@ -73,7 +72,7 @@ from imbucket.domain.model import (
     Watermarks,
     viewed_deleters,
 )
-from imbucket.domain.tags import Guard, marking_read
+from imbucket.domain.tags import Decision, Guard
 from imbucket.ports.bucket_repository import Spilled, Viewed
 from imbucket.ports.view_reads import View
 
@@ -733,7 +732,7 @@ class _Missed(Exception):
     """A statement of an all-or-nothing write changed no row: the transaction is undone."""
 
 
-class SqlBucketStore(BucketMessageStore):
+class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStore):
     """The bucket state machine's MessageStore over a SqlBucketRepository."""
 
     repository: SqlBucketRepository
@@ -741,34 +740,28 @@ class SqlBucketStore(BucketMessageStore):
     def __init__(self, repository: SqlBucketRepository, budget: TagBudget | None = None) -> None:
         super().__init__(repository, budget)
 
-    def batch(self) -> AbstractContextManager[None]:
-        """One transaction for the block's writes; see MessageStore.batch."""
-        return self.repository.db.batch()
-
     def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""
         return self.repository.fill_or_create(doc_id, messages)
 
-    def mark_read_raising(
-        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, bool]:
-        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
+    def _read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, seq: int
+    ) -> tuple[dict[str, Slots], Raised]:
+        """See ``SqlStore._read_raising``: the slots of seqs by bucket."""
         wanted = self._wanted(conversation_id, seqs)
-        found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, max(seqs))
-        buckets = self._wanted_slots(wanted, found)
-        decide = marking_read(reader_id)
-        changed = self._patch_read(buckets, conversation_id, seqs, decide, raised.guard(guard))
-        return changed, raised.raised
+        found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, seq)
+        return self._wanted_slots(wanted, found), raised
 
-    @property
-    def schema(self) -> BucketSchema:
-        """The tables (for the benchmark's raw-driver arm and its maintenance step)."""
-        return self.repository.schema
-
-    @property
-    def engine(self) -> Engine:
-        """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
-        return self.repository.db.engine
+    def _mark_found(
+        self,
+        found: dict[str, Slots],
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+    ) -> int:
+        """See ``SqlStore._mark_found``: every bucket's changes written together."""
+        return self._patch_read(found, conversation_id, seqs, decide, guard)
 
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
         """The pull's reads in one statement; see ViewReads.view.

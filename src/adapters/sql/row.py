@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import (
@@ -33,7 +32,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.engine import Engine
 
 from imbucket.adapters.codec import message_to_doc
 from imbucket.adapters.row import RowMessageStore
@@ -55,6 +53,7 @@ from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, m
 from imbucket.adapters.sql.sizing import batches, row_bytes
 from imbucket.adapters.sql.sizing import batches as batches_of
 from imbucket.adapters.sql.stats import footprint
+from imbucket.adapters.sql.store import SqlStore
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
     Message,
@@ -66,7 +65,7 @@ from imbucket.domain.model import (
     Watermarks,
 )
 from imbucket.domain.scan import ScannedSlot, SlotPage
-from imbucket.domain.tags import Guard, marking_read
+from imbucket.domain.tags import Decision, Guard
 from imbucket.ports.view_reads import View
 
 
@@ -401,7 +400,7 @@ class SqlRowRepository:
         return self.db.execute(self.db.insert_ignore(marks).values(rows)).rowcount
 
 
-class SqlRowStore(RowMessageStore):
+class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
     """The row state machine's MessageStore over a SqlRowRepository."""
 
     repository: SqlRowRepository
@@ -418,28 +417,22 @@ class SqlRowStore(RowMessageStore):
         """The pull's reads in one statement; see ViewReads.view."""
         return self.repository.view(conversation_id, viewer_id, pick)
 
-    def batch(self) -> AbstractContextManager[None]:
-        """One transaction for the block's writes; see MessageStore.batch."""
-        return self.repository.db.batch()
+    def _read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, seq: int
+    ) -> tuple[dict[int, Slot], Raised]:
+        """See ``SqlStore._read_raising``: the slots of seqs by seq."""
+        return self.repository.read_raising(conversation_id, seqs, reader_id, seq)
 
-    def mark_read_raising(
-        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, bool]:
-        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
-        found, raised = self.repository.read_raising(conversation_id, seqs, reader_id, max(seqs))
-        decide = marking_read(reader_id)
-        changed = self._apply_read(found, conversation_id, seqs, decide, raised.guard(guard))
-        return changed, raised.raised
-
-    @property
-    def schema(self) -> RowSchema:
-        """The tables (for the benchmark's raw-driver arm and its maintenance step)."""
-        return self.repository.schema
-
-    @property
-    def engine(self) -> Engine:
-        """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
-        return self.repository.db.engine
+    def _mark_found(
+        self,
+        found: dict[int, Slot],
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+    ) -> int:
+        """See ``SqlStore._mark_found``: the rows' changes in one patch."""
+        return self._apply_read(found, conversation_id, seqs, decide, guard)
 
 
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
