@@ -139,7 +139,7 @@ class Registry:
 REGISTRY = Registry()
 _FACTORIES = "imbucket.app.backends"
 # A SQL store keeps its data where its url says: nowhere for an in-memory SQLite database.
-_SQL_LOCATION = "imbucket.adapters.sql.engine:location"
+_SQL_LOCATION = "imbucket.adapters.sql.dialects:location"
 REGISTRY.register(
     "memory", f"{_FACTORIES}:memory", BackendRules("buckets", persists=False, family="memory")
 )

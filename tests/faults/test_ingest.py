@@ -11,7 +11,7 @@ from itertools import count
 
 import pytest
 
-from imbucket.adapters.sql.engine import ATTEMPTS, Fault
+from imbucket.adapters.sql.faults import ATTEMPTS, Fault
 from imbucket.domain.errors import StoreUnavailable
 from tests.faults.conftest import MODES, STORES, Rig
 from tests.faults.scenario import (

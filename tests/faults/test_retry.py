@@ -14,7 +14,7 @@ from sqlalchemy import event
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
-from imbucket.adapters.sql.engine import ATTEMPTS, Fault
+from imbucket.adapters.sql.faults import ATTEMPTS, Fault
 from imbucket.app import MessageService
 from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.model import Actor, Role

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from imbucket.adapters.sql.engine import ATTEMPTS, Database, Fault
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.faults import ATTEMPTS, Fault
 from imbucket.testing.histories import run_threads
 from tests.faults.conftest import KILL, LOSE_REPLY, Faults
 from tests.histories.rig import Config, config, finish, run, workload

@@ -14,15 +14,10 @@ import pytest
 from sqlalchemy import event, make_url, select
 from sqlalchemy.exc import OperationalError
 
-from imbucket.adapters.sql.engine import (
-    ATTEMPTS,
-    Database,
-    Fault,
-    _RoundRobin,
-)
-from imbucket.adapters.sql.engine import (
-    MULTI_MASTER_CONTENTION_ATTEMPTS as MULTI_MASTER,
-)
+from imbucket.adapters.sql.dialects import RoundRobin
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.faults import ATTEMPTS, Fault
+from imbucket.adapters.sql.faults import MULTI_MASTER_CONTENTION_ATTEMPTS as MULTI_MASTER
 from imbucket.adapters.timeouts import Timeouts
 from imbucket.app import open_service
 from imbucket.bench.instrument.scratch import server_version
@@ -75,14 +70,14 @@ class FakeDialect:
 
 def test_each_new_connection_goes_to_the_next_node() -> None:
     driver = FakeDriver(up={1, 2, 3})
-    connect = _RoundRobin([("h", 1), ("h", 2), ("h", 3)])
+    connect = RoundRobin([("h", 1), ("h", 2), ("h", 3)])
     got = [connect(FakeDialect(driver), None, (), {"host": "x"}) for _ in range(4)]
     assert got == [f"connection to {port}" for port in (1, 2, 3, 1)]
 
 
 def test_a_node_that_refuses_is_skipped_and_only_all_refusing_fails() -> None:
     driver = FakeDriver(up={3})
-    connect = _RoundRobin([("h", 1), ("h", 2), ("h", 3)])
+    connect = RoundRobin([("h", 1), ("h", 2), ("h", 3)])
     assert connect(FakeDialect(driver), None, (), {}) == "connection to 3"
     assert driver.tried == [1, 2, 3]
     driver.up.clear()

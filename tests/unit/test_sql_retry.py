@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
-from imbucket.adapters.sql.engine import ATTEMPTS, Database, Fault
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.faults import ATTEMPTS, Fault
 from imbucket.adapters.sql.schema import row_schema
 from imbucket.adapters.sql.seq import SqlSeqStore
 from imbucket.app import open_service

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy.exc import OperationalError
 
-from imbucket.adapters.sql.engine import translate
+from imbucket.adapters.sql.faults import translate
 from imbucket.adapters.sql.sizing import (
     STATEMENT_OVERHEAD,
     StatementLimits,

@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import event, select
 
 from imbucket.adapters.mongo.connection import MongoConnection
-from imbucket.adapters.sql.engine import _WAIT_MAX, ATTEMPTS, Database, Fault
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.faults import ATTEMPTS, WAIT_MAX, Fault
 from imbucket.adapters.timeouts import CALL_BOUND_SECONDS, Timeouts
 from imbucket.app import open_service
 from imbucket.domain.errors import StoreUnavailable
@@ -32,7 +33,7 @@ def test_the_default_waits_fit_in_30_seconds_with_every_retry() -> None:
     bounds = Timeouts()
     attempts = ATTEMPTS[Fault.UNREACHABLE]
     assert attempts == ATTEMPTS[Fault.LOST] == ATTEMPTS[Fault.ROLLED_BACK] == 3
-    assert attempts * bounds.attempt + (attempts - 1) * _WAIT_MAX <= CALL_BOUND_SECONDS
+    assert attempts * bounds.attempt + (attempts - 1) * WAIT_MAX <= CALL_BOUND_SECONDS
     assert bounds.call == CALL_BOUND_SECONDS
 
 

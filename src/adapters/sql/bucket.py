@@ -4,15 +4,13 @@ Each primitive of the BucketRepository port is one statement. Writes are conditi
 through the engine's JSON functions (``jsonb_set``, ``JSON_SET``, ``json_set``) whose WHERE
 clause checks the named slots, so a slot write lands only where the slot is still free and
 a concurrent writer shows up as "0 rows updated". Reads extract only the requested slots of
-all the requested buckets in one SELECT. Deleters beyond the bucket's inline budget live in
-a side table keyed (doc_id, slot, user_id).
+all the requested buckets in one SELECT. The tag writes and the side table of deleters
+beyond the bucket's inline budget are ``imbucket.adapters.sql.bucket_writes``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -21,16 +19,12 @@ import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Engine,
     Executable,
     Text,
-    and_,
     cast,
     column,
-    delete,
     func,
     literal,
-    or_,
     select,
     text,
 )
@@ -38,9 +32,17 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
-from imbucket.adapters.bucket import BucketMessageStore, SpilledBy
+from imbucket.adapters.bucket import BucketMessageStore, Slots, SpilledBy
 from imbucket.adapters.codec import CODECS, conversation_of
-from imbucket.adapters.sql.engine import Database, Kind
+from imbucket.adapters.sql.bucket_writes import (
+    ROW_SQL_BYTES,
+    SLOT_SQL_BYTES,
+    BucketTagWrites,
+    all_of,
+    dumps,
+)
+from imbucket.adapters.sql.dialects import Kind
+from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.json_sql import (
     MARIADB,
     MARIADB_VIEW,
@@ -54,26 +56,24 @@ from imbucket.adapters.sql.json_sql import (
     ViewSql,
 )
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
-from imbucket.adapters.sql.schema import SPILLING, BucketSchema, check_key, ensure_schema
+from imbucket.adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from imbucket.adapters.sql.seq import watermarks_sql
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
 from imbucket.adapters.sql.stats import footprint
-from imbucket.domain.budget import BudgetConditions, TagBudget
+from imbucket.adapters.sql.store import SqlStore
+from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import (
     EMPTY_SLOT,
-    PURGED_SLOT,
     Message,
     Pick,
-    Revoke,
     Slot,
-    SlotPatch,
     StoreStats,
     Watermarks,
     viewed_deleters,
 )
-from imbucket.domain.tags import Guard, marking_read
-from imbucket.ports.bucket_repository import Spilled, Viewed
+from imbucket.domain.tags import Decision, Guard
+from imbucket.ports.bucket_repository import Viewed
 from imbucket.ports.view_reads import View
 
 _JSON: dict[Kind, JsonSql] = {"postgresql": POSTGRES, "mariadb": MARIADB, "sqlite": SQLITE}
@@ -85,12 +85,9 @@ _VIEW: dict[Kind, ViewSql] = {
 # Listed seqs averaging fewer than this many per bucket are read slot by slot: the engine
 # renders and the caller decodes only those slots instead of their buckets whole.
 _SPARSE = 2
-# The SQL text one slot adds to a bucket write: its path, value expression and conditions.
-_SLOT_SQL_BYTES = 512
-_ROW_SQL_BYTES = 64  # a row of a multi-row INSERT: parentheses, separators, casts
 
 
-class SqlBucketRepository:
+class SqlBucketRepository(BucketTagWrites):
     """BucketRepository over one SQL table of JSON buckets."""
 
     def __init__(self, db: Database, layout: BucketLayout, schema: BucketSchema) -> None:
@@ -116,7 +113,7 @@ class SqlBucketRepository:
     def _message_docs(self, messages: Mapping[int, Message]) -> dict[int, str]:
         """The JSON of each message by slot index, in slot order."""
         message_doc = self._codec.message_doc
-        return {index: _dumps(message_doc(m)) for index, m in sorted(messages.items())}
+        return {index: dumps(message_doc(m)) for index, m in sorted(messages.items())}
 
     def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
         """``write_messages`` of message JSON docs by slot index."""
@@ -138,12 +135,12 @@ class SqlBucketRepository:
             return self.write_messages(doc_id, messages)
         docs = self._message_docs(messages)
         whole = self._whole({index: Slot(message=m) for index, m in messages.items()})
-        size = value_bytes(whole) + sum(value_bytes(d) + _SLOT_SQL_BYTES for d in docs.values())
+        size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
         if size + STATEMENT_OVERHEAD > self.db.limits().max_bytes:
             return self._write_docs(doc_id, docs)
         check_key(conversation_of(doc_id), "conversation_id")
         changes, free, params = self._filled(docs)
-        where = _all(["doc_id = :doc_id", *free])
+        where = all_of(["doc_id = :doc_id", *free])
         sql = template.format(table=self._table, document=self._json.set(changes), where=where)
         found = self.db.execute(_statement(sql), {"doc_id": doc_id, "whole": whole, **params})
         return len(found.rows) == 1
@@ -159,7 +156,7 @@ class SqlBucketRepository:
         if value_bytes(whole) + STATEMENT_OVERHEAD <= self.db.limits().max_bytes:
             return self.db.execute(self._new_bucket(doc_id, whole)).rowcount == 1
         empty = self._whole({})
-        docs = {index: _dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
+        docs = {index: dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
         statements = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
         return self._all_or_nothing(statements)
@@ -177,7 +174,7 @@ class SqlBucketRepository:
         for doc_id, slots in buckets.items():
             check_key(conversation_of(doc_id), "conversation_id")
             whole = self._whole(slots)
-            size = value_bytes(whole) + value_bytes(doc_id) + _ROW_SQL_BYTES
+            size = value_bytes(whole) + value_bytes(doc_id) + ROW_SQL_BYTES
             if size <= budget:
                 rows.append((doc_id, whole))
                 sizes.append(size)
@@ -244,7 +241,7 @@ class SqlBucketRepository:
         if pick.latest:
             statement = self._views.latest
             params.update(viewer=viewer, count=pick.latest)
-            params["docs"] = _dumps(list(range(-(-pick.latest // size) + 1)))
+            params["docs"] = dumps(list(range(-(-pick.latest // size) + 1)))
         elif pick.seqs:
             seqs = sorted(set(pick.seqs))
             docs = sorted({self.layout.doc_index(s) for s in seqs})
@@ -252,10 +249,10 @@ class SqlBucketRepository:
             if len(seqs) < _SPARSE * len(docs):
                 statement = self._views.sparse
                 slots = [[self.layout.doc_index(s), self.layout.slot_index(s)] for s in seqs]
-                params["slots"] = _dumps(slots)
+                params["slots"] = dumps(slots)
             else:
                 statement = self._views.listed
-                params["docs"] = _dumps(docs)
+                params["docs"] = dumps(docs)
         else:  # nothing to read but the watermarks
             (row,) = self.db.execute(self._views.marks, params).rows
             return Watermarks(*map(int, row)), {}, {}
@@ -353,195 +350,6 @@ class SqlBucketRepository:
             }
         return read, Raised(int(max_seq), seq <= int(max_seq))
 
-    def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
-        """Set the revoke of an unrevoked, unpurged slot."""
-        change = ((slot, "revoke"), self._json.value("revoke"))
-        unset = [self._json.is_null(slot, "revoke"), self._json.is_false(slot, "purged")]
-        return self._update(
-            doc_id, [change], unset, {"revoke": _dumps(self._codec.revoke_doc(revoke))}
-        )
-
-    def patch(
-        self, doc_id: str, patches: Mapping[int, SlotPatch], budget: TagBudget | None = None
-    ) -> bool:
-        """Apply tag changes in one UPDATE; a purged slot ignores every change but a purge.
-
-        The budget is part of the UPDATE's WHERE clause, so it is checked against the row
-        the UPDATE writes (a concurrent writer's change is seen, never overrun).
-        """
-        params: dict[str, Any] = {}
-        changes, conditions = self._patching(patches, budget, params, "")
-        return self._update(doc_id, changes, conditions, params)
-
-    def patch_many(
-        self,
-        patches: Mapping[str, Mapping[int, SlotPatch]],
-        budget: TagBudget | None = None,
-        spills: Sequence[Spilled] = (),
-    ) -> set[str] | None:
-        """Every bucket's patch in one UPDATE (as many as the server's limits require).
-
-        A CASE on doc_id picks each bucket's new msgs; the WHERE clause holds each bucket's
-        own budget conditions.
-
-        PostgreSQL and SQLite return the doc_ids updated; MariaDB (no RETURNING on an UPDATE)
-        only how many, so a partial outcome there is None (see BucketRepository.patch_many).
-
-        spills go in the same statement, added only to the side table of the buckets the
-        UPDATE writes: a data-modifying CTE on PostgreSQL (the UPDATE's RETURNING feeds an
-        INSERT … ON CONFLICT DO NOTHING); on SQLite and MariaDB the UPDATE sets each
-        bucket's entries in its ``spilling`` column, which the schema's trigger on the
-        bucket table moves to the side table and clears (``imbucket.adapters.sql.schema``).
-        """
-        if len(patches) == 1 and not spills:
-            [(doc_id, only)] = patches.items()
-            return {doc_id} if self.patch(doc_id, only, budget) else set()
-        riding: dict[str, list[Spilled]] = {}
-        for entry in spills:
-            check_key(entry[2], "user_id")
-            riding.setdefault(entry[0], []).append(entry)
-        items = sorted(patches.items())
-        sizes = [
-            len(slots) * _SLOT_SQL_BYTES
-            + sum(value_bytes(user) + _ROW_SQL_BYTES for _, _, user in riding.get(doc_id, ()))
-            + _ROW_SQL_BYTES
-            for doc_id, slots in items
-        ]
-        most = max(len(riding.get(doc_id, ())) for doc_id, _ in items)
-        per_bucket = 4 * max(len(slots) for _, slots in items) + 3 * most + 4  # bind parameters
-        parts = list(batches(items, sizes, per_bucket, self.db.limits()))
-        if len(parts) > 1:  # more than one statement allows: each part on its own
-            outcomes = [
-                self.patch_many(dict(part), budget, [e for d, _ in part for e in riding.get(d, ())])
-                for part in parts
-            ]
-            found = [outcome for outcome in outcomes if outcome is not None]
-            return None if len(found) < len(outcomes) else set().union(*found)
-        return self._patch_buckets(patches, budget, riding)
-
-    def _patch_buckets(
-        self,
-        patches: Mapping[str, Mapping[int, SlotPatch]],
-        budget: TagBudget | None,
-        riding: Mapping[str, Sequence[Spilled]],
-    ) -> set[str] | None:
-        """The one statement of patch_many: riding holds the side-table entries by doc_id."""
-        params: dict[str, Any] = {}
-        cases: list[str] = []
-        spilling: list[str] = []
-        matches: list[str] = []
-        for n, (doc_id, slots) in enumerate(sorted(patches.items())):
-            check_key(conversation_of(doc_id), "conversation_id")
-            changes, conditions = self._patching(slots, budget, params, f"b{n}_")
-            params[f"b{n}"] = doc_id
-            cases.append(f"WHEN :b{n} THEN {self._json.set(changes) if changes else 'msgs'}")
-            matches.append(_all([f"doc_id = :b{n}", *conditions]))
-            if riding.get(doc_id):
-                params[f"b{n}_spilling"] = _dumps([[i, user] for _, i, user in riding[doc_id]])
-                spilling.append(f"WHEN :b{n} THEN :b{n}_spilling")
-        document = f"CASE doc_id {' '.join(cases)} ELSE msgs END"
-        if not riding:
-            statement = f"UPDATE {self._table} SET msgs = {document} WHERE {_any(matches)}"
-        elif self.db.kind == "postgresql":
-            statement = self._patching_spilling(document, _any(matches), riding, params)
-            return {row[0] for row in self.db.execute(text(statement), params).rows}
-        else:  # the trigger moves the entries of the rows updated (and only those)
-            spilled = f"CASE doc_id {' '.join(spilling)} END"
-            statement = (
-                f"UPDATE {self._table} SET msgs = {document}, {SPILLING} = {spilled}"
-                f" WHERE {_any(matches)}"
-            )
-        if self.db.kind == "mariadb":
-            count = self.db.execute(text(statement), params).rowcount
-            return set(patches) if count == len(patches) else set() if count == 0 else None
-        rows = self.db.execute(text(statement + " RETURNING doc_id"), params).rows
-        return {row[0] for row in rows}
-
-    def _patching_spilling(
-        self,
-        document: str,
-        where: str,
-        riding: Mapping[str, Sequence[Spilled]],
-        params: dict[str, Any],
-    ) -> str:
-        """PostgreSQL: the UPDATE of patch_many and the INSERT of its spills, one statement.
-
-        A data-modifying CTE: the INSERT takes the entries of the doc_ids the UPDATE
-        returns, and the statement returns those doc_ids.
-        """
-        rows: list[str] = []
-        for m, (doc_id, index, user_id) in enumerate(e for es in riding.values() for e in es):
-            params.update({f"s{m}d": doc_id, f"s{m}i": index, f"s{m}u": user_id})
-            rows.append(f"(CAST(:s{m}d AS TEXT), CAST(:s{m}i AS INTEGER), CAST(:s{m}u AS TEXT))")
-        return (
-            f"WITH patched AS (UPDATE {self._table} SET msgs = {document} WHERE {where}"
-            " RETURNING doc_id),"
-            f" spilled AS (INSERT INTO {self._spill.name} (doc_id, slot, user_id)"
-            f" SELECT s.doc_id, s.slot, s.user_id FROM (VALUES {', '.join(rows)})"
-            " AS s (doc_id, slot, user_id)"
-            " WHERE s.doc_id IN (SELECT p.doc_id FROM patched AS p)"
-            " ON CONFLICT DO NOTHING)"
-            " SELECT doc_id FROM patched"
-        )
-
-    def _patching(
-        self,
-        patches: Mapping[int, SlotPatch],
-        budget: TagBudget | None,
-        params: dict[str, Any],
-        prefix: str,
-    ) -> tuple[list[tuple[Path, str]], list[str]]:
-        """The changes and WHERE conditions of one bucket's patch; its values go to params.
-
-        A purged slot ignores every change but a purge; bind names start with prefix.
-        """
-        changes: list[tuple[Path, str]] = []
-        for n, (index, patch) in enumerate(sorted(patches.items())):
-            if patch.purge:
-                params[f"{prefix}p{n}"] = _dumps(self._codec.to_doc(PURGED_SLOT))
-                changes.append(((index,), self._json.value(f"{prefix}p{n}")))
-                continue
-            purged = f"NOT ({self._json.is_false(index, 'purged')})"
-            for name, user in (("del_list", patch.add_deleted_by), ("read_by", patch.add_read_by)):
-                if user is not None:
-                    key = f"{prefix}{name}{n}"
-                    params[key] = user
-                    changes.append(((index, name), self._json.added(index, name, key, purged)))
-            if patch.set_read:
-                changes.append(
-                    ((index, "is_read"), self._json.true_unless(index, "is_read", purged))
-                )
-            if patch.mark_spilled:
-                changes.append(((index, "spilled"), self._json.flag_unless(purged)))
-        if budget is None:
-            return changes, []
-        return changes, self._within(budget.conditions(patches), params, prefix)
-
-    def add_spilled(self, entries: Sequence[Spilled]) -> int:
-        """INSERT the deleters, skipping the ones already there; how many were new."""
-        for _, _, user_id in entries:
-            check_key(user_id, "user_id")
-        rows = [{"doc_id": d, "slot": i, "user_id": u} for d, i, u in entries]
-        return self.db.execute(self.db.insert_ignore(self._spill).values(rows)).rowcount
-
-    def read_spilled(
-        self, wanted: Mapping[str, Sequence[int]], viewer: str | None = None
-    ) -> dict[str, dict[int, set[str]]]:
-        """One SELECT over the side table for all the given slots (by key for a viewer)."""
-        spill = self._spill.c
-        where = self._spilled_in(wanted)
-        if viewer is not None:
-            where = and_(where, spill.user_id == viewer)
-        query = select(spill.doc_id, spill.slot, spill.user_id).where(where)
-        found: dict[str, dict[int, set[str]]] = {}
-        for doc_id, index, user_id in self.db.execute(query).rows:
-            found.setdefault(doc_id, {}).setdefault(index, set()).add(user_id)
-        return found
-
-    def drop_spilled(self, wanted: Mapping[str, Sequence[int]]) -> None:
-        """One DELETE over the side table for all the given slots."""
-        self.db.execute(delete(self._spill).where(self._spilled_in(wanted)))
-
     def scan_buckets(self, after: str | None, limit: int) -> list[tuple[str, list[Slot]]]:
         """One SELECT of whole buckets by primary key order (a range scan of the key)."""
         docs = self.schema.docs.c
@@ -571,62 +379,10 @@ class SqlBucketRepository:
         """Dispose of the engine's connections."""
         self.db.close()
 
-    def _within(
-        self, within: BudgetConditions, params: dict[str, Any], prefix: str = ""
-    ) -> list[str]:
-        """The budget conditions as SQL for the UPDATE's WHERE clause."""
-        conditions: list[str] = []
-        budget = within.budget
-        for index in within.deleting:
-            conditions.append(f"{self._json.length(index, 'del_list')} < :{prefix}per_slot")
-            params[f"{prefix}per_slot"] = budget.deleters_per_slot
-        for index in within.reading:
-            conditions.append(f"{self._json.length(index, 'read_by')} < :{prefix}readers")
-            params[f"{prefix}readers"] = budget.readers_per_slot
-        if within.deleting:
-            added = len(within.deleting)
-            conditions.append(f"{self._json.deleters} + {added} <= :{prefix}per_bucket")
-            params[f"{prefix}per_bucket"] = budget.deleters_per_bucket
-        return conditions
-
-    def _spilled_in(self, wanted: Mapping[str, Sequence[int]]) -> ColumnElement[bool]:
-        spill = self._spill.c
-        return or_(
-            *(
-                and_(spill.doc_id == doc_id, spill.slot.in_(list(indexes)))
-                for doc_id, indexes in wanted.items()
-            )
-        )
-
-    def _update(
-        self,
-        doc_id: str,
-        changes: Sequence[tuple[Path, str]],
-        conditions: Sequence[str],
-        params: dict[str, Any],
-    ) -> bool:
-        """UPDATE the bucket's msgs where all conditions hold; True if the row was updated."""
-        statement = self._updating(doc_id, changes, conditions, params)
-        return self.db.execute(statement).rowcount == 1
-
-    def _updating(
-        self,
-        doc_id: str,
-        changes: Sequence[tuple[Path, str]],
-        conditions: Sequence[str],
-        params: dict[str, Any],
-    ) -> TextClause:
-        """The UPDATE of the bucket's msgs where all conditions hold."""
-        check_key(conversation_of(doc_id), "conversation_id")
-        document = self._json.set(changes) if changes else "msgs"
-        where = _all(["doc_id = :doc_id", *conditions])
-        statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
-        return statement.bindparams(doc_id=doc_id, **params)
-
     def _whole(self, slots: Mapping[int, Slot]) -> str:
         """The JSON text of a whole bucket holding slots (every other slot empty)."""
         to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
-        return _dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
+        return dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
 
     def _slot(self, doc_id: str, index: int, value: Any) -> Slot:
         """The slot stored at index of bucket doc_id, from its decoded JSON value."""
@@ -679,7 +435,7 @@ class SqlBucketRepository:
     def _parts(self, docs: Mapping[int, str]) -> list[dict[int, str]]:
         """Docs (JSON by slot index) in parts each small enough for one statement."""
         items = list(docs.items())
-        sizes = [value_bytes(doc) + _SLOT_SQL_BYTES for _, doc in items]
+        sizes = [value_bytes(doc) + SLOT_SQL_BYTES for _, doc in items]
         return [dict(part) for part in batches(items, sizes, 1, self.db.limits())] or [{}]
 
     def _all_or_nothing(self, statements: Sequence[Executable]) -> bool:
@@ -732,7 +488,7 @@ class _Missed(Exception):
     """A statement of an all-or-nothing write changed no row: the transaction is undone."""
 
 
-class SqlBucketStore(BucketMessageStore):
+class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStore):
     """The bucket state machine's MessageStore over a SqlBucketRepository."""
 
     repository: SqlBucketRepository
@@ -740,34 +496,28 @@ class SqlBucketStore(BucketMessageStore):
     def __init__(self, repository: SqlBucketRepository, budget: TagBudget | None = None) -> None:
         super().__init__(repository, budget)
 
-    def batch(self) -> AbstractContextManager[None]:
-        """One transaction for the block's writes; see MessageStore.batch."""
-        return self.repository.db.batch()
-
     def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""
         return self.repository.fill_or_create(doc_id, messages)
 
-    def mark_read_raising(
-        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
-    ) -> tuple[int, bool]:
-        """mark_read whose read also raises reader_id's read seq (``SqlReadMarks``)."""
+    def _read_raising(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, seq: int
+    ) -> tuple[dict[str, Slots], Raised]:
+        """See ``SqlStore._read_raising``: the slots of seqs by bucket."""
         wanted = self._wanted(conversation_id, seqs)
-        found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, max(seqs))
-        buckets = self._wanted_slots(wanted, found)
-        decide = marking_read(reader_id)
-        changed = self._patch_read(buckets, conversation_id, seqs, decide, raised.guard(guard))
-        return changed, raised.raised
+        found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, seq)
+        return self._wanted_slots(wanted, found), raised
 
-    @property
-    def schema(self) -> BucketSchema:
-        """The tables (for the benchmark's raw-driver arm and its maintenance step)."""
-        return self.repository.schema
-
-    @property
-    def engine(self) -> Engine:
-        """The SQLAlchemy engine (for instrumentation such as round-trip counting)."""
-        return self.repository.db.engine
+    def _mark_found(
+        self,
+        found: dict[str, Slots],
+        conversation_id: str,
+        seqs: Sequence[int],
+        decide: Decision,
+        guard: Guard | None,
+    ) -> int:
+        """See ``SqlStore._mark_found``: every bucket's changes written together."""
+        return self._patch_read(found, conversation_id, seqs, decide, guard)
 
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
         """The pull's reads in one statement; see ViewReads.view.
@@ -786,22 +536,6 @@ def _statement(sql: str) -> TextClause:
     return text(sql)
 
 
-def _all(conditions: Sequence[str]) -> str:
-    """Conditions joined by AND as a balanced tree (SQLite caps expression depth at 1000)."""
-    if len(conditions) == 1:
-        return conditions[0]
-    middle = len(conditions) // 2
-    return f"({_all(conditions[:middle])} AND {_all(conditions[middle:])})"
-
-
-def _any(conditions: Sequence[str]) -> str:
-    """Conditions joined by OR as a balanced tree (like ``_all``)."""
-    if len(conditions) == 1:
-        return conditions[0]
-    middle = len(conditions) // 2
-    return f"({_any(conditions[:middle])} OR {_any(conditions[middle:])})"
-
-
 def _decoded(rows: Sequence[Any]) -> Callable[[int], Any]:
     """A bucket's slot by index (None when absent) from its pull rows.
 
@@ -818,10 +552,6 @@ def _listed(value: str | bytes | None) -> list[str]:
     if value is None:
         return []
     return (value.decode() if isinstance(value, bytes) else value).split(",")
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _loads(value: Any) -> Any:

@@ -19,7 +19,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from imbucket.adapters.codec import CODECS
 from imbucket.adapters.sql.bucket import SqlBucketStore
-from imbucket.adapters.sql.engine import Kind
+from imbucket.adapters.sql.dialects import Kind
 from imbucket.adapters.sql.json_sql import MARIADB_VIEW, POSTGRES_VIEW, SQLITE_VIEW, ViewSql
 from imbucket.adapters.sql.schema import BucketSchema, check_key
 from imbucket.domain.model import Pick, Slot, Watermarks, viewed_deleters

@@ -29,22 +29,22 @@ from sqlalchemy import (
 from sqlalchemy.sql.selectable import Subquery
 
 from imbucket.adapters.sql.engine import Database
-from imbucket.adapters.sql.row import (
-    _DELETION,
-    _MESSAGE,
-    _READER,
-    _ROW_COLUMNS,
-    SqlRowStore,
-    _bound,
-    _pulled,
-    _slots,
+from imbucket.adapters.sql.row import SqlRowStore
+from imbucket.adapters.sql.row_reads import (
+    DELETION,
+    READER,
+    ROW_COLUMNS,
+    bound_seqs,
+    message_part,
+    pulled_at,
+    row_slots,
 )
 from imbucket.adapters.sql.schema import RowSchema, check_keys
 from imbucket.domain.model import OTHER_DELETERS, Pick, Slot, Watermarks
 from imbucket.ports.view_reads import View
 
 _FLOOR = 3  # a row carrying one joined viewer's clear floor
-# Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *_ROW_COLUMNS), as the
+# Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *ROW_COLUMNS), as the
 # one-viewer pull's; kind and seq are at these positions, the row columns from _START.
 _KIND, _SEQ, _USER, _START = 3, 4, 5, 3
 Rows = Sequence[Sequence[Any]]
@@ -77,7 +77,7 @@ class SqlRowPulls:
             shape = "latest"
             params["count"] = pick.latest
         else:
-            scattered, bound = _bound(conversation_id, pick.seqs)
+            scattered, bound = bound_seqs(conversation_id, pick.seqs)
             shape = "scattered" if scattered else "range"
             params.update(bound)
         rows = self.db.execute(self._reads[shape], params).rows
@@ -97,12 +97,12 @@ def _answers(conversation_id: str, viewers: list[str], pick: Pick, rows: Rows) -
             max_seq, min_seq = int(row[0]), int(row[1])
         if kind == _FLOOR:
             floors[row[_USER]] = int(row[2])
-        elif kind == _DELETION:
+        elif kind == DELETION:
             deleters.setdefault(int(row[_SEQ]), set()).add(row[_USER])
         elif row[_SEQ] is not None:
             shared.append(row)
             by_seq.setdefault(int(row[_SEQ]), []).append(row)
-    slots = _slots(conversation_id, shared, _START)
+    slots = row_slots(conversation_id, shared, _START)
     answers: dict[str, View] = {}
     for viewer in viewers:
         marks = Watermarks(max_seq, min_seq, floors.get(viewer, 0))
@@ -124,49 +124,41 @@ def _deleted(
     OTHER_DELETERS.
     """
     mine = viewer if viewer in deleters[seq] else OTHER_DELETERS
-    width = len(rows[0]) if rows else _START + 3 + len(_ROW_COLUMNS)
+    width = len(rows[0]) if rows else _START + 3 + len(ROW_COLUMNS)
     marker: list[Any] = [None] * width
-    marker[_KIND], marker[_SEQ], marker[_USER] = _DELETION, seq, mine
-    return _slots(conversation_id, [*rows, marker], _START)
+    marker[_KIND], marker[_SEQ], marker[_USER] = DELETION, seq, mine
+    return row_slots(conversation_id, [*rows, marker], _START)
 
 
 def _herd_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[Any]:
-    """The herd statement of shape (``_pulled``'s shapes), built once per store.
+    """The herd statement of shape (``pulled_at``'s shapes), built once per store.
 
-    Its rows are those of the one-viewer pull (``_pull_read``) read under the conversation's
+    Its rows are those of the one-viewer pull (``row_reads.Reads``) read under the conversation's
     floor alone, with the deleter rows of the joined viewers (bound ``viewers``) and one
     OTHER_DELETERS row per deleted seq, plus a row per joined viewer's floor (bound
     ``floor_viewers``; a viewer without one has none).
     """
     w = _counters(schema)
-    at = _pulled(w, db, shape)
-    width = len(_ROW_COLUMNS)
+    at = pulled_at(w, db, shape)
+    width = len(ROW_COLUMNS)
     no_marks = [null() for _ in range(3)]
     blank = [null() for _ in range(width)]
     messages, deletions, readers = schema.messages, schema.deletions, schema.readers
-    rows = select(
-        w.c.max_seq,
-        w.c.min_seq,
-        w.c.user_min_seq,
-        literal_column(str(_MESSAGE)).label("kind"),
-        messages.c.seq,
-        cast(null(), String).label("user_id"),
-        *(messages.c[name] for name in _ROW_COLUMNS),
-    ).select_from(w.outerjoin(messages, at(messages)))
+    rows = message_part(w, messages, at)
     viewers: Any = bindparam("viewers", expanding=True)
     own = (
-        select(*no_marks, literal_column(str(_DELETION)), deletions.c.seq, deletions.c.user_id)
+        select(*no_marks, literal_column(str(DELETION)), deletions.c.seq, deletions.c.user_id)
         .add_columns(*blank)
         .select_from(w.join(deletions, at(deletions) & deletions.c.user_id.in_(viewers)))
     )
     others = (
-        select(*no_marks, literal_column(str(_DELETION)), deletions.c.seq)
+        select(*no_marks, literal_column(str(DELETION)), deletions.c.seq)
         .add_columns(cast(literal(OTHER_DELETERS), String), *blank)
         .select_from(w.join(deletions, at(deletions)))
         .group_by(deletions.c.seq)
     )
     read = (
-        select(*no_marks, literal_column(str(_READER)), readers.c.seq, readers.c.user_id)
+        select(*no_marks, literal_column(str(READER)), readers.c.seq, readers.c.user_id)
         .add_columns(*blank)
         .select_from(w.join(readers, at(readers)))
     )

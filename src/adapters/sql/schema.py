@@ -36,7 +36,8 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.exc import PendingRollbackError, SQLAlchemyError
 from sqlalchemy.types import TypeEngine
 
-from imbucket.adapters.sql.engine import Database, SchemaLockBusy, translate
+from imbucket.adapters.sql.engine import Database, SchemaLockBusy
+from imbucket.adapters.sql.faults import translate
 from imbucket.domain.errors import InvalidArgument, LayoutMismatch
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import INT_FIELDS, MESSAGE_FIELDS, SHORT_TEXT_FIELDS

@@ -20,7 +20,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import OperationalError
 
-from imbucket.adapters.sql.engine import Database, Kind
+from imbucket.adapters.sql.dialects import Kind
+from imbucket.adapters.sql.engine import Database
 
 
 @dataclass(frozen=True, slots=True)

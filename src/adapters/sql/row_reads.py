@@ -1,0 +1,363 @@
+"""sql-row's reads: the statements that read a conversation's rows, and the slots built from them.
+
+A read is one UNION ALL of message rows, deleter rows and reader rows (each row says its kind:
+``MESSAGE``, ``DELETION`` or ``READER``); ``row_slots`` assembles the slots of such rows. The
+statements are built once per store (``Reads``) and bound per call (``bound_seqs``); a pull's come
+with the conversation's watermarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    CompoundSelect,
+    Select,
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal,
+    literal_column,
+    null,
+    select,
+    true,
+    union_all,
+)
+from sqlalchemy.sql.selectable import CTE, Subquery
+
+from imbucket.adapters.codec import push_from_doc
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.schema import RowSchema, message_column
+from imbucket.adapters.sql.seq import watermarks_query
+from imbucket.domain.model import (
+    MESSAGE_FIELDS,
+    OTHER_DELETERS,
+    PURGED_SLOT,
+    Revoke,
+    Slot,
+    stored_message,
+    stored_slot,
+)
+
+# The kind of a row of a read.
+MESSAGE = 0
+DELETION = 1
+READER = 2
+MESSAGE_COLUMNS = tuple(message_column(name) for name in MESSAGE_FIELDS if name != "seq")
+REVOKE_COLUMNS = ("revoked_by", "revoke_role", "revoke_nickname", "revoke_time")
+ROW_COLUMNS = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS, "is_read", "purged")
+
+
+class Reads:
+    """The read statements, built once per store and bound per call (see ``bound_seqs``).
+
+    Each comes in two shapes, indexed by "scattered": consecutive seqs read a key range
+    (``seq BETWEEN :first AND :last``), other seqs an ``IN`` list (an expanding parameter).
+    """
+
+    def __init__(self, schema: RowSchema, db: Database) -> None:
+        self.tagged = tuple(_tagged_read(schema, scattered) for scattered in (False, True))
+        self.viewed = tuple(_tagged_read(schema, scattered, True) for scattered in (False, True))
+        self.state = tuple(_state_read(schema, scattered) for scattered in (False, True))
+        # The pulls, watermarks included (``SqlRowRepository.view``).
+        self.marks = watermarks_query(schema)
+        self.latest = _pull_read(schema, db, "latest")
+        self.pulled = tuple(
+            _pull_read(schema, db, "scattered" if scattered else "range")
+            for scattered in (False, True)
+        )
+
+
+def _bound_at(table: Table, scattered: bool) -> ColumnElement[bool]:
+    """The rows of the bound seqs in the bound conversation (a key range or an IN list)."""
+    of = table.c.conversation_id == bindparam("conversation_id")
+    if scattered:
+        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)))
+    return and_(of, table.c.seq.between(bindparam("first"), bindparam("last")))
+
+
+def bound_seqs(conversation_id: str, seqs: Sequence[int]) -> tuple[bool, dict[str, Any]]:
+    """Which shape of a ``Reads`` statement reads seqs, and its parameters."""
+    first, last = min(seqs), max(seqs)
+    distinct = set(seqs)
+    if last - first + 1 == len(distinct):
+        return False, {"conversation_id": conversation_id, "first": first, "last": last}
+    return True, {"conversation_id": conversation_id, "seqs": sorted(distinct)}
+
+
+def _tagged_read(schema: RowSchema, scattered: bool, viewed: bool = False) -> CompoundSelect[Any]:
+    """Message rows, then deleter and reader rows, of the bound seqs in one UNION ALL.
+
+    Every row is (kind, seq, user_id, *ROW_COLUMNS); tag rows carry NULL message columns.
+    Viewed (bound ``viewer``): one deleter row per seq, the viewer's id when the viewer is
+    among the deleters, else OTHER_DELETERS (``''``, which sorts before every id).
+    """
+    width = len(ROW_COLUMNS)
+    messages = schema.messages
+    tags = [
+        select(
+            literal_column(str(kind)).label("kind"),
+            table.c.seq,
+            table.c.user_id,
+            *(null() for _ in range(width)),
+        ).where(_bound_at(table, scattered))
+        for kind, table in ((DELETION, schema.deletions), (READER, schema.readers))
+    ]
+    if viewed:
+        deletions = schema.deletions.c
+        mine = case(
+            (deletions.user_id == bindparam("viewer"), deletions.user_id), else_=OTHER_DELETERS
+        )
+        tags[0] = (
+            select(
+                literal_column(str(DELETION)).label("kind"),
+                deletions.seq,
+                func.max(mine).label("user_id"),
+                *(null() for _ in range(width)),
+            )
+            .where(_bound_at(schema.deletions, scattered))
+            .group_by(deletions.seq)
+        )
+    rows = select(
+        literal_column(str(MESSAGE)).label("kind"),
+        messages.c.seq,
+        cast(null(), String).label("user_id"),
+        *(messages.c[name] for name in ROW_COLUMNS),
+    ).where(_bound_at(messages, scattered))
+    return union_all(rows, *tags)
+
+
+def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[Any]:
+    """A pull's viewed read with the watermarks: one statement, built once per store.
+
+    Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *ROW_COLUMNS). The
+    watermarks (``w``) come with the message part, whose LEFT JOIN yields one row even when
+    no message is found; the tag parts carry NULL there. Every part reads the seqs of
+    ``pulled_at`` (by shape), clamped to the viewer's visible range.
+    """
+    w: Subquery | CTE
+    if shape != "scattered" and db.kind in _BOUNDS_ONCE:
+        w = _bounds(schema, db, shape)
+        at = _within(w)
+
+        def tagged(table: Table) -> Any:
+            return table  # the CTE's scalar subqueries in ``at`` bound it alone
+
+    else:
+        # Not ``derived``: PostgreSQL then computes each bound once per part (an InitPlan)
+        # and uses it in the index condition; a derived table it cannot flatten would turn
+        # the bounds into a join filter over the whole conversation.
+        w = watermarks_query(schema).subquery("w")
+        at = pulled_at(w, db, shape)
+
+        def tagged(table: Table) -> Any:
+            return w.join(table, true())  # the part's WHERE holds the condition
+
+    width = len(ROW_COLUMNS)
+    no_marks = [null() for _ in range(3)]
+    messages, deletions, readers = schema.messages, schema.deletions, schema.readers
+    mine = case(
+        (deletions.c.user_id == bindparam("viewer"), deletions.c.user_id), else_=OTHER_DELETERS
+    )
+    rows = message_part(w, messages, at)
+    deleted = (
+        select(
+            *no_marks,
+            literal_column(str(DELETION)),
+            deletions.c.seq,
+            func.max(mine),
+            *(null() for _ in range(width)),
+        )
+        .select_from(tagged(deletions))
+        .where(at(deletions))
+        .group_by(deletions.c.seq)
+    )
+    read = (
+        select(
+            *no_marks,
+            literal_column(str(READER)),
+            readers.c.seq,
+            readers.c.user_id,
+            *(null() for _ in range(width)),
+        )
+        .select_from(tagged(readers))
+        .where(at(readers))
+    )
+    return union_all(rows, deleted, read)
+
+
+def message_part(
+    w: Subquery | CTE, messages: Table, at: Callable[[Table], ColumnElement[bool]]
+) -> Select[Any]:
+    """The message part of a pull: the messages at selects, with the watermarks of w.
+
+    Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *ROW_COLUMNS). A LEFT JOIN
+    from w: one row, with NULL message columns, even when no message is found.
+    """
+    return select(
+        w.c.max_seq,
+        w.c.min_seq,
+        w.c.user_min_seq,
+        literal_column(str(MESSAGE)).label("kind"),
+        messages.c.seq,
+        cast(null(), String).label("user_id"),
+        *(messages.c[name] for name in ROW_COLUMNS),
+    ).select_from(w.outerjoin(messages, at(messages)))
+
+
+# Engines whose bounded pulls read the watermarks once, from a CTE (``_bounds``).
+_BOUNDS_ONCE = frozenset({"postgresql", "sqlite"})
+
+
+def _bounds(schema: RowSchema, db: Database, shape: str) -> CTE:
+    """The watermarks and the clamped seq range of a latest or range pull, as one CTE.
+
+    Each part of the pull reads ``low`` and ``high`` through a scalar subquery of the CTE:
+    the engine evaluates the counters once per statement, not once per reference (as the
+    flattened derived table does), and still sees the bounds as constants of the index
+    condition, where a join to the CTE would filter the whole conversation instead.
+    """
+    marks = watermarks_query(schema, derived=True).subquery("marks")
+    low, high = _range(marks, db, shape)
+    query = select(marks.c.max_seq, marks.c.min_seq, marks.c.user_min_seq)
+    w = query.add_columns(low.label("low"), high.label("high")).cte("w")
+    return w.prefix_with("MATERIALIZED", dialect="postgresql")
+
+
+def _within(w: CTE) -> Callable[[Table], ColumnElement[bool]]:
+    """The condition on a table's rows of the range the CTE w bounds."""
+    low, high = select(w.c.low).scalar_subquery(), select(w.c.high).scalar_subquery()
+
+    def at(table: Table) -> ColumnElement[bool]:
+        of = table.c.conversation_id == bindparam("conversation_id")
+        return and_(of, table.c.seq.between(low, high))
+
+    return at
+
+
+def pulled_at(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnElement[bool]]:
+    """The condition on a table's rows that a pull of shape reads, clamped by ``w``.
+
+    - ``latest``: the newest ``:count`` seqs, ``greatest(max_seq - count + 1, floor, 1)``
+      to ``max_seq`` (the range depends on max_seq, so it is computed in the engine);
+    - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list).
+    """
+    low, high = _range(w, db, shape)
+
+    def at(table: Table) -> ColumnElement[bool]:
+        of = table.c.conversation_id == bindparam("conversation_id")
+        if shape != "scattered":
+            return and_(of, table.c.seq.between(low, high))
+        # The IN list finds the rows; the clamp, hidden in a CASE, only filters them (as a
+        # plain range, SQLite would scan from the floor to max_seq instead).
+        visible = case((table.c.seq.between(low, high), 1), else_=0) == 1
+        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)), visible)
+
+    return at
+
+
+def _range(w: Subquery, db: Database, shape: str) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """The first and last seq a pull of shape may read, clamped by the watermarks of w."""
+    floor = db.greatest(w.c.min_seq, w.c.user_min_seq)
+    low: ColumnElement[Any] = floor
+    high: ColumnElement[Any] = w.c.max_seq
+    if shape == "latest":
+        newest = w.c.max_seq - bindparam("count", type_=BigInteger) + 1
+        low = db.greatest(db.greatest(newest, floor), literal(1, BigInteger))
+    elif shape == "range":
+        low = db.greatest(floor, bindparam("first", type_=BigInteger))
+        high = db.least(w.c.max_seq, bindparam("last", type_=BigInteger))
+    return low, high
+
+
+def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
+    """The message rows alone of the bound seqs: (seq, *ROW_COLUMNS)."""
+    table = schema.messages
+    columns = (table.c.seq, *(table.c[name] for name in ROW_COLUMNS))
+    return select(*columns).where(_bound_at(table, scattered))
+
+
+# Positions of the ROW_COLUMNS in a row of the read statements, from the first (at start).
+_SEND_ID = MESSAGE_COLUMNS.index("send_id")
+_OPTIONS = MESSAGE_COLUMNS.index("options")
+_PUSH = MESSAGE_COLUMNS.index("offline_push")
+_AT_USERS = MESSAGE_COLUMNS.index("at_user_id_list")
+_MSG_IS_READ = MESSAGE_COLUMNS.index(message_column("is_read"))
+_REVOKED_BY = len(MESSAGE_COLUMNS)
+_IS_READ = _REVOKED_BY + len(REVOKE_COLUMNS)
+_PURGED = _IS_READ + 1
+
+
+def row_slot(
+    conversation_id: str,
+    seq: int,
+    row: Sequence[Any],
+    start: int,
+    deleted_by: frozenset[str] = frozenset(),
+    read_by: frozenset[str] = frozenset(),
+) -> Slot:
+    """The slot of seq's message row (its ROW_COLUMNS from start), with the tags' users.
+
+    The row is one this store wrote (its values were checked on the way in): its message is
+    built positionally, without checking the values again; a tag-only row has none.
+    """
+    if row[start + _PURGED]:
+        return PURGED_SLOT
+    revoke = None
+    if row[start + _REVOKED_BY] is not None:
+        user, role, nickname, time = row[start + _REVOKED_BY : start + _IS_READ]
+        revoke = Revoke(user, role, nickname, time)
+    message = None
+    if row[start + _SEND_ID] is not None:
+        values = list(row[start : start + _REVOKED_BY])
+        options = values[_OPTIONS]
+        values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
+        push, users = values[_PUSH], values[_AT_USERS]
+        values[_PUSH] = None if push is None else push_from_doc(orjson.loads(push))
+        values[_AT_USERS] = tuple(orjson.loads(users)) if users and users != "[]" else ()
+        values[_MSG_IS_READ] = bool(values[_MSG_IS_READ])
+        message = stored_message(conversation_id, seq, values)
+    return stored_slot(message, revoke, deleted_by, bool(row[start + _IS_READ]), False, read_by)
+
+
+def row_slots(
+    conversation_id: str, rows: Sequence[Sequence[Any]], offset: int = 0
+) -> dict[int, Slot]:
+    """Assemble slots from the UNION of message rows, deleter rows and reader rows.
+
+    Each row's (kind, seq, user_id, *ROW_COLUMNS) start at offset.
+    """
+    found: dict[int, Sequence[Any]] = {}
+    users: dict[tuple[int, int], set[str]] = {}
+    kind, at, user, start = offset, offset + 1, offset + 2, offset + 3
+    for row in rows:
+        if row[kind] == MESSAGE:
+            found[row[at]] = row
+        else:
+            users.setdefault((row[kind], row[at]), set()).add(row[user])
+    slots: dict[int, Slot] = {}
+    if not users:  # the usual pull: message rows only, no set of users to build per seq
+        for seq, row in found.items():
+            slot = row_slot(conversation_id, seq, row, start)
+            if not slot.is_empty:
+                slots[seq] = slot
+        return slots
+    for seq in {*found, *(seq for _, seq in users)}:
+        deleted_by = frozenset(users.get((DELETION, seq), ()))
+        read_by = frozenset(users.get((READER, seq), ()))
+        stored = found.get(seq)
+        if stored is None:
+            slot = Slot(deleted_by=deleted_by, read_by=read_by)
+        else:  # a deleter racing the purge may be left over: row_slot ignores it
+            slot = row_slot(conversation_id, seq, stored, start, deleted_by, read_by)
+        if not slot.is_empty:
+            slots[seq] = slot
+    return slots
