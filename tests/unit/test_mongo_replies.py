@@ -12,7 +12,8 @@ from imbucket.adapters.codec import plain_int, slot_to_doc
 from imbucket.adapters.mongo import commands, replies
 from imbucket.bench.instrument.scratch import is_emulated
 from imbucket.domain.errors import LayoutMismatch, StoreUnavailable
-from imbucket.domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
+from imbucket.domain.model import Revoke, Role, Slot, StoreStats, Watermarks
+from imbucket.domain.validation import check_message
 from imbucket.testing.factories import message
 
 CONV = "sg_g1"

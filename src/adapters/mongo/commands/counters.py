@@ -29,7 +29,8 @@ def conversation_seqs(conversation_id: str) -> Doc:
 
 
 # Between a conversation id and a user id in a user document's key; ids never hold control
-# characters (imbucket.domain.model.check_id), so the key sorts as (conversation_id, user_id) does.
+# characters (imbucket.domain.validation.check_id), so the key sorts as (conversation_id,
+# user_id) does.
 USER_SEPARATOR = "\x1f"
 
 

@@ -10,9 +10,9 @@ from imbucket.domain.budget import TagBudget
 from imbucket.domain.model import SlotPatch
 
 # A spilled deleter is a document of ``msg``: ``{doc_id: "<doc_id>\x1f<slot>\x1f<user_id>"}``.
-# Ids never hold control characters (imbucket.domain.model.check_id), so the separator sorts below
-# every character of an id: the deleters of one slot are exactly the doc_ids in [prefix,
-# prefix with "\x1f" → "\x20"), beside their bucket and apart from its user documents
+# Ids never hold control characters (imbucket.domain.validation.check_id), so the separator
+# sorts below every character of an id: the deleters of one slot are exactly the doc_ids in
+# [prefix, prefix with "\x1f" → "\x20"), beside their bucket and apart from its user documents
 # (``UserDocs``: one separator, not two). In ``msg`` and not a collection of its own, so the
 # first spill of a slot is one ``update`` command with the patch flagging it
 # (``flagging_patch``); no command writes two collections.
