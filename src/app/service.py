@@ -33,6 +33,10 @@ from imbucket.domain.model import (
     Slot,
     StoreStats,
     Watermarks,
+)
+from imbucket.domain.projection import Entry, project
+from imbucket.domain.tags import Guard, takes_revoke
+from imbucket.domain.validation import (
     check_actor,
     check_batch,
     check_bounded_seq,
@@ -43,8 +47,6 @@ from imbucket.domain.model import (
     check_seqs,
     check_short_text,
 )
-from imbucket.domain.projection import Entry, project
-from imbucket.domain.tags import Guard, takes_revoke
 from imbucket.ports.fresh_sends import FreshSends
 from imbucket.ports.health import Health, HealthProbe, Reachability
 from imbucket.ports.message_store import MessageStore

@@ -20,7 +20,8 @@ from functools import cached_property
 from imbucket.bench.defaults import INGEST_TIMED_SHARE
 from imbucket.bench.traffic import Shape, Traffic
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.model import ContentType, Message, SessionType, check_message
+from imbucket.domain.model import ContentType, Message, SessionType
+from imbucket.domain.validation import check_message
 
 # Up to this many messages (scale medium), a dataset keeps its batches' messages: ~0.7 GiB.
 KEPT_MESSAGES_MAX = 1_100_000

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import os
-import platform
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -33,12 +29,6 @@ from imbucket.bench.instrument import received
 from imbucket.bench.instrument.maintenance import routine_maintenance
 from imbucket.bench.instrument.pages import PageCount, PageMeter, Uncounted, page_meter
 from imbucket.bench.instrument.probe import Probe, probing
-from imbucket.bench.instrument.scratch import (
-    is_emulated,
-    scratch_redis,
-    scratch_store,
-    server_version,
-)
 from imbucket.bench.instrument.wal import LogMeter, Unmetered, log_meter
 from imbucket.bench.machine import LoadWatch
 from imbucket.bench.metrics import Recorder
@@ -47,22 +37,26 @@ from imbucket.bench.results import (
     BackendResult,
     ContentionRun,
     DatasetSummary,
-    Footprint,
-    GitInfo,
     LogWrites,
-    Machine,
-    Pages,
     Parameters,
     Plan,
     Received,
     RunResults,
-    Unsized,
     WorkloadInfo,
 )
-from imbucket.bench.spec import BackendSpec, redact
+from imbucket.bench.setups import (
+    Setup,
+    backend_result,
+    footprint,
+    git_info,
+    machine,
+    open_subject,
+    per_op_pages,
+    resolve,
+)
+from imbucket.bench.spec import BackendSpec
 from imbucket.bench.traffic import Traffic
-from imbucket.bench.workloads import WORKLOADS, Op, RawArm, Subject, Workload
-from imbucket.domain.model import StoreStats
+from imbucket.bench.workloads import WORKLOADS, Op, Subject, Workload
 
 DEFAULT_TRIALS = 5  # fits `make bench`: the operations are split, not multiplied
 WARMUP_MAX = 10  # untimed operations before the trials: at most this, a tenth of the plan
@@ -103,17 +97,6 @@ class Observer:
         """A backend finished (status ``ok``) or was skipped (with the reason in note)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """One backend of a run, resolved: where it runs and what it is called."""
-
-    spec: BackendSpec
-    label: str
-    url: str
-    version: str
-    namespace: str  # scratch schema, database or key prefix of this backend
-
-
 @dataclass
 class _Open:
     """A backend being benchmarked: its subject and its results so far."""
@@ -152,8 +135,8 @@ def run(
         labels: set[str] = set()
         backends: list[_Open] = []
         for n, spec in enumerate(specs):
-            setup = _setup(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
-            result = _backend_result(setup)
+            setup = resolve(spec, Path(workdir), f"imbucket_bench_{run_id}_{n}", labels)
+            result = backend_result(setup)
             results.append(result)
             ops = {w.name: len(plans[w.name]) for w in chosen}
             if spec.encoding is not None:
@@ -254,7 +237,7 @@ def _open_backend(
     """Open one backend, or record in result why it was skipped (None)."""
     try:
         with needs_extra(f"backend {setup.label!r}"):
-            subject, config = _open(setup, stack, probe)
+            subject, config = open_subject(setup, stack, probe)
     except Exception as error:  # any failure to open means: skip this backend, say why
         result.reason = f"{type(error).__name__}: {error}"
         observer.done(setup.label, "skipped", result.reason)
@@ -527,146 +510,3 @@ def _contend(backend: _Open, plan: Plan, run_id: str, observer: Observer) -> lis
 def _digits(label: str) -> str:
     """A short tag of a label, so that two backends on one server never share a group."""
     return f"{zlib.crc32(label.encode()) % 10_000:04d}"
-
-
-def _setup(spec: BackendSpec, workdir: Path, namespace: str, labels: set[str]) -> Setup:
-    url = store_url(spec, workdir)
-    version = _version(spec, url)
-    spec = replace(spec, flavour="mariadb" if "mariadb" in version.lower() else "")
-    return Setup(spec, _unique(spec.label, labels), url, version, namespace)
-
-
-def _backend_result(setup: Setup) -> BackendResult:
-    spec = setup.spec
-    return BackendResult(
-        label=setup.label,
-        store=spec.store,
-        layout=spec.layout,
-        family=spec.family,
-        engine=spec.engine,
-        url=redact(setup.url),
-        cache=spec.cache,
-        status="skipped",
-        version=setup.version,
-        bucket_size=spec.bucket_size,
-        encoding=spec.encoding,
-        emulated=is_emulated(setup.version),
-    )
-
-
-def _open(setup: Setup, stack: ExitStack, probe: Probe) -> tuple[Subject, dict[str, Any]]:
-    """Open the backend in a scratch namespace released by stack; raises if it cannot.
-
-    Returns the subject and the config it was opened with.
-    """
-    spec = setup.spec
-    config = spec.config()
-    config["store"]["url"] = stack.enter_context(scratch_store(setup.url, setup.namespace))
-    if spec.cache != "none":
-        config["cache"]["key_prefix"] = stack.enter_context(
-            scratch_redis(spec.cache_url, setup.namespace)
-        )
-    service = probe.open_service(config)
-    stack.callback(service.close)
-    service.max_seq("imbucket-bench-probe")  # connects now, so failures skip cleanly
-    return Subject(service, _raw_arm(spec, service)), config
-
-
-def _unique(label: str, taken: set[str]) -> str:
-    candidate, n = label, 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{label}#{n}"
-    taken.add(candidate)
-    return candidate
-
-
-def store_url(spec: BackendSpec, workdir: Path) -> str:
-    """The URL a backend runs on: its own, or an SQLite file in workdir for SQL stores."""
-    if spec.url or spec.family != "sql":
-        return spec.url
-    size = "" if spec.bucket_size is None else f"-{spec.bucket_size}"
-    encoding = "" if spec.encoding is None else f"-{spec.encoding}"
-    return f"sqlite:///{workdir / (spec.store + size + encoding + '.sqlite')}"
-
-
-def _version(spec: BackendSpec, url: str) -> str:
-    version = (
-        server_version(url)
-        if url
-        else f"Python {platform.python_implementation()} {platform.python_version()}"
-    )
-    if spec.cache != "none":
-        version += f" + {server_version(spec.cache_url)}"
-    return version
-
-
-def per_op_pages(count: PageCount, ops: int) -> Pages:
-    """Pages counted over ops operations, per operation."""
-    per = max(ops, 1)
-    kinds = {k: round(v / per, 2) for k, v in count.by_kind.items()}
-    return Pages(round(count.touched / per, 2), round(count.read / per, 2), kinds)
-
-
-def _raw_arm(spec: BackendSpec, service: MessageService) -> RawArm | None:
-    """The hand-written driver arm of an uncached store, where its engine has one."""
-    if spec.cache != "none":
-        return None
-    from imbucket.bench.instrument.raw import raw_arm
-
-    return raw_arm(service.store)
-
-
-def footprint(service: MessageService) -> Footprint | Unsized:
-    """Storage footprint from stats(), with bytes per stored message."""
-    try:
-        stats: StoreStats = service.stats()
-    except Exception as error:  # reported, not fatal: some engines cannot size themselves
-        return Unsized(f"{type(error).__name__}: {error}")
-    per = max(stats.messages, 1)
-    return Footprint(
-        messages=stats.messages,
-        documents=stats.documents,
-        data_bytes=stats.data_bytes,
-        index_bytes=stats.index_bytes,
-        data_bytes_per_message=round(stats.data_bytes / per, 1),
-        index_bytes_per_message=round(stats.index_bytes / per, 2),
-        messages_per_document=round(stats.messages / max(stats.documents, 1), 2),
-    )
-
-
-def machine() -> Machine:
-    """Where the run happened."""
-    cpu = platform.processor() or platform.machine()
-    memory_gb = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                memory_gb = round(int(line.split()[1]) / 1024**2, 1)
-                break
-    except OSError:
-        pass
-    return Machine(platform.platform(), sys.version.split()[0], os.cpu_count(), cpu, memory_gb)
-
-
-def git_info() -> GitInfo:
-    """Commit of the code that ran (empty when not in a git checkout, e.g. a wheel install)."""
-    here = Path(__file__).resolve().parent  # git finds the checkout from any folder inside it
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=here, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-
-    try:
-        return GitInfo(
-            commit=git("rev-parse", "HEAD"),
-            branch=git("rev-parse", "--abbrev-ref", "HEAD"),
-            dirty=bool(git("status", "--porcelain", "--untracked-files=no")),
-        )
-    except (OSError, subprocess.SubprocessError):
-        return GitInfo()

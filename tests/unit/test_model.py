@@ -22,11 +22,8 @@ from imbucket.domain.model import (
     Role,
     Slot,
     SlotPatch,
-    check_draft,
-    check_id,
-    check_message,
-    check_seqs,
 )
+from imbucket.domain.validation import check_draft, check_id, check_message, check_seqs
 from imbucket.testing.factories import draft, message
 
 

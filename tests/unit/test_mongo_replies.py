@@ -8,11 +8,12 @@ from typing import Any
 import bson
 import pytest
 
-from imbucket.adapters.codec import plain_int
+from imbucket.adapters.codec import plain_int, slot_to_doc
 from imbucket.adapters.mongo import commands, replies
 from imbucket.bench.instrument.scratch import is_emulated
 from imbucket.domain.errors import LayoutMismatch, StoreUnavailable
-from imbucket.domain.model import Revoke, Role, Slot, StoreStats, Watermarks, check_message
+from imbucket.domain.model import Revoke, Role, Slot, StoreStats, Watermarks
+from imbucket.domain.validation import check_message
 from imbucket.testing.factories import message
 
 CONV = "sg_g1"
@@ -46,10 +47,7 @@ def test_openim_purged_slot_and_missing_elements_read_as_empty() -> None:
 
 def test_rows_survive_bson_and_read_back_by_seq() -> None:
     rows = over_the_wire(
-        [
-            {"_id": commands.row_id(CONV, s), **commands.slot_to_doc(Slot(message(s, CONV)))}
-            for s in (1, 2)
-        ]
+        [{"_id": commands.row_id(CONV, s), **slot_to_doc(Slot(message(s, CONV)))} for s in (1, 2)]
     )
     assert replies.row_slots(rows) == {
         1: Slot(message=message(1, CONV)),
@@ -165,7 +163,7 @@ def test_int64_values_read_back_as_plain_ints_the_domain_accepts() -> None:
     doc_id = f"{CONV}:{(seq - 1) // 100}"
     bucket = over_the_wire(commands.new_bucket(doc_id, {0: tagged}, 100))
     assert type(bucket["msgs"][0]["msg"]["send_time"]) is bson.Int64  # what the driver hands back
-    row = over_the_wire({"_id": commands.row_id(CONV, seq), **commands.slot_to_doc(tagged)})
+    row = over_the_wire({"_id": commands.row_id(CONV, seq), **slot_to_doc(tagged)})
     assert type(row["_id"]["s"]) is bson.Int64
 
     from_bucket = replies.bucket_slots(
@@ -221,10 +219,10 @@ def test_a_view_reply_gives_the_marks_of_its_first_document_and_every_joined_one
 
 def test_a_bucket_views_slots_come_by_seq_with_the_viewers_spilled_entries() -> None:
     stored = message(102, CONV)
-    slot = {**commands.slot_to_doc(Slot(message=stored)), "seq": 102, "spilled": True}
+    slot = {**slot_to_doc(Slot(message=stored)), "seq": 102, "spilled": True}
     bucket = {
         "doc_id": f"{CONV}:1",
-        "msgs": [slot, {**commands.slot_to_doc(Slot()), "seq": 103}],
+        "msgs": [slot, {**slot_to_doc(Slot()), "seq": 103}],
         "spilled": [{"doc_id": commands.spill_key(f"{CONV}:1", 1, "dave")}],
     }
     slots, spilled = replies.viewed_bucket_seqs(CONV, [over_the_wire(bucket)])
