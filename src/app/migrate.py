@@ -13,79 +13,33 @@ every viewer sees) and watermark by watermark. See docs/migrate.md.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from imbucket.app import open_service
+from imbucket.app.migrate_check import Checker
+from imbucket.app.migrate_tally import Difference as Difference
+from imbucket.app.migrate_tally import Progress as Progress
+from imbucket.app.migrate_tally import Tally as Tally
+from imbucket.app.migrate_tally import by_conversation, pages, show
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import load_settings, read_config_file
 from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
-from imbucket.domain.migration import normalized, reachable, same_views
+from imbucket.domain.migration import normalized, reachable
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
-from imbucket.domain.scan import Counters, ScannedSlot, SendClaim, SeqPage, UserSeqs
+from imbucket.domain.scan import Counters, ScannedSlot, UserSeqs
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.seq_store import SeqStore
 
 Endpoint = MessageService | Mapping[str, Any] | Path | str
 DEFAULT_BATCH = 500
-REPORTED = 20  # differences kept in a report (all are counted)
 _ATTEMPTS = 3  # tries of one page's batch when the target is unavailable (then it raises)
 # The reader mark_read is given to set is_read: anyone but the sender does.
 _READERS = ("imbucket-migrate", "imbucket-migrate-2")
-
-
-@dataclass(frozen=True, slots=True)
-class Difference:
-    """One place where source and target disagree."""
-
-    conversation_id: str
-    what: str  # "seq 17", "max_seq", "user bob read_seq", "send c-1"
-    source: str
-    target: str
-
-    def __str__(self) -> str:
-        return f"{self.conversation_id} {self.what}: source {self.source}, target {self.target}"
-
-
-@dataclass(slots=True)
-class Tally:
-    """What a run has seen so far; ``progress`` callbacks get it after every page."""
-
-    phase: str = "slots"
-    conversations: int = 0
-    slots: int = 0
-    messages: int = 0
-    written: int = 0  # slots or seq rows this run changed in the target
-    seq_rows: int = 0
-    differences: int = 0
-    first: list[Difference] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
-    _last_conversation: str | None = None
-
-    @property
-    def seconds(self) -> float:
-        """Time since the run started."""
-        return time.perf_counter() - self.started
-
-    def saw(self, item: ScannedSlot) -> None:
-        """Count one scanned slot (a new conversation when the id changes)."""
-        if item.conversation_id != self._last_conversation:
-            self.conversations += 1
-            self._last_conversation = item.conversation_id
-        self.slots += 1
-        self.messages += item.slot.message is not None
-
-    def differ(self, difference: Difference) -> None:
-        """Count a difference; keep the first REPORTED of them."""
-        self.differences += 1
-        if len(self.first) < REPORTED:
-            self.first.append(difference)
 
 
 class TargetConflict(ImbucketError):
@@ -110,9 +64,6 @@ class EphemeralStore(ConfigError):
 
 class SameStore(ConfigError):
     """Source and target name one store: a migration into itself copies nothing."""
-
-
-Progress = Callable[[Tally], None]
 
 
 def load_config(path: Path | str) -> dict[str, Any]:
@@ -240,7 +191,7 @@ def verify(
         raise ConfigError("batch must be >= 1")
     check_endpoints(source, target, copying=False)
     with _opened(source) as src, _opened(target) as dst:
-        checker = _Checker(src, dst, batch, progress or (lambda tally: None))
+        checker = Checker(src, dst, batch, progress or (lambda tally: None))
         checker.run()
     return checker.tally
 
@@ -261,37 +212,6 @@ class _opened:
             self.service.close()
 
 
-def _pages(scan: Callable[[str | None, int], Any], batch: int) -> Iterator[Any]:
-    """Every page of a scan, following cursors until the last page."""
-    cursor: str | None = None
-    while True:
-        page = scan(cursor, batch)
-        yield page
-        cursor = page.cursor
-        if cursor is None:
-            return
-
-
-def _by_conversation(items: tuple[ScannedSlot, ...]) -> dict[str, list[ScannedSlot]]:
-    grouped: dict[str, list[ScannedSlot]] = defaultdict(list)
-    for item in items:
-        grouped[item.conversation_id].append(item)
-    return grouped
-
-
-def _show(slot: Slot | None) -> str:
-    if slot is None or slot.is_empty:
-        return "nothing"
-    if slot.purged:
-        return "purged"
-    parts = [] if slot.message is None else [f"message {slot.message.client_msg_id!r}"]
-    parts += [] if slot.revoke is None else [f"revoked by {slot.revoke.user_id}"]
-    parts += [f"deleted by {sorted(slot.deleted_by)}"] if slot.deleted_by else []
-    parts += [f"early readers {sorted(slot.read_by)}"] if slot.read_by else []
-    parts += ["read"] if slot.is_read else []
-    return ", ".join(parts)
-
-
 class _Copier:
     """One migration run."""
 
@@ -306,10 +226,10 @@ class _Copier:
         self.tally = Tally()
 
     def run(self) -> None:
-        for page in _pages(self.source.store.scan, self.batch):
+        for page in pages(self.source.store.scan, self.batch):
             for item in page.slots:
                 self.tally.saw(item)
-            grouped = _by_conversation(page.slots)
+            grouped = by_conversation(page.slots)
             self._retrying(self.store.batch, partial(self._copy_slots, grouped))
             self.progress(self.tally)
         self.tally.phase = "watermarks"
@@ -361,11 +281,11 @@ class _Copier:
                     continue
                 refused = self._refused(slot)
                 if refused is not None:
-                    self._differ(conversation_id, seq, _show(slot), refused)
+                    self._differ(conversation_id, seq, show(slot), refused)
                 elif reachable(current, slot):
                     todo.setdefault(conversation_id, {})[seq] = (current, slot)
                 else:
-                    self._differ(conversation_id, seq, _show(slot), _show(current))
+                    self._differ(conversation_id, seq, show(slot), show(current))
         if not todo:
             return
         self._complete(todo)
@@ -376,7 +296,7 @@ class _Copier:
                 if landed == slot:
                     self.tally.written += 1
                 else:
-                    self._differ(conversation_id, seq, _show(slot), _show(landed))
+                    self._differ(conversation_id, seq, show(slot), show(landed))
 
     def _differ(self, conversation_id: str, seq: int, source: str, target: str) -> None:
         self.tally.differ(Difference(conversation_id, f"seq {seq}", source, target))
@@ -445,7 +365,7 @@ class _Copier:
                 store.revoke(conversation_id, seq, slot.revoke)
 
     def _copy_counters(self) -> None:
-        for page in _pages(self.source.seqs.scan_counters, self.batch):
+        for page in pages(self.source.seqs.scan_counters, self.batch):
             self._retrying(self.seqs.batch, partial(self._raise_counters, page.rows))
             self.tally.seq_rows += len(page.rows)
             self.progress(self.tally)
@@ -457,7 +377,7 @@ class _Copier:
             self._raise(conv, "min_seq", row.min_seq, partial(self.seqs.raise_min_seq, conv))
 
     def _copy_user_seqs(self) -> None:
-        for page in _pages(self.source.seqs.scan_user_seqs, self.batch):
+        for page in pages(self.source.seqs.scan_user_seqs, self.batch):
             self._retrying(self.seqs.batch, partial(self._raise_user_seqs, page.rows))
             self.tally.seq_rows += len(page.rows)
             self.progress(self.tally)
@@ -489,7 +409,7 @@ class _Copier:
             self.tally.differ(Difference(conversation_id, what, str(value), str(got)))
 
     def _copy_sends(self) -> None:
-        for page in _pages(self.source.seqs.scan_sends, self.batch):
+        for page in pages(self.source.seqs.scan_sends, self.batch):
             # Grouped by claim time too, so that each claim keeps its place in the retention window.
             claims: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
             for row in page.rows:
@@ -507,103 +427,3 @@ class _Copier:
                             )
                         )
             self.progress(self.tally)
-
-
-class _Checker:
-    """One verification run: source against target, then target against source."""
-
-    def __init__(
-        self, source: MessageService, target: MessageService, batch: int, progress: Progress
-    ) -> None:
-        self.source, self.target = source, target
-        self.batch = batch
-        self.progress = progress
-        self.tally = Tally(phase="verify slots")
-
-    def run(self) -> None:
-        self._slots(self.source, self.target, count=True)
-        self._slots(self.target, self.source, count=False)
-        self.tally.phase = "verify watermarks"
-        for scan in ("scan_counters", "scan_user_seqs", "scan_sends"):
-            self._rows(scan)
-        self.tally.phase = "done"
-        self.progress(self.tally)
-
-    def _slots(self, one: MessageService, other: MessageService, *, count: bool) -> None:
-        """Slots of one compared with other's; the second pass only reports what one lacks."""
-        for page in _pages(one.store.scan, self.batch):
-            grouped = _by_conversation(page.slots)
-            wanted = {conv: [item.seq for item in items] for conv, items in grouped.items()}
-            found_by = other.store.get_many(wanted)
-            for conversation_id, items in grouped.items():
-                found = found_by.get(conversation_id, {})
-                for item in items:
-                    if count:
-                        self.tally.saw(item)
-                    theirs = found.get(item.seq)
-                    if count and not same_views(item.seq, item.slot, theirs):
-                        self._differ(conversation_id, f"seq {item.seq}", item.slot, theirs)
-                    elif not count and theirs is None:
-                        self._differ(conversation_id, f"seq {item.seq}", None, item.slot)
-            self.progress(self.tally)
-
-    def _differ(
-        self, conversation_id: str, what: str, source: Slot | None, target: Slot | None
-    ) -> None:
-        self.tally.differ(Difference(conversation_id, what, _show(source), _show(target)))
-
-    def _rows(self, scan: str) -> None:
-        """Seq-store rows compared both ways, each difference reported once."""
-        for forward in (True, False):
-            one, other = (self.source, self.target) if forward else (self.target, self.source)
-            pages: Iterator[SeqPage[Any]] = _pages(getattr(one.seqs, scan), self.batch)
-            for page in pages:
-                values = _values(page.rows, other.seqs)
-                for row, found in zip(page.rows, values, strict=True):
-                    self.tally.seq_rows += forward
-                    for what, mine, theirs in found:
-                        if mine != theirs and (forward or theirs == 0):
-                            source, target = (mine, theirs) if forward else (theirs, mine)
-                            self.tally.differ(
-                                Difference(row.conversation_id, what, str(source), str(target))
-                            )
-                self.progress(self.tally)
-
-
-def _values(rows: Sequence[Any], seqs: SeqStore) -> list[list[tuple[str, int, int]]]:
-    """Per scanned seq-store row: (what, this row's value, the other store's value).
-
-    The other store is read once per page (``counters_of``, ``user_seqs_of``, and
-    ``sent_seqs`` once per conversation of the page).
-    """
-    counters = seqs.counters_of([r.conversation_id for r in rows if isinstance(r, Counters)])
-    users = seqs.user_seqs_of(
-        [(r.conversation_id, r.user_id) for r in rows if isinstance(r, UserSeqs)]
-    )
-    claims: dict[str, list[str]] = defaultdict(list)
-    for row in rows:
-        if isinstance(row, SendClaim):
-            claims[row.conversation_id].append(row.client_msg_id)
-    sent = {conv: seqs.sent_seqs(conv, cids) for conv, cids in claims.items()}
-    values: list[list[tuple[str, int, int]]] = []
-    for row in rows:
-        conv = row.conversation_id
-        if isinstance(row, Counters):
-            theirs = counters[conv]
-            values.append(
-                [("max_seq", row.max_seq, theirs.max_seq), ("min_seq", row.min_seq, theirs.min_seq)]
-            )
-        elif isinstance(row, UserSeqs):
-            user = users[conv, row.user_id]
-            found = [
-                (f"user {row.user_id} min_seq", row.min_seq, user.min_seq),
-                (f"user {row.user_id} read_seq", row.read_seq, user.read_seq),
-            ]
-            if row.max_seq:  # a ceiling the other store may not hold: what that user sees
-                ceiling = seqs.watermarks(conv, row.user_id).user_max_seq
-                found.append((f"user {row.user_id} max_seq", row.max_seq, ceiling))
-            values.append(found)
-        else:
-            recorded = sent[conv].get(row.client_msg_id, 0)
-            values.append([(f"send {row.client_msg_id}", row.seq, recorded)])
-    return values

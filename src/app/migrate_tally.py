@@ -1,0 +1,98 @@
+"""What a migration or verification run has seen, and the scan helpers both runs share."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from imbucket.domain.model import Slot
+from imbucket.domain.scan import ScannedSlot
+
+REPORTED = 20  # differences kept in a report (all are counted)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One place where source and target disagree."""
+
+    conversation_id: str
+    what: str  # "seq 17", "max_seq", "user bob read_seq", "send c-1"
+    source: str
+    target: str
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} {self.what}: source {self.source}, target {self.target}"
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a run has seen so far; ``progress`` callbacks get it after every page."""
+
+    phase: str = "slots"
+    conversations: int = 0
+    slots: int = 0
+    messages: int = 0
+    written: int = 0  # slots or seq rows this run changed in the target
+    seq_rows: int = 0
+    differences: int = 0
+    first: list[Difference] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    _last_conversation: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        """Time since the run started."""
+        return time.perf_counter() - self.started
+
+    def saw(self, item: ScannedSlot) -> None:
+        """Count one scanned slot (a new conversation when the id changes)."""
+        if item.conversation_id != self._last_conversation:
+            self.conversations += 1
+            self._last_conversation = item.conversation_id
+        self.slots += 1
+        self.messages += item.slot.message is not None
+
+    def differ(self, difference: Difference) -> None:
+        """Count a difference; keep the first REPORTED of them."""
+        self.differences += 1
+        if len(self.first) < REPORTED:
+            self.first.append(difference)
+
+
+Progress = Callable[[Tally], None]
+
+
+def pages(scan: Callable[[str | None, int], Any], batch: int) -> Iterator[Any]:
+    """Every page of a scan, following cursors until the last page."""
+    cursor: str | None = None
+    while True:
+        page = scan(cursor, batch)
+        yield page
+        cursor = page.cursor
+        if cursor is None:
+            return
+
+
+def by_conversation(items: tuple[ScannedSlot, ...]) -> dict[str, list[ScannedSlot]]:
+    """A page's scanned slots grouped by conversation, in scan order."""
+    grouped: dict[str, list[ScannedSlot]] = defaultdict(list)
+    for item in items:
+        grouped[item.conversation_id].append(item)
+    return grouped
+
+
+def show(slot: Slot | None) -> str:
+    """A slot in a difference's words: nothing, purged, or what it holds."""
+    if slot is None or slot.is_empty:
+        return "nothing"
+    if slot.purged:
+        return "purged"
+    parts = [] if slot.message is None else [f"message {slot.message.client_msg_id!r}"]
+    parts += [] if slot.revoke is None else [f"revoked by {slot.revoke.user_id}"]
+    parts += [f"deleted by {sorted(slot.deleted_by)}"] if slot.deleted_by else []
+    parts += [f"early readers {sorted(slot.read_by)}"] if slot.read_by else []
+    parts += ["read"] if slot.is_read else []
+    return ", ".join(parts)
