@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.bucket_patches import by_bucket
 from imbucket.adapters.codec import slot_from_doc
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.connection import MongoConnection, translated
@@ -273,7 +274,7 @@ class MongoBucketStore(BucketMessageStore):
         """See ``MarkingStore.mark_read_raising``."""
         wanted = self._wanted(conversation_id, seqs)
         found, marks = self.repository.read_marked(wanted, conversation_id, reader_id)
-        buckets = self._wanted_slots(wanted, found)
+        buckets = by_bucket(wanted, found)
         checked = checked_beyond(guard, marks.max_seq)
         rider = raise_needed(self.repository.users, conversation_id, reader_id, seqs, marks)
         with self.repository.riding.carrying(rider):

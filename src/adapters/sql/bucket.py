@@ -32,7 +32,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
-from imbucket.adapters.bucket import BucketMessageStore, Slots, SpilledBy
+from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.bucket_patches import Slots, SpilledBy, by_bucket
 from imbucket.adapters.codec import CODECS, conversation_of
 from imbucket.adapters.sql.bucket_writes import (
     ROW_SQL_BYTES,
@@ -506,7 +507,7 @@ class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStor
         """See ``SqlStore._read_raising``: the slots of seqs by bucket."""
         wanted = self._wanted(conversation_id, seqs)
         found, raised = self.repository.read_raising(wanted, conversation_id, reader_id, seq)
-        return self._wanted_slots(wanted, found), raised
+        return by_bucket(wanted, found), raised
 
     def _mark_found(
         self,
