@@ -12,11 +12,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
-from imbucket.adapters import greenlets
+from imbucket.adapters import asyncio_bridge
 from imbucket.adapters.timeouts import DEFAULT_CACHE_SECONDS
 
-# A client, or under imbucket.aio an asyncio one behind greenlets.Awaiting (the same calls).
-Client = redis.Redis | RedisCluster | greenlets.Awaiting
+# A client, or under imbucket.aio an asyncio one behind asyncio_bridge.Awaiting (the same calls).
+Client = redis.Redis | RedisCluster | asyncio_bridge.Awaiting
 # Everything a Redis or cluster client raises for an unreachable or failing Redis.
 REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
 # What a cache client retries (once, at once): a dropped connection; never a timeout.
@@ -52,7 +52,7 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
     one immediate retry, so a dead master costs one quick failure, not a backoff.
     """
     settings = {**client_options(), **options}
-    if greenlets.asynchronous():
+    if asyncio_bridge.asynchronous():
         return _asyncio_client(url, cluster, settings)
     if not cluster:
         return redis.Redis.from_url(url, **settings)
@@ -74,7 +74,7 @@ def _asking_for_topology(connect: Callable[[], _Client]) -> _Client:
     return connect()
 
 
-def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> greenlets.Awaiting:
+def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> asyncio_bridge.Awaiting:
     """Under imbucket.aio: a redis.asyncio client whose calls wait in the running greenlet."""
     from redis.asyncio import Redis as AsyncRedis
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -83,18 +83,18 @@ def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> greenl
     retry: Retry = settings["retry"]
     settings["retry"] = AsyncRetry(NoBackoff(), retry.get_retries(), supported_errors=_RETRIED)
     if not cluster:
-        return greenlets.Awaiting(AsyncRedis.from_url(url, **settings))
+        return asyncio_bridge.Awaiting(AsyncRedis.from_url(url, **settings))
 
     def connect() -> AsyncRedisCluster:
         client = AsyncRedisCluster.from_url(url, **settings)
-        greenlets.wait_for(client.initialize())  # the topology now, as the sync client asks it
+        asyncio_bridge.wait_for(client.initialize())  # the topology now, as the sync client asks it
         return client
 
-    return greenlets.Awaiting(_asking_for_topology(connect))
+    return asyncio_bridge.Awaiting(_asking_for_topology(connect))
 
 
 def is_cluster(client: Any) -> bool:
     """Whether client (or the asyncio client behind it) talks to a Redis Cluster."""
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-    return isinstance(greenlets.unwrap(client), RedisCluster | AsyncRedisCluster)
+    return isinstance(asyncio_bridge.unwrap(client), RedisCluster | AsyncRedisCluster)

@@ -5,7 +5,7 @@ There is one implementation of the rules. ``AsyncMessageService`` holds an ordin
 engines: aiosqlite, psycopg's asyncio mode, aiomysql) and runs each use case inside a greenlet
 (``sqlalchemy.util.greenlet_spawn``), the way SQLAlchemy's own asyncio extension runs its ORM:
 the validation, the state machines, the command builders and the projection run unchanged,
-and each statement they issue is awaited on the event loop (``adapters/greenlets.py``).
+and each statement they issue is awaited on the event loop (``adapters/asyncio_bridge.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import functools
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
+from imbucket.adapters.asyncio_bridge import async_drivers
 from imbucket.adapters.extras import needs_extra
-from imbucket.adapters.greenlets import async_drivers
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import Location, MessageService
 from imbucket.app.settings import Settings, load_settings

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from imbucket.adapters.greenlets import in_greenlet, wait_for
+from imbucket.adapters.asyncio_bridge import in_greenlet, wait_for
 from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.model import Pick
 from imbucket.ports.shared_view_reads import SharedViewReads

@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from imbucket.app.live import LiveProgress
 from imbucket.app.migrate import Tally
+from imbucket.app.progress import LiveProgress
 
 
 def _rate(count: int, seconds: float) -> str:

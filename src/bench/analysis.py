@@ -1,7 +1,7 @@
 """What the numbers say: the bucket/row pairs of a run, their ratios, and the JSON analysis.
 
 Everything here is a pure function of ``RunResults``, so a report can be re-rendered, or two
-runs compared, from results.json alone. The prose lives in ``imbucket.bench.prose``, the targets
+runs compared, from results.json alone. The prose lives in ``imbucket.bench.readings``, the targets
 in ``imbucket.bench.targets``, number formatting in ``imbucket.bench.formatting``.
 """
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imbucket.bench.document import Block, Heading, Para, Table
+from imbucket.bench.blocks import Block, Heading, Para, Table
 from imbucket.bench.formatting import fmt_num
 from imbucket.bench.results import BackendResult, RunResults
 from imbucket.bench.traffic import Traffic

@@ -185,8 +185,7 @@ def _report_run(
     """``bench``'s report: run the backends, write the report, print its tables."""
     with needs_extra("imbucket bench"):
         from imbucket.bench import console as bench_console
-        from imbucket.bench import load as offered_load
-        from imbucket.bench import report, runner
+        from imbucket.bench import offered_load, report, runner
 
     try:
         rates = () if rate.strip().lower() == "off" else offered_load.parse_rates(rate)
@@ -212,21 +211,21 @@ def _memory_run(
 ) -> None:
     """``bench --memory-budget``: private instances at the budget, cold and warm passes."""
     from imbucket.bench import console as bench_console
-    from imbucket.bench import instances, memory
+    from imbucket.bench import instances, memory_budget
 
     chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
     instances.stop_on_sigterm()
     with bench_console.RichObserver(Console(stderr=True)) as observer:
-        results = memory.run(
+        results = memory_budget.run(
             chosen,
-            memory.parse_budget(budget),
+            memory_budget.parse_budget(budget),
             scale.value if scale else "small",
             42 if seed is None else seed,
             observer,
         )
     folder = out or Path("reports") / dt.datetime.now().strftime("memory-%Y%m%d-%H%M%S")
-    text, data = memory.write(results, folder)
-    console.print(memory.markdown(results), markup=False, highlight=False, soft_wrap=True)
+    text, data = memory_budget.write(results, folder)
+    console.print(memory_budget.markdown(results), markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {text}\n        {data}")
 
 
@@ -235,12 +234,12 @@ def _scale_run(
 ) -> None:
     """``bench --scales``: both SQL layouts of each engine loaded at each size."""
     from imbucket.bench import console as bench_console
-    from imbucket.bench import instances, memory, scale
+    from imbucket.bench import instances, memory_budget, scale
 
     chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
     counts = scale.parse_scales(sizes)
     instances.stop_on_sigterm()
-    size = memory.parse_budget(budget).size if budget else None
+    size = memory_budget.parse_budget(budget).size if budget else None
     buffer = size or 128 * 1024 * 1024
     folder = out or Path("reports") / dt.datetime.now().strftime("scale-%Y%m%d-%H%M%S")
     with ExitStack() as stack, bench_console.RichObserver(Console(stderr=True)) as observer:

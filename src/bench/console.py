@@ -14,11 +14,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from imbucket.app.live import LiveProgress
+from imbucket.app.progress import LiveProgress
 from imbucket.bench.analysis import pairs
 from imbucket.bench.compare import HEADERS, Change
 from imbucket.bench.formatting import fmt_num, fmt_us
-from imbucket.bench.prose import verdict_summary
+from imbucket.bench.readings import verdict_summary
 from imbucket.bench.results import RunResults
 from imbucket.bench.runner import Observer
 from imbucket.bench.targets import targets

@@ -13,15 +13,12 @@ from imbucket.bench import (
     charts,
     concurrency,
     machine,
-    pages,
+    offered_load,
+    pages_section,
     sweep,
 )
-from imbucket.bench import load as offered_load
 from imbucket.bench.analysis import pairs
-from imbucket.bench.compare import HEADERS as COMPARE_HEADERS
-from imbucket.bench.compare import compare, comparison, name_run, summary
-from imbucket.bench.contention import SCENARIOS as CONTENTION_SCENARIOS
-from imbucket.bench.document import (
+from imbucket.bench.blocks import (
     Block,
     Bullets,
     Figure,
@@ -32,8 +29,11 @@ from imbucket.bench.document import (
     to_markdown,
     write_figures,
 )
+from imbucket.bench.compare import HEADERS as COMPARE_HEADERS
+from imbucket.bench.compare import compare, comparison, name_run, summary
+from imbucket.bench.contention import SCENARIOS as CONTENTION_SCENARIOS
 from imbucket.bench.formatting import fmt_num, fmt_us
-from imbucket.bench.prose import pair_rows, reading, verdict_summary
+from imbucket.bench.readings import pair_rows, reading, verdict_summary
 from imbucket.bench.results import (
     Analysis,
     BackendResult,
@@ -99,7 +99,7 @@ def build(results: RunResults, previous: RunResults | None = None) -> list[Block
     blocks += offered_load.blocks(results)
     blocks += _workloads(results)
     blocks += _footprint(results)
-    blocks += pages.blocks(results)
+    blocks += pages_section.blocks(results)
     blocks += capacity.blocks(results)
     blocks += amplification.blocks(results)
     blocks += _contention(results)

@@ -202,7 +202,7 @@ class BackendResult:
     contention: list[ContentionRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
     contention_s: float | None = None
     duration_s: float | None = None
-    # Latency at fixed offered rates (imbucket.bench.load), when the run had a load section.
+    # Latency at fixed offered rates (imbucket.bench.offered_load), when the run had a load section.
     offered: list[OfferedRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
 
     @property

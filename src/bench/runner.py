@@ -23,7 +23,7 @@ from typing import Any
 
 from imbucket.adapters.extras import needs_extra
 from imbucket.app.service import MessageService
-from imbucket.bench import bulk, contention, load
+from imbucket.bench import bulk, contention, offered_load
 from imbucket.bench.dataset import SCALES, Batch, Dataset
 from imbucket.bench.instrument import received
 from imbucket.bench.instrument.maintenance import routine_maintenance
@@ -75,7 +75,7 @@ class Options:
     contention: bool = True  # run the contention workloads after the others
     trials: int = DEFAULT_TRIALS  # each workload's timed operations split into this many
     # The offered-load section's rates (empty: no such section).
-    rates: tuple[load.Rate, ...] = load.parse_rates(load.DEFAULT_RATES)
+    rates: tuple[offered_load.Rate, ...] = offered_load.parse_rates(offered_load.DEFAULT_RATES)
     # A time.perf_counter() value: past it, a workload ends after its current trial (the
     # first always runs) and the offered load is left out. None: every trial runs.
     deadline: float | None = None
@@ -451,12 +451,12 @@ def _offered_load(
     backends: list[_Open], plans: dict[str, list[Op]], options: Options, observer: Observer
 ) -> None:
     """Latency at fixed offered rates of the traffic's repeatable operations (bench.load)."""
-    budget = load.BUDGETS.get(options.scale, load.BUDGETS["small"])
+    budget = offered_load.BUDGETS.get(options.scale, offered_load.BUDGETS["small"])
     # an encoding variant is left out, as from the contention runs: its layout is the default's
     entries = [(b.result, b.subject) for b in backends if b.setup.spec.encoding is None]
-    mixed = {n: plans[n] for n in load.WORKLOADS if plans.get(n)}
+    mixed = {n: plans[n] for n in offered_load.WORKLOADS if plans.get(n)}
     started = time.perf_counter()
-    load.measure(
+    offered_load.measure(
         entries,
         mixed,
         options.traffic,
@@ -492,7 +492,7 @@ def _parameters(
     )
 
 
-def _rate_text(rate: load.Rate) -> str:
+def _rate_text(rate: offered_load.Rate) -> str:
     return f"{rate.fraction:.0%}" if rate.fraction else f"{rate.ops_per_s:g} ops/s"
 
 

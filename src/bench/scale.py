@@ -22,7 +22,7 @@ from imbucket.bench.dataset import SCALES, Dataset, Scale
 from imbucket.bench.instrument.maintenance import write_back
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
-from imbucket.bench.memory import LAYOUTS, READS, STORE, WRITES, Pass, load, measure_pass
+from imbucket.bench.memory_budget import LAYOUTS, READS, STORE, WRITES, Pass, load, measure_pass
 from imbucket.bench.runner import Observer
 from imbucket.bench.workloads import WORKLOADS, Op
 from imbucket.domain.errors import ConfigError

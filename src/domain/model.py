@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 from typing import get_type_hints
 
-from imbucket.domain.construct import quick_constructor
+from imbucket.domain.quick_constructors import quick_constructor
 from imbucket.domain.sizes import (
     BOOL_BYTES,
     CHAR_BYTES,
@@ -156,7 +156,7 @@ def stored_message(conversation_id: str, seq: int, values: Sequence[object]) -> 
     a store itself wrote: everything entering a store is checked on the way in
     (``check_message``, ``check_draft``), so a read does not pay for the checks again. The
     values are passed positionally, with no per-field conversion, through Message's quick
-    constructor (``imbucket.domain.construct``).
+    constructor (``imbucket.domain.quick_constructors``).
     """
     return _quick_message(conversation_id, seq, *values)
 
@@ -291,7 +291,7 @@ class SlotPatch:
 
 EMPTY_SLOT = Slot()
 PURGED_SLOT = Slot(purged=True)
-# Slot(...) for the read paths that build one per pulled seq (see imbucket.domain.construct).
+# Slot(...) for the read paths that build one per pulled seq (see domain.quick_constructors).
 stored_slot: Callable[..., Slot] = quick_constructor(Slot)
 
 # In a viewer's read (``MessageStore.get`` with a viewer) ``deleted_by`` is ``{viewer}`` when

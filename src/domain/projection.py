@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from imbucket.domain.construct import quick_constructor
 from imbucket.domain.model import ContentType, Message, Revoke, SessionType, Slot, Watermarks
+from imbucket.domain.quick_constructors import quick_constructor
 
 
 class TombstoneReason(StrEnum):
@@ -95,7 +95,7 @@ def _project_one(viewer_id: str, seq: int, slot: Slot | None, top: int, floor: i
     return _view(seq, message, None, is_read)
 
 
-# Built once per pulled seq: the quick constructors (imbucket.domain.construct) of the two entries.
+# Built once per pulled seq: the quick constructors (domain.quick_constructors) of the two entries.
 _view: Callable[..., MessageView] = quick_constructor(MessageView)
 _tombstone: Callable[..., Tombstone] = quick_constructor(Tombstone)
 _SINGLE = int(SessionType.SINGLE)

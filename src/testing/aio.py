@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
 
-from imbucket.adapters.greenlets import in_greenlet, wait_for
+from imbucket.adapters.asyncio_bridge import in_greenlet, wait_for
 from imbucket.app.aio import AsyncMessageService, open_service
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from typing import Any
 from redis.asyncio import Redis as AsyncRedis
 
 from imbucket import Draft
-from imbucket.adapters.greenlets import unwrap
+from imbucket.adapters.asyncio_bridge import unwrap
 from imbucket.adapters.redis_cache import RedisMessageCache
 from imbucket.adapters.relayed_cache import RelayedCache
 from imbucket.aio import open_service as open_async

@@ -111,7 +111,7 @@ def test_concurrent_sends_as_tasks_get_distinct_seqs() -> None:
 def test_a_task_local_value_is_per_greenlet_as_concurrent_calls_need() -> None:
     from greenlet import getcurrent, greenlet
 
-    from imbucket.adapters.greenlets import TaskLocal
+    from imbucket.adapters.asyncio_bridge import TaskLocal
 
     local, seen = TaskLocal(), []
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from imbucket.bench import answer, report, stats
-from imbucket.bench.document import Heading
+from imbucket.bench.blocks import Heading
 from tests.unit import bench_fakes
 from tests.unit.bench_fakes import typed
 

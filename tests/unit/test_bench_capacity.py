@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from imbucket.app.cli import cli
 from imbucket.bench import capacity, report
-from imbucket.bench.document import Table, to_markdown
+from imbucket.bench.blocks import Table, to_markdown
 from imbucket.bench.traffic import Traffic
 from tests.unit.bench_fakes import results, typed
 

@@ -8,7 +8,7 @@ import pytest
 
 from imbucket.bench import instances
 from imbucket.bench.dataset import Dataset
-from imbucket.bench.memory import Budget, Pass, parse_budget
+from imbucket.bench.memory_budget import Budget, Pass, parse_budget
 from imbucket.bench.scale import Point, ScaleResults, parse_scales, reading, scaled
 from imbucket.domain.errors import ConfigError
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from imbucket.app.cli import cli
 from imbucket.bench import report
 from imbucket.bench.analysis import pairs
+from imbucket.bench.blocks import Table, to_markdown
 from imbucket.bench.compare import compare
-from imbucket.bench.document import Table, to_markdown
 from imbucket.bench.report import analysis
 from imbucket.bench.results import to_json
 from imbucket.bench.targets import targets

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from imbucket.app.cli import cli
-from imbucket.bench.document import to_markdown
-from imbucket.bench.memory import EngineRun, LayoutRun, MemoryResults, Pass
+from imbucket.bench.blocks import to_markdown
+from imbucket.bench.memory_budget import EngineRun, LayoutRun, MemoryResults, Pass
 from imbucket.bench.results import ContentionRun, Latency, MachineLoad
 from imbucket.bench.review import budget, memo
 from imbucket.bench.review.model import LayoutContention, RegimeRun, Review

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from imbucket.bench import amplification
-from imbucket.bench.document import Table, to_markdown
+from imbucket.bench.blocks import Table, to_markdown
 from imbucket.bench.results import TargetLine, to_json
 from imbucket.bench.targets import targets
 from tests.unit import bench_fakes

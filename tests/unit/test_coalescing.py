@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.util import greenlet_spawn
 
-from imbucket.adapters.greenlets import wait_for
+from imbucket.adapters.asyncio_bridge import wait_for
 from imbucket.app.coalescing import CoalescedViews, coalesced
 from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.model import Pick, Watermarks

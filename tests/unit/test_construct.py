@@ -1,4 +1,4 @@
-"""imbucket.domain.construct: a quick constructor builds exactly what calling the class builds."""
+"""domain.quick_constructors: a quick constructor builds exactly what calling the class builds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from imbucket.domain.construct import quick_constructor
 from imbucket.domain.model import Message, Revoke, Role, Slot, stored_message, stored_slot
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.domain.quick_constructors import quick_constructor
 
 MESSAGE = Message("si_a_b", 7, "a", "c-7", "hi", recv_id="b", options={"history": True})
 

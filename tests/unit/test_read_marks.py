@@ -13,9 +13,9 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from imbucket.adapters.mongo import commands
+from imbucket.adapters.mongo.mark_read_writes import RidingWrites
 from imbucket.adapters.mongo.read_marks import MongoReadMarks, raise_needed
 from imbucket.adapters.mongo.replies import DUPLICATE_KEY, ReaderMarks
-from imbucket.adapters.mongo.riding import RidingWrites
 from imbucket.domain.errors import SeqNotAllocated
 from imbucket.domain.tags import Guard, checked_beyond
 

@@ -39,7 +39,7 @@ TAG_WRITES: dict[str, Callable[[MessageService], object]] = {
 # Beyond 2 (docs/buckets.md, "Round trips of a tag write"): mark_read also raises the
 # reader's read seq. On SQL (sql-row, sql-bucket) that raise rides on the tag write's read,
 # one statement; on MongoDB on the tag write's own update command (the user's document is in
-# the data collection, adapters/mongo/riding.py). Memory and a store behind a cache (whose
+# the data collection, adapters/mongo/mark_read_writes.py). Memory and a store behind a cache (whose
 # tag writes go through the cache) raise it in a write of its own.
 MARK_READ_SEPARATE = 3
 

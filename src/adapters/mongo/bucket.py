@@ -16,6 +16,7 @@ from imbucket.adapters.bucket_patches import by_bucket
 from imbucket.adapters.codec import slot_from_doc
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.mark_read_writes import RidingWrites
 from imbucket.adapters.mongo.msg_collection import MsgCollection
 from imbucket.adapters.mongo.read_marks import raise_needed
 from imbucket.adapters.mongo.replies import (
@@ -26,7 +27,6 @@ from imbucket.adapters.mongo.replies import (
     spilled_users,
     viewed_slots,
 )
-from imbucket.adapters.mongo.riding import RidingWrites
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout
 from imbucket.domain.model import Message, Revoke, Slot, SlotPatch

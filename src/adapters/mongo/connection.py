@@ -19,7 +19,7 @@ from pymongo.errors import (
 )
 from pymongo.monitoring import CommandListener
 
-from imbucket.adapters import greenlets
+from imbucket.adapters import asyncio_bridge
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.commands import Doc, FindAndUpdate
 from imbucket.adapters.mongo.replies import (
@@ -49,12 +49,12 @@ def translated(action: str) -> Iterator[None]:
 
 def _client(url: str, listeners: list[CommandListener], options: Doc) -> MongoClient[Doc]:
     """A MongoClient; under imbucket.aio an AsyncMongoClient whose calls wait in the greenlet."""
-    if not greenlets.asynchronous():
+    if not asyncio_bridge.asynchronous():
         return MongoClient(url, event_listeners=listeners, **options)
     from pymongo import AsyncMongoClient
 
     # The facade answers every call this module and the stores make as MongoClient does.
-    client = greenlets.Awaiting(AsyncMongoClient(url, event_listeners=listeners, **options))
+    client = asyncio_bridge.Awaiting(AsyncMongoClient(url, event_listeners=listeners, **options))
     return cast("MongoClient[Doc]", client)
 
 

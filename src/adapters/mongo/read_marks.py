@@ -3,8 +3,8 @@
 A mark-read writes its tags and raises the reader's read seq. Both live in the data
 collection (``msg`` or ``msg_row``; the user's document is a ``commands.UserDocs`` key of
 it), so the raise is one more upsert of the tag write's own ``update`` command
-(``imbucket.adapters.mongo.riding``): no command before MongoDB 8.0 writes two collections, which is
-why the user documents are not in OpenIM's ``seq_user``.
+(``imbucket.adapters.mongo.mark_read_writes``): no command before MongoDB 8.0 writes two
+collections, which is why the user documents are not in OpenIM's ``seq_user``.
 
 The read is one aggregate on the data collection: the slots, the reader's document by its
 key in the same ``$match``, and the conversation's max_seq by ``$unionWith``

@@ -16,9 +16,9 @@ from imbucket.adapters import contention
 from imbucket.adapters.codec import slot_from_doc
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.connection import MongoConnection, translated
+from imbucket.adapters.mongo.mark_read_writes import RidingWrites
 from imbucket.adapters.mongo.read_marks import raise_needed
 from imbucket.adapters.mongo.replies import ReaderMarks, marked_reply, row_slots, store_stats
-from imbucket.adapters.mongo.riding import RidingWrites
 from imbucket.adapters.row import RowMessageStore
 from imbucket.domain.errors import StoreUnavailable
 from imbucket.domain.layout import BucketLayout

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
-from imbucket.adapters import greenlets
+from imbucket.adapters import asyncio_bridge
 from imbucket.adapters.mongo import commands, replies
 from imbucket.adapters.mongo.commands import (
     CONVERSATION_COUNTERS,
@@ -189,7 +189,7 @@ class MongoSeqStore:
                     raise StoreUnavailable(
                         f"client_msg_ids {rest[:5]} are still being sent by another call"
                     )
-                greenlets.pause(pause)
+                asyncio_bridge.pause(pause)
                 pause = min(pause * 2, 0.1)
         return recorded
 

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.sql.dml import Insert
 
-from imbucket.adapters import contention, greenlets
+from imbucket.adapters import asyncio_bridge, contention
 from imbucket.adapters.sql.dialects import (
     BEGIN,
     DEFAULT_URL,
@@ -71,7 +71,7 @@ class Database:
     SQLite is serialised by a lock (an in-memory database is a single shared connection);
     the servers run statements from many threads on pooled connections.
 
-    asynchronous (default: whether it is opened inside ``greenlets.async_drivers``): the engine
+    asynchronous (default: whether it is opened inside ``asyncio_bridge.async_drivers``): the engine
     is the ``sync_engine`` of an asyncio engine, and every call must run in a greenlet
     (``imbucket.aio``); the statements, retries and bounds are the same.
     """
@@ -86,7 +86,7 @@ class Database:
     ) -> None:
         self.timeouts = timeouts or Timeouts()
         if asynchronous is None:
-            asynchronous = greenlets.asynchronous()
+            asynchronous = asyncio_bridge.asynchronous()
         self.asynchronous = asynchronous
         self.kind, self.engine = build_engine(url or DEFAULT_URL, self.timeouts, pool, asynchronous)
         self._cursors_hold_locks = self.kind == "sqlite" and asynchronous
@@ -96,7 +96,7 @@ class Database:
             self.attempts[Fault.CONTENTION] = MULTI_MASTER_CONTENTION_ATTEMPTS
         self._lock: AbstractContextManager[Any] = nullcontext()
         if self.kind == "sqlite":
-            self._lock = greenlets.GreenletLock() if asynchronous else threading.RLock()
+            self._lock = asyncio_bridge.GreenletLock() if asynchronous else threading.RLock()
         self._limits: StatementLimits | None = None
         self._held = threading.local()  # the connection of this thread's open batch, if any
         # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long;
@@ -186,7 +186,7 @@ class Database:
                 # A call cut on an asyncio SQLite store can leave an unfinished statement
                 # whose cursor keeps the file's write lock until it is collected.
                 gc.collect()
-            greenlets.pause(backoff(attempts))
+            asyncio_bridge.pause(backoff(attempts))
             attempts += 1
             try:
                 return attempt()

@@ -15,7 +15,7 @@ from imbucket.bench.analysis import Pair, pairs
 from imbucket.bench.capacity import PAGE_BYTES, PULLS
 from imbucket.bench.defaults import ON_PAR_HIGH, ON_PAR_LOW
 from imbucket.bench.formatting import fmt_num
-from imbucket.bench.memory import Pass
+from imbucket.bench.memory_budget import Pass
 from imbucket.bench.results import Footprint
 from imbucket.bench.review.budget import TITLES
 from imbucket.bench.review.model import Review

@@ -1,6 +1,6 @@
 """The review memo: the answers first (one line per engine and regime), then the evidence.
 
-Built once as blocks (``imbucket.bench.document``), so memo.md and memo.html say the same
+Built once as blocks (``imbucket.bench.blocks``), so memo.md and memo.html say the same
 thing; review.json holds every regime's results. The in-memory regime's own report (the one
 ``imbucket bench`` writes) sits in the memo's folder under in-memory/.
 """
@@ -11,9 +11,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from imbucket.bench import answer, capacity, scale
-from imbucket.bench import load as offered_load
-from imbucket.bench.document import (
+from imbucket.bench import answer, capacity, offered_load, scale
+from imbucket.bench.blocks import (
     Block,
     Bullets,
     Heading,
@@ -24,7 +23,7 @@ from imbucket.bench.document import (
     write_figures,
 )
 from imbucket.bench.formatting import fmt_num
-from imbucket.bench.memory import READS, WRITES
+from imbucket.bench.memory_budget import READS, WRITES
 from imbucket.bench.review.answers import fmt_bytes, lines, plan_need, title, weights
 from imbucket.bench.review.budget import REGIMES
 from imbucket.bench.review.model import Review

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from imbucket.bench.memory import MemoryResults
+from imbucket.bench.memory_budget import MemoryResults
 from imbucket.bench.results import ContentionRun, MachineLoad, RunResults, to_json
 from imbucket.bench.scale import ScaleResults
 

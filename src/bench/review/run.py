@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from imbucket.bench import contention, instances, memory, runner, scale
+from imbucket.bench import contention, instances, memory_budget, runner, scale
 from imbucket.bench.dataset import SCALES, Dataset
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
@@ -57,10 +57,10 @@ def parse_engines(text: str) -> list[Engine]:
             continue
         if "://" in part:
             found.append(Engine(BackendSpec("sql-row", part).engine, part))
-        elif part in memory.ENGINES:
+        elif part in memory_budget.ENGINES:
             found.append(Engine(part))
         else:
-            raise ConfigError(f"engine {part!r}: a name among {memory.ENGINES} or a URL")
+            raise ConfigError(f"engine {part!r}: a name among {memory_budget.ENGINES} or a URL")
     if not found:
         raise ConfigError("--engines names no engine")
     return found
@@ -183,11 +183,11 @@ def _servers(engines: list[Engine], found: Review) -> Iterator[list[Engine]]:
 
 def layouts(engine: Engine) -> tuple[str, str]:
     """The row and bucket stores of the engine's family."""
-    return ("mongo-row", "mongo-bucket") if engine.name == "mongodb" else memory.LAYOUTS
+    return ("mongo-row", "mongo-bucket") if engine.name == "mongodb" else memory_budget.LAYOUTS
 
 
 def _store_config(engine: Engine, store: str, url: str) -> dict[str, Any]:
-    extra = {} if engine.name == "mongodb" else memory.STORE
+    extra = {} if engine.name == "mongodb" else memory_budget.STORE
     return {"store": {"backend": store, "url": url, **extra}}
 
 
@@ -241,22 +241,22 @@ def _entered(observer: runner.Observer) -> Iterator[runner.Observer]:
 def _out_of_memory(context: _Context, clock: Clock, run: RegimeRun) -> None:
     """The memory-budget run, at the plan's scale and then larger while the share holds."""
     engines, request, plan = context.engines, context.request, context.plan
-    names = tuple(e.name for e in engines if e.name in memory.ENGINES)
+    names = tuple(e.name for e in engines if e.name in memory_budget.ENGINES)
     run.not_run += [
         f"{e.name}: the memory budget bounds SQL engines only"
         for e in engines
-        if e.name not in memory.ENGINES
+        if e.name not in memory_budget.ENGINES
     ]
-    budget = memory.parse_budget(OUT_OF_MEMORY_BUDGET)
+    budget = memory_budget.parse_budget(OUT_OF_MEMORY_BUDGET)
     ladder = OUT_OF_MEMORY_SCALES[OUT_OF_MEMORY_SCALES.index(plan.out_of_memory_scale) :]
-    kept: memory.MemoryResults | None = None
+    kept: memory_budget.MemoryResults | None = None
     last_s = 0.0
     for scale_name in ladder if names else ():
         if kept is not None and not _fits(last_s, kept.messages, scale_name, clock):
             break
         begun = time.perf_counter()
         with _entered(Timed(context.observers(), clock)) as observer:
-            part = memory.run(names, budget, scale_name, request.seed, observer)
+            part = memory_budget.run(names, budget, scale_name, request.seed, observer)
         spent = [e for e in part.engines if e.reason and e.reason.startswith(Spent.__name__)]
         for engine_run in spent:
             engine_run.reason = "cut short: the regime's share was spent"
@@ -282,7 +282,7 @@ def _growth(context: _Context, clock: Clock, run: RegimeRun) -> None:
     engines, request, plan, found = context.engines, context.request, context.plan, context.found
     observers = context.observers
     urls = {e.name: ("" if e.name == "sqlite" else e.url) for e in engines}
-    urls = {k: v for k, v in urls.items() if k in memory.ENGINES}
+    urls = {k: v for k, v in urls.items() if k in memory_budget.ENGINES}
     results = scale.ScaleResults(request.seed, SERVER_BUFFER)
     found.growth = results
     ran: list[int] = []

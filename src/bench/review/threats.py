@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imbucket.bench.memory import READS, WRITES
+from imbucket.bench.memory_budget import READS, WRITES
 from imbucket.bench.review.answers import title, weights
 from imbucket.bench.review.model import Review
 

@@ -18,7 +18,7 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from imbucket.adapters import greenlets
+from imbucket.adapters import asyncio_bridge
 from imbucket.adapters.mongo.commands import Doc, Update
 from imbucket.adapters.mongo.connection import translated
 from imbucket.adapters.mongo.replies import duplicate_positions
@@ -51,7 +51,7 @@ class RidingWrites:
 
     def __init__(self, collection: Collection[Doc]) -> None:
         self._collection = collection
-        self._waiting = greenlets.TaskLocal()
+        self._waiting = asyncio_bridge.TaskLocal()
 
     @property
     def _rider(self) -> Update | None:

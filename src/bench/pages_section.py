@@ -8,7 +8,7 @@ pair per layout (touched · read) and bucket/row of the pages touched where both
 from __future__ import annotations
 
 from imbucket.bench.analysis import ratio
-from imbucket.bench.document import Block, Bullets, Heading, Para, Table
+from imbucket.bench.blocks import Block, Bullets, Heading, Para, Table
 from imbucket.bench.formatting import fmt_num, fmt_ratio
 from imbucket.bench.results import BackendResult, RunResults
 

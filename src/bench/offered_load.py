@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
 
-from imbucket.bench.document import Block, Figure, Heading, Para, Table
+from imbucket.bench.blocks import Block, Figure, Heading, Para, Table
 from imbucket.bench.formatting import fmt_num, fmt_us
 from imbucket.bench.results import BackendResult, Latency, OfferedRun, RunResults
 from imbucket.bench.traffic import Traffic
