@@ -17,7 +17,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from imbucket.adapters.extras import needs_extra
 from imbucket.app import open_service
 from imbucket.app.cli import console, refuse
 from imbucket.app.settings import load_settings
@@ -166,10 +165,9 @@ def bench(
         _memory_run(memory_budget, engines, scale, seed, out)
         return
     try:
-        with needs_extra("imbucket bench"):
-            specs, options, previous = _bench_plan(
-                backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
-            )
+        specs, options, previous = _bench_plan(
+            backend, config, scale, seed, compare, redis_url, workload, bucket_size, traffic
+        )
     except (OSError, ValueError) as error:
         refuse("bench", error, 2)
     _report_run(specs, replace(options, contention=contention, trials=trials), previous, rate, out)
@@ -183,9 +181,8 @@ def _report_run(
     out: Path | None,
 ) -> None:
     """``bench``'s report: run the backends, write the report, print its tables."""
-    with needs_extra("imbucket bench"):
-        from imbucket.bench import console as bench_console
-        from imbucket.bench import offered_load, report, runner
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import offered_load, report, runner
 
     try:
         rates = () if rate.strip().lower() == "off" else offered_load.parse_rates(rate)

@@ -450,7 +450,7 @@ class _Side:
 def _offered_load(
     backends: list[_Open], plans: dict[str, list[Op]], options: Options, observer: Observer
 ) -> None:
-    """Latency at fixed offered rates of the traffic's repeatable operations (bench.offered_load)."""
+    """Latency at fixed offered rates of the traffic's repeatable operations (offered_load)."""
     budget = offered_load.BUDGETS.get(options.scale, offered_load.BUDGETS["small"])
     # an encoding variant is left out, as from the contention runs: its layout is the default's
     entries = [(b.result, b.subject) for b in backends if b.setup.spec.encoding is None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,21 @@ from typer.testing import CliRunner
 from imbucket.app import open_service
 from imbucket.app.cli import cli
 from imbucket.domain.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _forget_modules_imported_meanwhile() -> Iterator[None]:
+    """Drop the imbucket modules a test imported anew once the old ones are back.
+
+    A module first imported while its importers were forgotten holds the re-imported copies'
+    classes; left in ``sys.modules`` beside the restored originals, it would mix the two.
+    Third-party modules stay: some (matplotlib's) cannot be imported twice in one process.
+    """
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.split(".")[0] == "imbucket":
+            del sys.modules[name]
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, module: str, *importers: str) -> None:

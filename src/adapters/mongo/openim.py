@@ -103,12 +103,6 @@ def split_url(url: str) -> OpenimUrl:
     return OpenimUrl(urlunsplit(parts._replace(query=kept)), redis, flag == "true")
 
 
-def split_redis(url: str) -> tuple[str, str]:
-    """The MongoDB URL and OpenIM's Redis URL of a store URL (``split_url``)."""
-    parts = split_url(url)
-    return parts.mongo, parts.redis
-
-
 def ensure_indexes(connection: MongoConnection) -> None:
     """Create OpenIM's indexes where missing (what OpenIM does at start-up)."""
     for name, index in INDEXES.items():

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from imbucket.adapters.extras import needs_extra
 from imbucket.app.cli import console, refuse
 from imbucket.domain.errors import ConfigError
 
@@ -52,14 +51,13 @@ def review_command(
     ten times apart), contention to completion, and a capacity plan for --target-messages.
     The memo (memo.md, memo.html, review.json) opens with one answer per engine and regime.
     """
-    with needs_extra("imbucket review"):
-        from imbucket.bench import console as bench_console
-        from imbucket.bench import instances
-        from imbucket.bench.review import memo
-        from imbucket.bench.review.budget import parse_duration
-        from imbucket.bench.review.run import Request, parse_engines, review
-        from imbucket.bench.traffic import load_traffic
-        from imbucket.bench.workloads import WORKLOAD_NAMES
+    from imbucket.bench import console as bench_console
+    from imbucket.bench import instances
+    from imbucket.bench.review import memo
+    from imbucket.bench.review.budget import parse_duration
+    from imbucket.bench.review.run import Request, parse_engines, review
+    from imbucket.bench.traffic import load_traffic
+    from imbucket.bench.workloads import WORKLOAD_NAMES
 
     try:
         traffic = load_traffic(profile, WORKLOAD_NAMES) if profile else None
