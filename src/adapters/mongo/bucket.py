@@ -34,7 +34,6 @@ from imbucket.domain.tags import (
     Guard,
     checked_beyond,
     marking_read,
-    patch_sparing_purged,
 )
 from imbucket.ports.bucket_repository import Spilled, Viewed
 
@@ -148,12 +147,10 @@ class MongoBucketRepository(MsgCollection):
         bucket or a refused budget (False) from purged target slots, which are dropped
         before the update is tried again.
         """
-        return patch_sparing_purged(
+        return self._patch_sparing_purged(
             doc_id,
             patches,
             lambda some: self._update(commands.patch_bucket(doc_id, some, budget), "write tags"),
-            lambda slots: self.read({doc_id: slots}).get(doc_id),
-            lambda: self._exists(doc_id),
         )
 
     def patch_many(
@@ -254,10 +251,6 @@ class MongoBucketRepository(MsgCollection):
         with translated(action):
             result = self._buckets.update_one(command.filter, command.update)
         return result.matched_count == 1
-
-    def _exists(self, doc_id: str) -> bool:
-        with translated("look up a bucket"):
-            return self._buckets.count_documents(commands.bucket_exists(doc_id), limit=1) > 0
 
 
 class MongoBucketStore(BucketMessageStore):

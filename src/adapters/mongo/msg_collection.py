@@ -8,7 +8,7 @@ each names its decoder and inherits the rest.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pymongo.collection import Collection
@@ -18,7 +18,8 @@ from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.commands import Doc
 from imbucket.adapters.mongo.connection import MongoConnection, translated
 from imbucket.adapters.mongo.replies import bucket_bytes, store_stats
-from imbucket.domain.model import Slot, StoreStats
+from imbucket.domain.model import Slot, SlotPatch, StoreStats
+from imbucket.domain.tags import patch_sparing_purged
 
 
 class MsgCollection:
@@ -38,6 +39,33 @@ class MsgCollection:
             (doc["doc_id"], [decode(conversation_of(doc["doc_id"]), s) for s in doc["msgs"]])
             for doc in found
         ]
+
+    def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
+        """The wanted slots of each bucket found (a subclass's own query)."""
+        raise NotImplementedError
+
+    def _patch_sparing_purged(
+        self,
+        doc_id: str,
+        patches: Mapping[int, SlotPatch],
+        update: Callable[[Mapping[int, SlotPatch]], bool],
+    ) -> bool:
+        """Patch one bucket by update, purged target slots dropped (``patch_sparing_purged``).
+
+        A refused update reads the target slots back, or looks the bucket up when no slot is
+        left, to tell purged slots from a missing bucket or a refused budget.
+        """
+        return patch_sparing_purged(
+            doc_id,
+            patches,
+            update,
+            lambda slots: self.read({doc_id: slots}).get(doc_id),
+            lambda: self._exists(doc_id),
+        )
+
+    def _exists(self, doc_id: str) -> bool:
+        with translated("look up a bucket"):
+            return self._buckets.count_documents(commands.bucket_exists(doc_id), limit=1) > 0
 
     def bucket_bytes(self, doc_id: str) -> int | None:
         """``$bsonSize`` of the bucket document."""

@@ -48,7 +48,6 @@ from imbucket.domain.model import (
     stored_slot,
 )
 from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
-from imbucket.domain.tags import patch_sparing_purged
 from imbucket.ports.bucket_repository import Spilled, Viewed
 
 Doc = dict[str, Any]
@@ -317,13 +316,7 @@ class OpenimBucketRepository(MsgCollection):
             self._forget(doc_id, list(some))
             return True
 
-        return patch_sparing_purged(
-            doc_id,
-            patches,
-            update,
-            lambda slots: self.read({doc_id: slots}).get(doc_id),
-            lambda: self._exists(doc_id),
-        )
+        return self._patch_sparing_purged(doc_id, patches, update)
 
     def patch_many(
         self,
@@ -353,10 +346,6 @@ class OpenimBucketRepository(MsgCollection):
     def _update(self, condition: Doc, update: Doc, action: str) -> bool:
         with translated(action):
             return self._buckets.update_one(condition, update).matched_count == 1
-
-    def _exists(self, doc_id: str) -> bool:
-        with translated("look up a bucket"):
-            return self._buckets.count_documents({"doc_id": doc_id}, limit=1) > 0
 
     def _forget(self, doc_id: str, indexes: Sequence[int]) -> None:
         """Delete OpenIM's cached copies of the slots (``MSG_CACHE:<conversation>:<seq>``)."""
