@@ -30,7 +30,7 @@ from pathlib import Path
 from imbucket.app.service import MessageService
 from imbucket.bench import bulk, instances
 from imbucket.bench.dataset import SCALES, Dataset
-from imbucket.bench.instrument.maintenance import cluster_rows, write_back
+from imbucket.bench.instrument.maintenance import cluster_rows, routine_maintenance
 from imbucket.bench.instrument.pages import page_meter, sql_engine
 from imbucket.bench.instrument.probe import Probe, probing
 from imbucket.bench.instrument.scratch import scratch_store
@@ -64,10 +64,17 @@ def backend_of(arm: str) -> str:
 
 
 def prepare(arm: str, service: MessageService) -> None:
-    """After the load: the arm's maintenance (CLUSTER for the clustered rows), then write-back."""
+    """After the load: the engine's routine maintenance, and CLUSTER first for clustered rows.
+
+    The routine maintenance is the one the in-memory run does after each workload: VACUUM on
+    PostgreSQL (as autovacuum would), the write-back of page-compressed tables on MariaDB.
+    """
     if arm == CLUSTERED_ROWS:
         cluster_rows(service.store)
-    write_back(service.store)
+    routine = routine_maintenance(service.store)
+    if routine is not None:
+        step, _ = routine
+        step()
 
 
 @dataclass(frozen=True, slots=True)
