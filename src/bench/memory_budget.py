@@ -30,7 +30,7 @@ from pathlib import Path
 from imbucket.app.service import MessageService
 from imbucket.bench import bulk, instances
 from imbucket.bench.dataset import SCALES, Dataset
-from imbucket.bench.instrument.maintenance import write_back
+from imbucket.bench.instrument.maintenance import cluster_rows, routine_maintenance
 from imbucket.bench.instrument.pages import page_meter, sql_engine
 from imbucket.bench.instrument.probe import Probe, probing
 from imbucket.bench.instrument.scratch import scratch_store
@@ -43,10 +43,38 @@ READS = ("pull_latest", "pull_range", "pull_scattered")
 WRITES = ("delete_for_me",)
 ENGINES = ("postgresql", "mariadb", "sqlite")
 LAYOUTS = ("sql-row", "sql-bucket")
+# The row layout as a DBA keeps it on PostgreSQL, whose heap holds rows in arrival order: the
+# same store, clustered by (conversation_id, seq) after the load. InnoDB and SQLite keep rows
+# in primary-key order by themselves.
+CLUSTERED_ROWS = "sql-row clustered"
 # A bulk chunk, or a cold read on a loaded machine, may take longer than the default 5 s.
 STORE = {"statement_timeout_seconds": 600.0}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def arms(engine: str) -> tuple[str, ...]:
+    """The stores measured on engine: both layouts, and on PostgreSQL the clustered rows."""
+    return (*LAYOUTS, CLUSTERED_ROWS) if engine == "postgresql" else LAYOUTS
+
+
+def backend_of(arm: str) -> str:
+    """The backend an arm opens (``sql-row`` for the clustered rows)."""
+    return arm.split()[0]
+
+
+def prepare(arm: str, service: MessageService) -> None:
+    """After the load: the engine's routine maintenance, and CLUSTER first for clustered rows.
+
+    The routine maintenance is the one the in-memory run does after each workload: VACUUM on
+    PostgreSQL (as autovacuum would), the write-back of page-compressed tables on MariaDB.
+    """
+    if arm == CLUSTERED_ROWS:
+        cluster_rows(service.store)
+    routine = routine_maintenance(service.store)
+    if routine is not None:
+        step, _ = routine
+        step()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +230,12 @@ def _engine_run(
     with _target(engine) as target, probing() as probe, ExitStack() as stack:
         services: dict[str, MessageService] = {}
         runs: dict[str, LayoutRun] = {}
-        for n, store in enumerate(LAYOUTS):
+        for n, store in enumerate(arms(engine)):
             label = f"{store}/{engine}"
-            url = stack.enter_context(scratch_store(target.url(store), f"imbucket_budget_{n}"))
-            service = probe.open_service({"store": {"backend": store, "url": url, **STORE}})
+            where = target.url(store.replace(" ", "-"))
+            url = stack.enter_context(scratch_store(where, f"imbucket_budget_{n}"))
+            config = {"store": {"backend": backend_of(store), "url": url, **STORE}}
+            service = probe.open_service(config)
             stack.callback(service.close)
             services[store] = service
             load(service, dataset, label, observer)
@@ -234,7 +264,7 @@ def load(service: MessageService, dataset: Dataset, label: str, observer: Observ
 
 
 def _sized(engine: str, store: str, service: MessageService) -> LayoutRun:
-    write_back(service.store)
+    prepare(store, service)
     stats = service.stats()
     return LayoutRun(engine, store, stats.data_bytes, stats.index_bytes, stats.messages)
 

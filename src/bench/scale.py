@@ -3,9 +3,9 @@
 ``imbucket bench --scales 10k,100k,1m`` builds, for each size, a dataset shaped like scale
 ``small`` (the same mix of 1:1 chats, groups and one giant group, every count scaled), loads
 it with the bulk loader (``imbucket.bench.bulk``: the state ``ingest`` leaves) into both SQL
-layouts of each engine, and measures the read workloads and
-a tag write warm (each one pass right after another). It writes scale.json, scale.md (a
-table and a generated reading) and a log-log chart (scale.png).
+layouts of each engine (and, on PostgreSQL, the rows clustered: ``memory_budget.arms``), and
+measures the read workloads and a tag write warm (each one pass right after another). It
+writes scale.json, scale.md (a table and a generated reading) and a log-log chart (scale.png).
 """
 
 from __future__ import annotations
@@ -19,10 +19,19 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from imbucket.bench.dataset import SCALES, Dataset, Scale
-from imbucket.bench.instrument.maintenance import write_back
 from imbucket.bench.instrument.probe import probing
 from imbucket.bench.instrument.scratch import scratch_store
-from imbucket.bench.memory_budget import LAYOUTS, READS, STORE, WRITES, Pass, load, measure_pass
+from imbucket.bench.memory_budget import (
+    READS,
+    STORE,
+    WRITES,
+    Pass,
+    arms,
+    backend_of,
+    load,
+    measure_pass,
+    prepare,
+)
 from imbucket.bench.runner import Observer
 from imbucket.bench.workloads import WORKLOADS, Op
 from imbucket.domain.errors import ConfigError
@@ -106,7 +115,7 @@ def run(
         dataset = Dataset(scaled(size), seed)
         plans = {w.name: w.plan(dataset) for w in WORKLOADS if w.name in wanted}
         for engine, url in urls.items():
-            for n, store in enumerate(LAYOUTS):
+            for n, store in enumerate(arms(engine)):
                 namespace = f"imbucket_scale_{size}_{n}"
                 point = _point(engine, url, store, namespace, dataset, plans, observer)
                 results.points.append(point)
@@ -128,10 +137,11 @@ def _point(
         probe = stack.enter_context(probing())
         where = url or f"sqlite:///{Path(folder) / (store + '.sqlite')}"
         scratch = stack.enter_context(scratch_store(where, namespace))
-        service = probe.open_service({"store": {"backend": store, "url": scratch, **STORE}})
+        config = {"store": {"backend": backend_of(store), "url": scratch, **STORE}}
+        service = probe.open_service(config)
         stack.callback(service.close)
         load(service, dataset, label, observer)
-        write_back(service.store)
+        prepare(store, service)
         stats = service.stats()
         per = max(stats.messages, 1)
         point = Point(

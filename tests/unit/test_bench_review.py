@@ -10,7 +10,14 @@ from typer.testing import CliRunner
 
 from imbucket.app.cli import cli
 from imbucket.bench.blocks import to_markdown
-from imbucket.bench.memory_budget import EngineRun, LayoutRun, MemoryResults, Pass
+from imbucket.bench.memory_budget import (
+    CLUSTERED_ROWS,
+    EngineRun,
+    LayoutRun,
+    MemoryResults,
+    Pass,
+    arms,
+)
 from imbucket.bench.results import ContentionRun, Latency, MachineLoad
 from imbucket.bench.review import budget, memo
 from imbucket.bench.review.model import LayoutContention, RegimeRun, Review
@@ -212,3 +219,22 @@ def test_a_regime_that_finishes_early_leaves_its_time_to_the_later_ones() -> Non
     assert on_time == pytest.approx(plan.shares_s["growth"])
     early = plan.share("growth", 60.0)  # the three before it spent a minute in all
     assert early == pytest.approx(600.0 * sum(budget.SHARES.values()) - 60.0)
+
+
+def test_postgres_lines_say_whether_clustering_the_rows_changes_the_answer() -> None:
+    found = review(("postgresql",))
+    layouts = found.out_of_memory.engines[0].layouts
+    layouts.append(LayoutRun("postgresql", CLUSTERED_ROWS, cold=_passes(2.2, 600)))
+    for size, pages in ((10_000, 5.9), (100_000, 6.4)):  # clustered, still twice the buckets'
+        found.growth.points.append(_point("postgresql", CLUSTERED_ROWS, size, pages))
+    screen = "\n".join(_first_screen(found))
+    assert (
+        "rows clustered by (conversation, seq): 2.2, bucket/clustered 0.91×, it changes the "
+        "answer: pages on par" in screen
+    )
+    assert "rows clustered by (conversation, seq): 6.4, bucket/clustered 0.52×, the same" in screen
+
+
+def test_only_postgres_measures_clustered_rows() -> None:
+    assert CLUSTERED_ROWS in arms("postgresql")
+    assert arms("sqlite") == arms("mariadb") == ("sql-row", "sql-bucket")

@@ -11,12 +11,13 @@ does.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from imbucket.app.service import MessageService
-from imbucket.bench.instrument.maintenance import routine_maintenance
+from imbucket.bench.instrument.maintenance import cluster_rows, routine_maintenance
 from imbucket.bench.instrument.probe import probing
 from imbucket.domain.model import Actor
 from imbucket.testing.factories import CONV, messages
@@ -138,3 +139,42 @@ def test_engines_that_reclaim_by_themselves_get_no_step(backend: str) -> None:
             assert routine_maintenance(service.store) is None
         finally:
             service.close()
+
+
+def test_clustering_a_postgres_row_store_orders_its_heap_by_conversation_and_seq(
+    postgres_url: str,
+) -> None:
+    with probing() as probe:
+        service = probe.open_service(store_config("sql-row", postgres_url))
+        try:
+            for first in range(1, 60, 10):  # two conversations' messages arrive interleaved
+                for conversation in ("sg_b", "sg_a"):
+                    service.ingest(conversation, messages(first, first + 9, conversation))
+            before = service.pull_range("sg_a", "bob", 1, 60)
+            assert _heap_order(service) != sorted(_heap_order(service))
+            description = cluster_rows(service.store)
+            assert description.startswith("CLUSTER by primary key")
+            assert _heap_order(service) == sorted(_heap_order(service))
+            assert service.pull_range("sg_a", "bob", 1, 60) == before
+        finally:
+            service.close()
+
+
+def test_clustering_rows_is_refused_on_other_engines(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rows.sqlite'}"
+    with probing() as probe:
+        service = probe.open_service(store_config("sql-row", url))
+        try:
+            with pytest.raises(ValueError, match="PostgreSQL"):
+                cluster_rows(service.store)
+        finally:
+            service.close()
+
+
+def _heap_order(service: MessageService) -> list[tuple[str, int]]:
+    """The message rows' (conversation_id, seq) in the order the heap holds them."""
+    engine = service.store.engine  # type: ignore[attr-defined]
+    table = service.store.schema.messages.name  # type: ignore[attr-defined]
+    with engine.connect() as connection:
+        rows = connection.execute(text(f"SELECT conversation_id, seq FROM {table} ORDER BY ctid"))
+        return [(conversation, seq) for conversation, seq in rows]

@@ -15,7 +15,7 @@ from imbucket.bench.analysis import Pair, pairs
 from imbucket.bench.capacity import PAGE_BYTES, PULLS
 from imbucket.bench.defaults import ON_PAR_HIGH, ON_PAR_LOW
 from imbucket.bench.formatting import fmt_num
-from imbucket.bench.memory_budget import Pass
+from imbucket.bench.memory_budget import CLUSTERED_ROWS, Pass
 from imbucket.bench.results import Footprint
 from imbucket.bench.review.budget import TITLES
 from imbucket.bench.review.model import Review
@@ -117,14 +117,27 @@ def _pages_word(bucket: float | None, row: float | None, what: str) -> str:
     if row <= 0 or bucket <= 0:
         return f"{what} {fmt_num(bucket, 1)} (bucket) vs {fmt_num(row, 1)} (row)"
     ratio = bucket / row
-    word = (
-        "buckets need fewer pages"
-        if ratio < ON_PAR_LOW
-        else "rows need fewer pages"
-        if ratio > ON_PAR_HIGH
-        else "pages on par"
+    counts = f"{fmt_num(bucket, 1)} (bucket) vs {fmt_num(row, 1)} (row)"
+    return f"{_word(ratio)}: {what} {counts}, {ratio:.2f}×"
+
+
+def _word(ratio: float) -> str:
+    """The pages word for a bucket/row ratio of pages per operation (a count: no interval)."""
+    if ratio < ON_PAR_LOW:
+        return "buckets need fewer pages"
+    return "rows need fewer pages" if ratio > ON_PAR_HIGH else "pages on par"
+
+
+def _clustered(bucket: float | None, row: float | None, clustered: float | None) -> str:
+    """Whether PostgreSQL's rows clustered by (conversation, seq) change the pages word."""
+    if bucket is None or row is None or clustered is None or min(bucket, row, clustered) <= 0:
+        return ""
+    before, after = _word(bucket / row), _word(bucket / clustered)
+    verdict = "the same answer" if before == after else f"it changes the answer: {after}"
+    return (
+        f"; rows clustered by (conversation, seq): {fmt_num(clustered, 1)}, bucket/clustered "
+        f"{bucket / clustered:.2f}×, {verdict}"
     )
-    return f"{word}: {what} {fmt_num(bucket, 1)} (bucket) vs {fmt_num(row, 1)} (row), {ratio:.2f}×"
 
 
 def _passes(passes: Mapping[str, Pass], mix: Mapping[str, float]) -> tuple[float | None, ...]:
@@ -147,8 +160,10 @@ def out_of_memory(review: Review, engine: str) -> str:
     if bucket is None or row is None:
         return "not measured (a layout is missing)" + cut
     share = run.buffer_bytes / max(run.dataset_bytes, 1)
+    clustered = by.get(CLUSTERED_ROWS)
+    ordered = _clustered(bucket[0], row[0], clustered[0] if clustered else None)
     return (
-        f"{_pages_word(bucket[0], row[0], 'read per op cold')}; cold p50 bucket/row "
+        f"{_pages_word(bucket[0], row[0], 'read per op cold')}{ordered}; cold p50 bucket/row "
         f"{_ratio_text(bucket[2], row[2])} (one pass, no interval; buffer "
         f"{share:.0%} of the rows' bytes, {found.messages if found else 0:,} messages)" + cut
     )
@@ -176,8 +191,11 @@ def at_scale(review: Review, engine: str) -> str:
     now = [_passes(p.passes, mix) for p in last]
     then = [_passes(p.passes, mix) for p in first]
     growth = [_ratio_text(a[1], b[1]).replace("×", "") for a, b in zip(now, then, strict=True)]
+    clustered = [p for p in series.get(CLUSTERED_ROWS, []) if p.messages == sizes[-1]]
+    ordered = _passes(clustered[0].passes, mix)[1] if clustered else None
     return (
-        f"at {sizes[-1]:,} messages {_pages_word(now[0][1], now[1][1], 'touched per op')}; "
+        f"at {sizes[-1]:,} messages {_pages_word(now[0][1], now[1][1], 'touched per op')}"
+        f"{_clustered(now[0][1], now[1][1], ordered)}; "
         f"p50 bucket/row {_ratio_text(now[0][2], now[1][2])} (one warm pass); pages per op "
         f"over {sizes[-1] / sizes[0]:,.0f}× the messages: ×{growth[0]} (bucket), ×{growth[1]} "
         "(row)" + cut
