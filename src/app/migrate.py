@@ -24,7 +24,7 @@ from imbucket.app.migrate_check import Checker
 from imbucket.app.migrate_tally import Difference as Difference
 from imbucket.app.migrate_tally import Progress as Progress
 from imbucket.app.migrate_tally import Tally as Tally
-from imbucket.app.migrate_tally import by_conversation, pages, show
+from imbucket.app.migrate_tally import by_conversation, pages, pages_ahead, show
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import load_settings, read_config_file
@@ -32,11 +32,12 @@ from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from imbucket.domain.migration import normalized, reachable
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
 from imbucket.domain.scan import Counters, ScannedSlot, UserSeqs
+from imbucket.ports.bulk_load import BulkCounterLoad, BulkLoad
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.seq_store import SeqStore
 
 Endpoint = MessageService | Mapping[str, Any] | Path | str
-DEFAULT_BATCH = 500
+DEFAULT_BATCH = 5000
 _ATTEMPTS = 3  # tries of one page's batch when the target is unavailable (then it raises)
 # The reader mark_read is given to set is_read: anyone but the sender does.
 _READERS = ("imbucket-migrate", "imbucket-migrate-2")
@@ -224,13 +225,16 @@ class _Copier:
         self.batch = batch
         self.progress = progress
         self.tally = Tally()
+        self.bulk = self.store if isinstance(self.store, BulkLoad) else None
+        self.bulk_counters = self.seqs if isinstance(self.seqs, BulkCounterLoad) else None
 
     def run(self) -> None:
-        for page in pages(self.source.store.scan, self.batch):
+        # The source is read one page ahead, while the target writes the page before.
+        for page in pages_ahead(self.source.store.scan, self.batch):
             for item in page.slots:
                 self.tally.saw(item)
             grouped = by_conversation(page.slots)
-            self._retrying(self.store.batch, partial(self._copy_slots, grouped))
+            self._retrying(self.store.batch, partial(self._copy_page, grouped))
             self.progress(self.tally)
         self.tally.phase = "watermarks"
         self._copy_counters()
@@ -261,6 +265,39 @@ class _Copier:
                 del self.tally.first[first:]
                 if attempt == _ATTEMPTS:
                     raise
+
+    def _copy_page(self, page: dict[str, list[ScannedSlot]]) -> None:
+        """The units the target lacks by its bulk path, if it has one; the rest slot by slot."""
+        rest = page if self.bulk is None else self._load_new(self.bulk, page)
+        if rest:
+            self._copy_slots(rest)
+
+    def _load_new(
+        self, bulk: BulkLoad, page: dict[str, list[ScannedSlot]]
+    ) -> dict[str, list[ScannedSlot]]:
+        """Load the slots whose target unit holds nothing (``BulkLoad``); returns the others.
+
+        A slot the target's limits refuse is left to ``_copy_slots``, which reports it.
+        """
+        wanted: dict[str, dict[int, Slot]] = {}
+        for conversation_id, items in page.items():
+            slots = wanted[conversation_id] = {}
+            for item in items:
+                slot = normalized(item.slot)
+                if slot.message is None or self._refused(slot) is None:
+                    slots[item.seq] = slot
+        loaded = bulk.load_new(wanted)
+        rest: dict[str, list[ScannedSlot]] = {}
+        for conversation_id, items in page.items():
+            done = loaded.get(conversation_id)
+            if done is None:
+                rest[conversation_id] = items
+                continue
+            self.tally.written += len(done)
+            left = [item for item in items if item.seq not in done]
+            if left:
+                rest[conversation_id] = left
+        return rest
 
     def _copy_slots(self, page: dict[str, list[ScannedSlot]]) -> None:
         """Complete each target slot of a page to the source's; conflicts are reported.
@@ -371,6 +408,9 @@ class _Copier:
             self.progress(self.tally)
 
     def _raise_counters(self, rows: Sequence[Counters]) -> None:
+        if self.bulk_counters is not None:
+            loaded = self.bulk_counters.load_new_counters(rows)
+            rows = [row for row in rows if row.conversation_id not in loaded]
         for row in rows:
             conv = row.conversation_id
             self._raise(conv, "max_seq", row.max_seq, partial(self.seqs.raise_max_seq, conv))

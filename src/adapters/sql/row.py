@@ -35,6 +35,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from imbucket.adapters.codec import message_to_doc
 from imbucket.adapters.row import RowMessageStore
+from imbucket.adapters.sql.bulk_load import RowBulkLoad
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from imbucket.adapters.sql.row_reads import (
@@ -407,6 +408,11 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
 
     def __init__(self, repository: SqlRowRepository) -> None:
         super().__init__(repository)
+        self._bulk = RowBulkLoad(repository.db, repository.schema)
+
+    def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
+        """The rows no table holds yet, by the engine's bulk path; see ports.bulk_load.BulkLoad."""
+        return self._bulk.load_new(slots)
 
     @property
     def db(self) -> Database:

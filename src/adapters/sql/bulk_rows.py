@@ -1,0 +1,41 @@
+"""Rows into a table by the engine's bulk path (the stores' ``BulkLoad``, ``BulkCounterLoad``).
+
+``COPY … FROM STDIN`` on PostgreSQL (psycopg's copy protocol, rows sent as tuples);
+``executemany`` of one INSERT elsewhere (SQLite runs it in C inside the transaction;
+PyMySQL sends it as multi-row INSERTs within ``max_allowed_packet``). Plain INSERTs (no
+IGNORE, no ON CONFLICT): a row that exists makes the write fail rather than be skipped or
+overwritten, so callers write only keys they found absent in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Table, insert
+from sqlalchemy.exc import DBAPIError
+
+
+def write_rows(
+    connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert rows (values in the order of columns) into table by the engine's bulk path."""
+    if not rows:
+        return
+    if connection.dialect.name != "postgresql":
+        statement = insert(table)
+        connection.execute(statement, [dict(zip(columns, row, strict=True)) for row in rows])
+        return
+    names = ", ".join(f'"{name}"' for name in columns)
+    sql = f"COPY {table.fullname} ({names}) FROM STDIN"
+    driver: Any = connection.connection.driver_connection
+    # The copy protocol bypasses SQLAlchemy's execution: tell its listeners (round-trip
+    # instrumentation) that a statement goes out, as every other statement does.
+    connection.dispatch.before_cursor_execute(connection, None, sql, None, None, False)
+    try:
+        with driver.cursor() as cursor, cursor.copy(sql) as copy:
+            write = copy.write_row
+            for row in rows:
+                write(row)
+    except driver.Error as error:  # translated like any statement's failure (engine.py)
+        raise DBAPIError.instance(sql, None, error, type(driver).Error) from error
