@@ -125,7 +125,8 @@ def copy_arm(url: str, rows: Sequence[tuple[Any, ...]]) -> float:
         connection.execute(f"CREATE TABLE copy_arm ({columns})")
         connection.commit()
         started = time.perf_counter()
-        with connection.cursor() as cursor, cursor.copy(f"COPY copy_arm ({names}) FROM STDIN") as copy:
+        statement = f"COPY copy_arm ({names}) FROM STDIN"
+        with connection.cursor() as cursor, cursor.copy(statement) as copy:
             for row in rows:
                 copy.write_row(row)
         connection.commit()
@@ -154,8 +155,10 @@ def run(url: str, messages: int, trials: int, seed: int, say: Callable[[str], No
     dataset = Dataset(scale_for(messages), seed)
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="migrate-rate-")))
-        say(f"source: sql-row on SQLite, {dataset.messages:,} messages in "
-            f"{len(dataset.conversations):,} conversations (seed {seed})")
+        say(
+            f"source: sql-row on SQLite, {dataset.messages:,} messages in "
+            f"{len(dataset.conversations):,} conversations (seed {seed})"
+        )
         source = build_source(folder / "source.sqlite", dataset)
         stack.callback(source.close)
         rows = copy_rows(dataset)
@@ -182,8 +185,10 @@ def _summary(arms: dict[str, Arm], say: Callable[[str], None]) -> None:
     """Each arm's median rate, and each migrate arm over COPY with its interval."""
     say("")
     for arm in arms.values():
-        say(f"{arm.name:<22} median {statistics.median(arm.rates):>10,.0f} msg/s "
-            f"over {len(arm.rates)} trials")
+        say(
+            f"{arm.name:<22} median {statistics.median(arm.rates):>10,.0f} msg/s "
+            f"over {len(arm.rates)} trials"
+        )
     copy = arms["COPY"].rates
     for name in ARMS[:2]:
         point, low, high = ratio_interval(arms[name].rates, copy)

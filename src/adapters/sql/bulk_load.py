@@ -10,29 +10,38 @@ nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, select, tuple_, union_all
+from sqlalchemy import Connection, Table, bindparam, select, union_all
 
 from imbucket.adapters.codec import push_to_doc
 from imbucket.adapters.sql.bulk_rows import write_rows
 from imbucket.adapters.sql.engine import Database
-from imbucket.adapters.sql.row_reads import ROW_COLUMNS
-from imbucket.adapters.sql.schema import RowSchema, check_key
+from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS
+from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout
-from imbucket.domain.model import MESSAGE_FIELDS, Message, Slot
+from imbucket.domain.model import MESSAGE_FIELDS, Slot
 
-MESSAGE_ROW = ("conversation_id", "seq", *ROW_COLUMNS)
-MARK_ROW = ("conversation_id", "seq", "user_id")
-_values = attrgetter(*MESSAGE_FIELDS)  # a message's stored fields, seq first, in one C call
-_OPTIONS, _PUSH, _AT_USERS = (
-    MESSAGE_FIELDS.index(name) for name in ("options", "offline_push", "at_user_id_list")
+# sql-row's message columns in the order a bulk load sends them: the plain fields (seq
+# first) straight from the message, then the three JSON columns, the revoke and the flags.
+_JSON_FIELDS = ("options", "offline_push", "at_user_id_list")
+_PLAIN_FIELDS = tuple(name for name in MESSAGE_FIELDS if name not in _JSON_FIELDS)
+MESSAGE_ROW = (
+    "conversation_id",
+    *(message_column(name) for name in _PLAIN_FIELDS),
+    *_JSON_FIELDS,
+    *REVOKE_COLUMNS,
+    "is_read",
+    "purged",
 )
-_INTS = tuple(MESSAGE_FIELDS.index(name) for name in ("session_type", "content_type"))
-_NO_MESSAGE = (None,) * (len(MESSAGE_FIELDS) - 1)
+MARK_ROW = ("conversation_id", "seq", "user_id")
+_plain = attrgetter(*_PLAIN_FIELDS)  # a message's plain fields in one C call
+_ENUMS = tuple(_PLAIN_FIELDS.index(name) for name in ("session_type", "content_type"))
+_NO_MESSAGE = (None,) * (len(_PLAIN_FIELDS) - 1 + len(_JSON_FIELDS))
+_NO_REVOKE = (None, None, None, None)
 
 
 def message_row(conversation_id: str, seq: int, slot: Slot) -> tuple[Any, ...] | None:
@@ -42,27 +51,27 @@ def message_row(conversation_id: str, seq: int, slot: Slot) -> tuple[Any, ...] |
     live in their own tables. The JSON columns are written as ``SqlRowRepository`` writes them.
     """
     message, revoke = slot.message, slot.revoke
-    if message is None and revoke is None and not slot.is_read and not slot.purged:
-        return None
-    stored: tuple[Any, ...] = _NO_MESSAGE if message is None else _message_values(message)
     revoked: tuple[Any, ...] = (
-        (None, None, None, None)
+        _NO_REVOKE
         if revoke is None
         else (revoke.user_id, int(revoke.role), revoke.nickname, revoke.time)
     )
-    return (conversation_id, seq, *stored, *revoked, slot.is_read, slot.purged)
-
-
-def _message_values(message: Message) -> tuple[Any, ...]:
-    """A message's stored fields after seq, as sql-row's columns hold them."""
-    values = list(_values(message))
-    for position in _INTS:
-        values[position] = int(values[position])
-    options, push, users = values[_OPTIONS], values[_PUSH], values[_AT_USERS]
-    values[_OPTIONS] = json.dumps(dict(options), sort_keys=True) if options else "{}"
-    values[_PUSH] = None if push is None else json.dumps(push_to_doc(push))
-    values[_AT_USERS] = json.dumps(list(users)) if users else "[]"
-    return tuple(values[1:])
+    if message is None:
+        if revoke is None and not slot.is_read and not slot.purged:
+            return None
+        return (conversation_id, seq, *_NO_MESSAGE, *revoked, slot.is_read, slot.purged)
+    plain = _plain(message)
+    if type(plain[_ENUMS[0]]) is not int or type(plain[_ENUMS[1]]) is not int:
+        plain = tuple(int(v) if i in _ENUMS else v for i, v in enumerate(plain))
+    options, push, users = message.options, message.offline_push, message.at_user_id_list
+    if not options and push is None and not users:
+        return (conversation_id, *plain, "{}", None, "[]", *revoked, slot.is_read, slot.purged)
+    encoded = (
+        json.dumps(dict(options), sort_keys=True) if options else "{}",
+        None if push is None else json.dumps(push_to_doc(push)),
+        json.dumps(list(users)) if users else "[]",
+    )
+    return (conversation_id, *plain, *encoded, *revoked, slot.is_read, slot.purged)
 
 
 class RowBulkLoad:
@@ -118,8 +127,10 @@ class RowBulkLoad:
                 row = message_row(conversation_id, seq, slot)
                 if row is not None:
                     messages.append(row)
-                deletions += [(conversation_id, seq, user) for user in slot.deleted_by]
-                readers += [(conversation_id, seq, user) for user in slot.read_by]
+                if slot.deleted_by:
+                    deletions += [(conversation_id, seq, user) for user in slot.deleted_by]
+                if slot.read_by:
+                    readers += [(conversation_id, seq, user) for user in slot.read_by]
                 done.add(seq)
             if done:
                 written[conversation_id] = done

@@ -299,7 +299,7 @@ class SqlRowRepository:
         then one reads every row of the key range they span (built once, bound per page).
         """
         start = None if after is None else tuple(json.loads(after))
-        keys = [(row[0], int(row[1])) for row in self.db.execute(self._keys(start, limit)).rows]
+        keys = [(row[0], int(row[1])) for row in self.db.fetch_raw(self._keys(start, limit))]
         if not keys:
             return SlotPage((), None)
         (last_conversation, last_seq) = keys[-1]
@@ -307,7 +307,7 @@ class SqlRowRepository:
         if start is not None:
             params.update(first_conversation=start[0], first_seq=start[1])
         by_conversation: dict[str, list[Sequence[Any]]] = {}
-        for row in self.db.execute(self._spans[start is not None], params).rows:
+        for row in self.db.fetch_raw(self._spans[start is not None], params):
             found = by_conversation.get(row[1])
             if found is None:
                 found = by_conversation[row[1]] = []
@@ -464,18 +464,20 @@ def _span(schema: RowSchema, *, after: bool) -> CompoundSelect[Any]:
     """
     width = len(ROW_COLUMNS)
     parts = []
-    for kind, table in ((MESSAGE, schema.messages), (DELETION, schema.deletions), (READER, schema.readers)):
+    tables = ((MESSAGE, schema.messages), (DELETION, schema.deletions), (READER, schema.readers))
+    for kind, table in tables:
         key = tuple_(table.c.conversation_id, table.c.seq)
         last = tuple_(bindparam("last_conversation"), bindparam("last_seq"))
         where = [table.c.conversation_id <= bindparam("last_conversation"), key <= last]
         if after:
             first = tuple_(bindparam("first_conversation"), bindparam("first_seq"))
             where += [table.c.conversation_id >= bindparam("first_conversation"), key > first]
-        if kind == MESSAGE:
-            columns = [cast(null(), String).label("user_id"), *(table.c[n] for n in ROW_COLUMNS)]
-        else:
-            columns = [table.c.user_id, *(null() for _ in range(width))]
-        kinds = literal_column(str(kind)).label("kind")
+        columns: list[Any] = (
+            [cast(null(), String).label("user_id"), *(table.c[n] for n in ROW_COLUMNS)]
+            if kind == MESSAGE
+            else [table.c.user_id, *(null() for _ in range(width))]
+        )
+        kinds: Any = literal_column(str(kind)).label("kind")
         parts.append(select(kinds, table.c.conversation_id, table.c.seq, *columns).where(*where))
     return union_all(*parts)
 

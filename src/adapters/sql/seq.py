@@ -509,7 +509,11 @@ class _CounterBulkLoad:
         def work(connection: Connection) -> set[str]:
             ids = [row.conversation_id for row in rows]
             held = {found[0] for found in connection.execute(self._held, {"ids": ids})}
-            new = [(r.conversation_id, r.max_seq, r.min_seq) for r in rows if r.conversation_id not in held]
+            new = [
+                (r.conversation_id, r.max_seq, r.min_seq)
+                for r in rows
+                if r.conversation_id not in held
+            ]
             write_rows(connection, self.seqs, ("conversation_id", "max_seq", "min_seq"), new)
             return {row[0] for row in new}
 
