@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, insert
+from sqlalchemy import Connection, Table, text
 from sqlalchemy.exc import DBAPIError
 
 
@@ -23,8 +23,14 @@ def write_rows(
     if not rows:
         return
     if connection.dialect.name != "postgresql":
-        statement = insert(table)
-        connection.execute(statement, [dict(zip(columns, row, strict=True)) for row in rows])
+        # Bound untyped: the values are as the columns store them (a JSON column's text is
+        # not encoded again), as COPY sends them.
+        names = [f"p{n}" for n in range(len(columns))]
+        statement = text(
+            f"INSERT INTO {table.fullname} ({', '.join(columns)})"
+            f" VALUES ({', '.join(':' + name for name in names)})"
+        )
+        connection.execute(statement, [dict(zip(names, row, strict=True)) for row in rows])
         return
     names = ", ".join(f'"{name}"' for name in columns)
     sql = f"COPY {table.fullname} ({names}) FROM STDIN"
