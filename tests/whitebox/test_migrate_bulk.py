@@ -34,6 +34,7 @@ LAYOUTS = ["row", "bucket"]
 def _target(engine: str, layout: str, folder: Path) -> Iterator[MessageService]:
     """An empty sql-row or sql-bucket store on engine."""
     if engine == "sqlite":
+        folder.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{folder / 'target.sqlite'}"
         with open_service({"store": {"backend": f"sql-{layout}", "url": url}}) as service:
             yield service
