@@ -39,10 +39,13 @@ def _target(engine: str, layout: str, folder: Path) -> Iterator[MessageService]:
         with open_service({"store": {"backend": f"sql-{layout}", "url": url}}) as service:
             yield service
         return
-    scratch = postgres_schema(postgres_server()) if engine == "postgres" else None
-    with scratch or mariadb_database(mariadb_server()) as url:
-        with open_service({"store": {"backend": f"sql-{layout}", "url": url}}) as service:
-            yield service
+    scratch = (
+        postgres_schema(postgres_server())
+        if engine == "postgres"
+        else mariadb_database(mariadb_server())
+    )
+    with scratch as url, open_service({"store": {"backend": f"sql-{layout}", "url": url}}) as s:
+        yield s
 
 
 def _source(conversations: int, per_conversation: int) -> MessageService:

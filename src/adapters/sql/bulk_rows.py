@@ -22,16 +22,23 @@ def write_rows(
     """Insert rows (values in the order of columns) into table by the engine's bulk path."""
     if not rows:
         return
-    if connection.dialect.name != "postgresql":
-        # Bound untyped: the values are as the columns store them (a JSON column's text is
-        # not encoded again), as COPY sends them.
-        names = [f"p{n}" for n in range(len(columns))]
-        statement = text(
-            f"INSERT INTO {table.fullname} ({', '.join(columns)})"
-            f" VALUES ({', '.join(':' + name for name in names)})"
-        )
-        connection.execute(statement, [dict(zip(names, row, strict=True)) for row in rows])
+    if connection.dialect.name == "postgresql":
+        _copy(connection, table, columns, rows)
         return
+    # Bound untyped: the values are as the columns store them (a JSON column's text is not
+    # encoded again), as COPY sends them.
+    keys = [f"p{n}" for n in range(len(columns))]
+    statement = text(
+        f"INSERT INTO {table.fullname} ({', '.join(columns)})"
+        f" VALUES ({', '.join(':' + key for key in keys)})"
+    )
+    connection.execute(statement, [dict(zip(keys, row, strict=True)) for row in rows])
+
+
+def _copy(
+    connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """``COPY … FROM STDIN`` of rows on the connection's psycopg connection."""
     names = ", ".join(f'"{name}"' for name in columns)
     sql = f"COPY {table.fullname} ({names}) FROM STDIN"
     driver: Any = connection.connection.driver_connection
@@ -44,4 +51,4 @@ def write_rows(
             for row in rows:
                 write(row)
     except driver.Error as error:  # translated like any statement's failure (engine.py)
-        raise DBAPIError.instance(sql, None, error, type(driver).Error) from error
+        raise DBAPIError.instance(sql, None, error, driver.Error) from error
