@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from imbucket.domain.model import (
@@ -183,6 +183,8 @@ _DOC_DEFAULTS: Doc = {**_TRIMMED, "options": None, "at_user_id_list": None}
 _SEND_TIME = _AFTER_SEQ.index("send_time")
 _CREATE_TIME = _AFTER_SEQ.index("create_time")
 _ROLE = 1  # position of the role in a compact revoke
+_attributes_after_seq = attrgetter(*_AFTER_SEQ)  # a message's fields after seq, in one call
+_ENUM_POSITIONS = tuple(_AFTER_SEQ.index(name) for name in ("session_type", "content_type"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,14 +227,7 @@ def compact_slot_to_doc(slot: Slot) -> Doc:
     """
     doc: Doc = {}
     if slot.message is not None:
-        values = list(message_to_doc(slot.message).values())[1:]
-        values[_CREATE_TIME] -= values[_SEND_TIME]
-        push = values[_PUSH]
-        if push is not None:
-            values[_PUSH] = list(push.values())
-        while values and values[-1] == _COMPACT_DEFAULTS[len(values) - 1]:
-            values.pop()
-        doc["m"] = values
+        doc["m"] = _compact_message(slot.message)
     if slot.revoke is not None:
         doc["r"] = list(revoke_to_doc(slot.revoke).values())
     for key, value in (("d", slot.deleted_by), ("b", slot.read_by)):
@@ -242,6 +237,21 @@ def compact_slot_to_doc(slot: Slot) -> Doc:
         if flag:
             doc[key] = True
     return doc
+
+
+def _compact_message(message: Message) -> list[Any]:
+    """A message's fields after seq as ``message_to_doc`` gives them, compacted (see above)."""
+    values = list(_attributes_after_seq(message))
+    for position in _ENUM_POSITIONS:
+        values[position] = int(values[position])
+    values[_OPTIONS] = dict(values[_OPTIONS])
+    push = push_to_doc(values[_PUSH])
+    values[_PUSH] = None if push is None else list(push.values())
+    values[_AT_USERS] = list(values[_AT_USERS])
+    values[_CREATE_TIME] -= values[_SEND_TIME]
+    while values and values[-1] == _COMPACT_DEFAULTS[len(values) - 1]:
+        values.pop()
+    return values
 
 
 def compact_slot_from_doc(conversation_id: str, seq: int, doc: Doc | None) -> Slot:

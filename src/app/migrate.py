@@ -13,8 +13,10 @@ every viewer sees) and watermark by watermark. See docs/migrate.md.
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from imbucket.app.migrate_check import Checker
 from imbucket.app.migrate_tally import Difference as Difference
 from imbucket.app.migrate_tally import Progress as Progress
 from imbucket.app.migrate_tally import Tally as Tally
-from imbucket.app.migrate_tally import by_conversation, pages, show
+from imbucket.app.migrate_tally import by_conversation, pages, pages_ahead, show
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import load_settings, read_config_file
@@ -32,11 +34,12 @@ from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from imbucket.domain.migration import normalized, reachable
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
 from imbucket.domain.scan import Counters, ScannedSlot, UserSeqs
+from imbucket.ports.bulk_load import BulkCounterLoad, BulkLoad
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.seq_store import SeqStore
 
 Endpoint = MessageService | Mapping[str, Any] | Path | str
-DEFAULT_BATCH = 500
+DEFAULT_BATCH = 5000
 _ATTEMPTS = 3  # tries of one page's batch when the target is unavailable (then it raises)
 # The reader mark_read is given to set is_read: anyone but the sender does.
 _READERS = ("imbucket-migrate", "imbucket-migrate-2")
@@ -165,7 +168,7 @@ def migrate(
     if batch < 1:
         raise ConfigError("batch must be >= 1")
     check_endpoints(source, target, allow_ephemeral_target=allow_ephemeral_target)
-    with _opened(source) as src, _opened(target) as dst:
+    with _opened(source) as src, _opened(target) as dst, _collector_paused():
         copier = _Copier(src, dst, batch, progress or (lambda tally: None))
         copier.run()
     if copier.tally.differences:
@@ -196,6 +199,23 @@ def verify(
     return checker.tally
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block (restored after, as it was).
+
+    A copy allocates a few objects per slot, page after page, and frees them as the page
+    is written; they form no cycles, yet each burst of allocations makes the collector
+    walk every live object, the pages in flight included.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class _opened:
     """Open an endpoint for the duration of a with-block; close it only if we opened it."""
 
@@ -224,13 +244,16 @@ class _Copier:
         self.batch = batch
         self.progress = progress
         self.tally = Tally()
+        self.bulk = self.store if isinstance(self.store, BulkLoad) else None
+        self.bulk_counters = self.seqs if isinstance(self.seqs, BulkCounterLoad) else None
 
     def run(self) -> None:
-        for page in pages(self.source.store.scan, self.batch):
+        # The source is read one page ahead, while the target writes the page before.
+        for page in pages_ahead(self.source.store.scan, self.batch):
             for item in page.slots:
                 self.tally.saw(item)
             grouped = by_conversation(page.slots)
-            self._retrying(self.store.batch, partial(self._copy_slots, grouped))
+            self._retrying(self.store.batch, partial(self._copy_page, grouped))
             self.progress(self.tally)
         self.tally.phase = "watermarks"
         self._copy_counters()
@@ -261,6 +284,39 @@ class _Copier:
                 del self.tally.first[first:]
                 if attempt == _ATTEMPTS:
                     raise
+
+    def _copy_page(self, page: dict[str, list[ScannedSlot]]) -> None:
+        """The units the target lacks by its bulk path, if it has one; the rest slot by slot."""
+        rest = page if self.bulk is None else self._load_new(self.bulk, page)
+        if rest:
+            self._copy_slots(rest)
+
+    def _load_new(
+        self, bulk: BulkLoad, page: dict[str, list[ScannedSlot]]
+    ) -> dict[str, list[ScannedSlot]]:
+        """Load the slots whose target unit holds nothing (``BulkLoad``); returns the others.
+
+        A slot the target's limits refuse is left to ``_copy_slots``, which reports it.
+        """
+        wanted: dict[str, dict[int, Slot]] = {}
+        for conversation_id, items in page.items():
+            slots = wanted[conversation_id] = {}
+            for item in items:
+                slot = normalized(item.slot)
+                if slot.message is None or self._refused(slot) is None:
+                    slots[item.seq] = slot
+        loaded = bulk.load_new(wanted)
+        rest: dict[str, list[ScannedSlot]] = {}
+        for conversation_id, items in page.items():
+            done = loaded.get(conversation_id)
+            if done is None:
+                rest[conversation_id] = items
+                continue
+            self.tally.written += len(done)
+            left = [item for item in items if item.seq not in done]
+            if left:
+                rest[conversation_id] = left
+        return rest
 
     def _copy_slots(self, page: dict[str, list[ScannedSlot]]) -> None:
         """Complete each target slot of a page to the source's; conflicts are reported.
@@ -371,6 +427,9 @@ class _Copier:
             self.progress(self.tally)
 
     def _raise_counters(self, rows: Sequence[Counters]) -> None:
+        if self.bulk_counters is not None:
+            loaded = self.bulk_counters.load_new_counters(rows)
+            rows = [row for row in rows if row.conversation_id not in loaded]
         for row in rows:
             conv = row.conversation_id
             self._raise(conv, "max_seq", row.max_seq, partial(self.seqs.raise_max_seq, conv))

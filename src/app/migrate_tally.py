@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -74,6 +76,51 @@ def pages(scan: Callable[[str | None, int], Any], batch: int) -> Iterator[Any]:
         cursor = page.cursor
         if cursor is None:
             return
+
+
+def pages_ahead(scan: Callable[[str | None, int], Any], batch: int) -> Iterator[Any]:
+    """``pages``, read by a thread of its own one page ahead of the caller.
+
+    So that the source is read while the caller writes the page before. An error of the
+    scan is raised to the caller at the page it would have produced; a caller that stops
+    early (an error of its own, a closed generator) stops the reader after its current page.
+    """
+    ahead: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for page in pages(scan, batch):
+                while not stop.is_set():
+                    try:
+                        ahead.put(("page", page), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as error:  # handed to the caller, raised there
+            ahead.put(("error", error))
+            return
+        ahead.put(("end", None))
+
+    reader = threading.Thread(target=read, name="migrate-source", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, value = ahead.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        while reader.is_alive():  # let a reader blocked on a full queue see the stop
+            try:
+                ahead.get_nowait()
+            except queue.Empty:
+                reader.join(0.1)
 
 
 def by_conversation(items: tuple[ScannedSlot, ...]) -> dict[str, list[ScannedSlot]]:

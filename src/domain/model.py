@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
+from operator import attrgetter
 from typing import get_type_hints
 
 from imbucket.domain.quick_constructors import quick_constructor
@@ -179,6 +180,7 @@ SHORT_TEXT_FIELDS: tuple[str, ...] = tuple(
 )
 INT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is int)
 _STR_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is str)
+_str_values = attrgetter(*_STR_FIELDS)  # the str fields' values in one call
 # message_bytes beyond the characters of its strings, options and at-list entries (see
 # message_bytes_at_most): every field's key, every int at its largest, the flags, the
 # options', at-list's and offline push's framing and the push's keys.
@@ -433,11 +435,13 @@ def message_bytes_at_most(message: Message) -> int:
     Skips the UTF-8 encoding ``message_bytes`` does, for bulk paths where nearly every
     message is far below the limit; compute ``message_bytes`` when this bound is over it.
     """
-    chars = sum(len(getattr(message, name)) for name in _STR_FIELDS)
+    chars = sum(map(len, _str_values(message)))
     options = message.options
-    chars += sum(len(key) for key in options)
+    if options:
+        chars += sum(map(len, options))
     users = message.at_user_id_list
-    chars += sum(len(user) for user in users)
+    if users:
+        chars += sum(map(len, users))
     push = message.offline_push
     if push is not None:
         chars += len(push.title) + len(push.desc) + len(push.ex) + len(push.ios_push_sound)

@@ -42,6 +42,7 @@ from imbucket.adapters.sql.bucket_writes import (
     all_of,
     dumps,
 )
+from imbucket.adapters.sql.bulk_load import BucketBulkLoad
 from imbucket.adapters.sql.dialects import Kind
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.json_sql import (
@@ -135,7 +136,7 @@ class SqlBucketRepository(BucketTagWrites):
         if template is None:
             return self.write_messages(doc_id, messages)
         docs = self._message_docs(messages)
-        whole = self._whole({index: Slot(message=m) for index, m in messages.items()})
+        whole = self.whole({index: Slot(message=m) for index, m in messages.items()})
         size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
         if size + STATEMENT_OVERHEAD > self.db.limits().max_bytes:
             return self._write_docs(doc_id, docs)
@@ -153,10 +154,10 @@ class SqlBucketRepository(BucketTagWrites):
         one transaction.
         """
         check_key(conversation_of(doc_id), "conversation_id")
-        whole = self._whole(slots)
+        whole = self.whole(slots)
         if value_bytes(whole) + STATEMENT_OVERHEAD <= self.db.limits().max_bytes:
             return self.db.execute(self._new_bucket(doc_id, whole)).rowcount == 1
-        empty = self._whole({})
+        empty = self.whole({})
         docs = {index: dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
         statements = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
@@ -174,7 +175,7 @@ class SqlBucketRepository(BucketTagWrites):
         budget = self.db.limits().max_bytes - STATEMENT_OVERHEAD
         for doc_id, slots in buckets.items():
             check_key(conversation_of(doc_id), "conversation_id")
-            whole = self._whole(slots)
+            whole = self.whole(slots)
             size = value_bytes(whole) + value_bytes(doc_id) + ROW_SQL_BYTES
             if size <= budget:
                 rows.append((doc_id, whole))
@@ -380,7 +381,7 @@ class SqlBucketRepository(BucketTagWrites):
         """Dispose of the engine's connections."""
         self.db.close()
 
-    def _whole(self, slots: Mapping[int, Slot]) -> str:
+    def whole(self, slots: Mapping[int, Slot]) -> str:
         """The JSON text of a whole bucket holding slots (every other slot empty)."""
         to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
         return dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
@@ -496,6 +497,13 @@ class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStor
 
     def __init__(self, repository: SqlBucketRepository, budget: TagBudget | None = None) -> None:
         super().__init__(repository, budget)
+        self._bulk = BucketBulkLoad(
+            repository.db, self.layout, repository.schema.docs, self.budget, repository.whole
+        )
+
+    def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
+        """Buckets with no document yet, created whole; see ports.bulk_load.BulkLoad."""
+        return self._bulk.load_new(slots)
 
     def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""

@@ -136,6 +136,16 @@ class Database:
         """
         return self.run(lambda c: _outcome(c.execute(statement, params)), idempotent=idempotent)
 
+    def fetch_raw(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> Sequence[Any]:
+        """The rows of a read as the driver returns them: tuples, no type conversion.
+
+        For bulk reads whose caller converts the values itself (SQLite's booleans are 0/1
+        here); spares building a SQLAlchemy row per row. Otherwise as ``execute``.
+        """
+        return self.run(lambda c: _driver_rows(c.execute(statement, params)))
+
     def run(
         self, work: Callable[[Connection], T], *, atomic: bool = False, idempotent: bool = True
     ) -> T:
@@ -409,6 +419,14 @@ def _transaction(connection: Connection, begin: str) -> Iterator[Connection]:
         connection.exec_driver_sql("COMMIT")
     except SQLAlchemyError as error:
         raise CommitFailed(error) from error
+
+
+def _driver_rows(result: Any) -> Sequence[Any]:
+    try:
+        rows: Sequence[Any] = result.cursor.fetchall()
+    finally:
+        result.close()
+    return rows
 
 
 def _outcome(result: Any) -> Outcome:

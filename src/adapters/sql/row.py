@@ -15,10 +15,12 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    CompoundSelect,
     Select,
     String,
     Table,
     and_,
+    bindparam,
     cast,
     delete,
     func,
@@ -35,6 +37,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from imbucket.adapters.codec import message_to_doc
 from imbucket.adapters.row import RowMessageStore
+from imbucket.adapters.sql.bulk_load import RowBulkLoad
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from imbucket.adapters.sql.row_reads import (
@@ -79,6 +82,7 @@ class SqlRowRepository:
         self.schema = schema
         self._messages = schema.messages
         self._reads = Reads(schema, db)
+        self._spans = (_span(schema, after=False), _span(schema, after=True))
         db.limits()  # asked at open, so that no insert pays the round trip
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
@@ -292,18 +296,26 @@ class SqlRowRepository:
         """Rows in (conversation_id, seq) order; see RowRepository.scan.
 
         One statement finds the page's keys in the three tables (a key range scan of each),
-        then one ``read_many`` reads the slots of every conversation on the page.
+        then one reads every row of the key range they span (built once, bound per page).
         """
         start = None if after is None else tuple(json.loads(after))
-        keys = [(row[0], int(row[1])) for row in self.db.execute(self._keys(start, limit)).rows]
-        by_conversation: dict[str, list[int]] = {}
-        for conversation_id, seq in keys:
-            by_conversation.setdefault(conversation_id, []).append(seq)
+        keys = [(row[0], int(row[1])) for row in self.db.fetch_raw(self._keys(start, limit))]
+        if not keys:
+            return SlotPage((), None)
+        (last_conversation, last_seq) = keys[-1]
+        params: dict[str, Any] = {"last_conversation": last_conversation, "last_seq": last_seq}
+        if start is not None:
+            params.update(first_conversation=start[0], first_seq=start[1])
+        by_conversation: dict[str, list[Sequence[Any]]] = {}
+        for row in self.db.fetch_raw(self._spans[start is not None], params):
+            found = by_conversation.get(row[1])
+            if found is None:
+                found = by_conversation[row[1]] = []
+            found.append((row[0], *row[2:]))
         scanned: list[ScannedSlot] = []
-        read = self.read_many(by_conversation)
-        for conversation_id, seqs in by_conversation.items():
-            found = read.get(conversation_id, {})
-            scanned += [ScannedSlot(conversation_id, s, found[s]) for s in seqs if s in found]
+        for conversation_id, rows in by_conversation.items():
+            slots = row_slots(conversation_id, rows)
+            scanned += [ScannedSlot(conversation_id, s, slots[s]) for s in sorted(slots)]
         cursor = json.dumps(list(keys[-1])) if len(keys) == limit else None
         return SlotPage(tuple(scanned), cursor)
 
@@ -407,6 +419,11 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
 
     def __init__(self, repository: SqlRowRepository) -> None:
         super().__init__(repository)
+        self._bulk = RowBulkLoad(repository.db, repository.schema)
+
+    def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
+        """The rows no table holds yet, by the engine's bulk path; see ports.bulk_load.BulkLoad."""
+        return self._bulk.load_new(slots)
 
     @property
     def db(self) -> Database:
@@ -436,6 +453,33 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
 
 
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
+
+
+def _span(schema: RowSchema, *, after: bool) -> CompoundSelect[Any]:
+    """Every row of the three tables in a bound key range, as ``read_many`` reads them.
+
+    Rows are (kind, conversation_id, seq, user_id, *ROW_COLUMNS), keys up to the bound
+    last key and (after) beyond the bound first key. The plain conversation_id bounds give
+    every engine a range of the primary key to scan; the key comparisons make it exact.
+    """
+    width = len(ROW_COLUMNS)
+    parts = []
+    tables = ((MESSAGE, schema.messages), (DELETION, schema.deletions), (READER, schema.readers))
+    for kind, table in tables:
+        key = tuple_(table.c.conversation_id, table.c.seq)
+        last = tuple_(bindparam("last_conversation"), bindparam("last_seq"))
+        where = [table.c.conversation_id <= bindparam("last_conversation"), key <= last]
+        if after:
+            first = tuple_(bindparam("first_conversation"), bindparam("first_seq"))
+            where += [table.c.conversation_id >= bindparam("first_conversation"), key > first]
+        columns: list[Any] = (
+            [cast(null(), String).label("user_id"), *(table.c[n] for n in ROW_COLUMNS)]
+            if kind == MESSAGE
+            else [table.c.user_id, *(null() for _ in range(width))]
+        )
+        kinds: Any = literal_column(str(kind)).label("kind")
+        parts.append(select(kinds, table.c.conversation_id, table.c.seq, *columns).where(*where))
+    return union_all(*parts)
 
 
 def _at(table: Table, conversation_id: str, seqs: Sequence[int]) -> ColumnElement[bool]:

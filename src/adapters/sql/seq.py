@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.selectable import TextualSelect
 
+from imbucket.adapters.sql.bulk_rows import write_rows
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.schema import Schema, check_key, check_keys
 from imbucket.adapters.sql.stats import footprint
@@ -64,6 +65,14 @@ class SqlSeqStore:
         self.schema = schema
         self._watermarks = watermarks_query(schema)
         self._upserts: dict[tuple[str, str, bool], _Upsert] = {}
+        self._bulk = _CounterBulkLoad(db, schema)
+
+    def load_new_counters(self, rows: Sequence[Counters]) -> set[str]:
+        """Counter rows of conversations with none yet, by the engine's bulk path.
+
+        See ports.bulk_load.BulkCounterLoad.
+        """
+        return self._bulk.load_new_counters(rows)
 
     @property
     def engine(self) -> Engine:
@@ -478,3 +487,34 @@ def _page(rows: list[R], width: int, limit: int) -> SeqPage[R]:
     last = rows[-1]
     key = list(astuple(last)[:width])
     return SeqPage(tuple(rows), json.dumps(key))
+
+
+class _CounterBulkLoad:
+    """``BulkCounterLoad`` for the SQL seq store: counter rows of conversations it lacks."""
+
+    def __init__(self, db: Database, schema: Schema) -> None:
+        self.db = db
+        self.seqs = schema.seqs
+        self._held = select(self.seqs.c.conversation_id).where(
+            self.seqs.c.conversation_id.in_(bindparam("ids", expanding=True))
+        )
+
+    def load_new_counters(self, rows: Sequence[Counters]) -> set[str]:
+        """See ``BulkCounterLoad.load_new_counters``: one read, then the missing rows."""
+        for row in rows:
+            check_key(row.conversation_id, "conversation_id")
+        if not rows:
+            return set()
+
+        def work(connection: Connection) -> set[str]:
+            ids = [row.conversation_id for row in rows]
+            held = {found[0] for found in connection.execute(self._held, {"ids": ids})}
+            new = [
+                (r.conversation_id, r.max_seq, r.min_seq)
+                for r in rows
+                if r.conversation_id not in held
+            ]
+            write_rows(connection, self.seqs, ("conversation_id", "max_seq", "min_seq"), new)
+            return {row[0] for row in new}
+
+        return self.db.run(work, atomic=True)

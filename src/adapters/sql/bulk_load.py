@@ -1,0 +1,208 @@
+"""The SQL stores' bulk path (``imbucket.ports.bulk_load``): units the target lacks, loaded whole.
+
+One load is one unit of work on one connection: a read of which of the given units exist
+(rows by key, buckets by doc_id), then the rows of the others, table by table, by the
+engine's bulk path (``bulk_rows.write_rows``). Outside a batch the load is its own
+transaction; inside one it joins it. A unit found present is left to the caller, so
+nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore``'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, select, union_all
+
+from imbucket.adapters.codec import push_to_doc
+from imbucket.adapters.sql.bulk_rows import write_rows
+from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS
+from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
+from imbucket.domain.budget import TagBudget
+from imbucket.domain.layout import BucketLayout
+from imbucket.domain.model import MESSAGE_FIELDS, Slot
+
+# sql-row's message columns in the order a bulk load sends them: the plain fields (seq
+# first) straight from the message, then the three JSON columns, the revoke and the flags.
+_JSON_FIELDS = ("options", "offline_push", "at_user_id_list")
+_PLAIN_FIELDS = tuple(name for name in MESSAGE_FIELDS if name not in _JSON_FIELDS)
+MESSAGE_ROW = (
+    "conversation_id",
+    *(message_column(name) for name in _PLAIN_FIELDS),
+    *_JSON_FIELDS,
+    *REVOKE_COLUMNS,
+    "is_read",
+    "purged",
+)
+MARK_ROW = ("conversation_id", "seq", "user_id")
+_plain = attrgetter(*_PLAIN_FIELDS)  # a message's plain fields in one C call
+_ENUMS = tuple(_PLAIN_FIELDS.index(name) for name in ("session_type", "content_type"))
+_NO_MESSAGE = (None,) * (len(_PLAIN_FIELDS) - 1 + len(_JSON_FIELDS))
+_NO_REVOKE = (None, None, None, None)
+
+
+def message_row(conversation_id: str, seq: int, slot: Slot) -> tuple[Any, ...] | None:
+    """sql-row's message row of a slot (MESSAGE_ROW order); None when the slot needs none.
+
+    A row holds a message, a revoke, is_read or the purge mark; deleters and early readers
+    live in their own tables. The JSON columns are written as ``SqlRowRepository`` writes them.
+    """
+    message, revoke = slot.message, slot.revoke
+    revoked: tuple[Any, ...] = (
+        _NO_REVOKE
+        if revoke is None
+        else (revoke.user_id, int(revoke.role), revoke.nickname, revoke.time)
+    )
+    if message is None:
+        if revoke is None and not slot.is_read and not slot.purged:
+            return None
+        return (conversation_id, seq, *_NO_MESSAGE, *revoked, slot.is_read, slot.purged)
+    plain = _plain(message)
+    if type(plain[_ENUMS[0]]) is not int or type(plain[_ENUMS[1]]) is not int:
+        plain = tuple(int(v) if i in _ENUMS else v for i, v in enumerate(plain))
+    options, push, users = message.options, message.offline_push, message.at_user_id_list
+    if not options and push is None and not users:
+        return (conversation_id, *plain, "{}", None, "[]", *revoked, slot.is_read, slot.purged)
+    encoded = (
+        json.dumps(dict(options), sort_keys=True) if options else "{}",
+        None if push is None else json.dumps(push_to_doc(push)),
+        json.dumps(list(users)) if users else "[]",
+    )
+    return (conversation_id, *plain, *encoded, *revoked, slot.is_read, slot.purged)
+
+
+class RowBulkLoad:
+    """``BulkLoad`` for sql-row: each ``(conversation_id, seq)`` none of its tables holds."""
+
+    def __init__(self, db: Database, schema: RowSchema) -> None:
+        self.db = db
+        self.schema = schema
+        tables = (schema.messages, schema.deletions, schema.readers)
+        # The page's conversations over the page's seq range: a superset of its keys, found
+        # with index range scans (a list of key pairs is planned as one OR per pair).
+        self._held = union_all(
+            *(
+                select(t.c.conversation_id, t.c.seq).where(
+                    t.c.conversation_id.in_(bindparam("conversations", expanding=True)),
+                    t.c.seq.between(bindparam("first"), bindparam("last")),
+                )
+                for t in tables
+            )
+        )
+
+    def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
+        """See ``BulkLoad.load_new``: one key read, then the rows of the keys no table holds."""
+        for conversation_id in slots:
+            check_key(conversation_id, "conversation_id")
+        seqs = [seq for by_seq in slots.values() for seq in by_seq]
+        if not seqs:
+            return {}
+        params = {"conversations": list(slots), "first": min(seqs), "last": max(seqs)}
+
+        def work(connection: Connection) -> dict[str, set[int]]:
+            held = {(c, int(s)) for c, s in connection.execute(self._held, params)}
+            return self._write(connection, slots, held)
+
+        return self.db.run(work, atomic=True)
+
+    def _write(
+        self,
+        connection: Connection,
+        slots: Mapping[str, Mapping[int, Slot]],
+        held: set[tuple[str, int]],
+    ) -> dict[str, set[int]]:
+        """The rows of every slot whose key is not held, table by table."""
+        messages: list[tuple[Any, ...]] = []
+        deletions: list[tuple[Any, ...]] = []
+        readers: list[tuple[Any, ...]] = []
+        written: dict[str, set[int]] = {}
+        for conversation_id, by_seq in slots.items():
+            done: set[int] = set()
+            for seq, slot in by_seq.items():
+                if held and (conversation_id, seq) in held:
+                    continue
+                row = message_row(conversation_id, seq, slot)
+                if row is not None:
+                    messages.append(row)
+                if slot.deleted_by:
+                    deletions += [(conversation_id, seq, user) for user in slot.deleted_by]
+                if slot.read_by:
+                    readers += [(conversation_id, seq, user) for user in slot.read_by]
+                done.add(seq)
+            if done:
+                written[conversation_id] = done
+        schema = self.schema
+        write_rows(connection, schema.messages, MESSAGE_ROW, messages)
+        write_rows(connection, schema.deletions, MARK_ROW, deletions)
+        write_rows(connection, schema.readers, MARK_ROW, readers)
+        return written
+
+
+class BucketBulkLoad:
+    """``BulkLoad`` for sql-bucket: each bucket with no document, created whole."""
+
+    def __init__(
+        self,
+        db: Database,
+        layout: BucketLayout,
+        docs: Table,
+        budget: TagBudget,
+        whole: Callable[[Mapping[int, Slot]], str],
+    ) -> None:
+        self.db, self.layout, self.docs, self.budget = db, layout, docs, budget
+        self._whole = whole
+        self._held = select(docs.c.doc_id).where(
+            docs.c.doc_id.in_(bindparam("doc_ids", expanding=True))
+        )
+
+    def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
+        """See ``BulkLoad.load_new``: one doc_id read, then the buckets it did not find."""
+        buckets: dict[str, dict[int, Slot]] = {}
+        seqs: dict[str, tuple[str, list[int]]] = {}
+        layout = self.layout
+        for conversation_id, by_seq in slots.items():
+            check_key(conversation_id, "conversation_id")
+            for seq, slot in by_seq.items():
+                doc_id = layout.doc_id(conversation_id, seq)
+                bucket = buckets.get(doc_id)
+                if bucket is None:
+                    bucket = buckets[doc_id] = {}
+                    seqs[doc_id] = (conversation_id, [])
+                bucket[layout.slot_index(seq)] = slot
+                seqs[doc_id][1].append(seq)
+        fitting = [doc_id for doc_id, bucket in buckets.items() if self._inline(bucket)]
+        if not fitting:
+            return {}
+        budget = self.db.limits().max_bytes
+
+        def work(connection: Connection) -> dict[str, set[int]]:
+            held = {row[0] for row in connection.execute(self._held, {"doc_ids": fitting})}
+            rows: list[tuple[Any, ...]] = []
+            written: dict[str, set[int]] = {}
+            for doc_id in fitting:
+                if doc_id in held:
+                    continue
+                whole = self._whole(buckets[doc_id])
+                if connection.dialect.name != "postgresql" and len(whole) * 4 >= budget:
+                    continue  # one INSERT must carry it: left to create_bucket's path
+                rows.append((doc_id, whole))
+                conversation_id, loaded = seqs[doc_id]
+                written.setdefault(conversation_id, set()).update(loaded)
+            write_rows(connection, self.docs, ("doc_id", "msgs"), rows)
+            return written
+
+        return self.db.run(work, atomic=True)
+
+    def _inline(self, bucket: Mapping[int, Slot]) -> bool:
+        """Whether the bucket's deleters and early readers all fit inline (no side table)."""
+        budget = self.budget
+        deleters = 0
+        for slot in bucket.values():
+            count = len(slot.deleted_by)
+            if count > budget.deleters_per_slot or len(slot.read_by) > budget.readers_per_slot:
+                return False
+            deleters += count
+        return deleters <= budget.deleters_per_bucket

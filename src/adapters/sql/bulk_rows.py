@@ -1,0 +1,54 @@
+"""Rows into a table by the engine's bulk path (the stores' ``BulkLoad``, ``BulkCounterLoad``).
+
+``COPY … FROM STDIN`` on PostgreSQL (psycopg's copy protocol, rows sent as tuples);
+``executemany`` of one INSERT elsewhere (SQLite runs it in C inside the transaction;
+PyMySQL sends it as multi-row INSERTs within ``max_allowed_packet``). Plain INSERTs (no
+IGNORE, no ON CONFLICT): a row that exists makes the write fail rather than be skipped or
+overwritten, so callers write only keys they found absent in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Table, text
+from sqlalchemy.exc import DBAPIError
+
+
+def write_rows(
+    connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert rows (values in the order of columns) into table by the engine's bulk path."""
+    if not rows:
+        return
+    if connection.dialect.name == "postgresql":
+        _copy(connection, table, columns, rows)
+        return
+    # Bound untyped: the values are as the columns store them (a JSON column's text is not
+    # encoded again), as COPY sends them.
+    keys = [f"p{n}" for n in range(len(columns))]
+    statement = text(
+        f"INSERT INTO {table.fullname} ({', '.join(columns)})"
+        f" VALUES ({', '.join(':' + key for key in keys)})"
+    )
+    connection.execute(statement, [dict(zip(keys, row, strict=True)) for row in rows])
+
+
+def _copy(
+    connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """``COPY … FROM STDIN`` of rows on the connection's psycopg connection."""
+    names = ", ".join(f'"{name}"' for name in columns)
+    sql = f"COPY {table.fullname} ({names}) FROM STDIN"
+    driver: Any = connection.connection.driver_connection
+    # The copy protocol bypasses SQLAlchemy's execution: tell its listeners (round-trip
+    # instrumentation) that a statement goes out, as every other statement does.
+    connection.dispatch.before_cursor_execute(connection, None, sql, None, None, False)
+    try:
+        with driver.cursor() as cursor, cursor.copy(sql) as copy:
+            write = copy.write_row
+            for row in rows:
+                write(row)
+    except driver.Error as error:  # translated like any statement's failure (engine.py)
+        raise DBAPIError.instance(sql, None, error, driver.Error) from error
