@@ -29,6 +29,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.sql.dml import Insert
 
 from imbucket.adapters import asyncio_bridge, contention
+from imbucket.adapters.sql import prepared
 from imbucket.adapters.sql.dialects import (
     BEGIN,
     DEFAULT_URL,
@@ -37,7 +38,6 @@ from imbucket.adapters.sql.dialects import (
     check_mariadb,
     hosts_of,
 )
-from imbucket.adapters.sql import prepared
 from imbucket.adapters.sql.faults import (
     ATTEMPTS,
     MULTI_MASTER_CONTENTION_ATTEMPTS,

@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Dialect, Executable
+from sqlalchemy import ClauseElement, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
 
 class Prepared:
     """A read statement compiled once for a dialect, bound per call (``params``)."""
 
-    def __init__(self, statement: Executable, dialect: Dialect) -> None:
+    def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
         if not isinstance(compiled, SQLCompiler):
             raise TypeError("only a SELECT can be prepared")
@@ -39,7 +39,7 @@ class Prepared:
         self._compiled = compiled
         self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
 
-    def params(self, given: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
+    def params(self, given: Mapping[str, Any]) -> tuple[Any, ...] | Mapping[str, Any]:
         """The driver's parameters for given (values by bind name; the constants added)."""
         full = self._compiled.construct_params(given)
         if self._order is None:
