@@ -250,6 +250,9 @@ class CoalescedViews:
             line = self._lines[key]
             others = [m for m in batch.members if m is not leader and not m.gone]
             leader.done = True
+            # A settled member lets go of its batch, which lists it: without the reference
+            # cycle, a pull's bookkeeping is freed at once instead of by the cyclic collector.
+            leader.batch = None
             if interrupted:  # the read was cancelled, not failed: the others read again
                 if others:
                     again = _Batch(others)
@@ -260,6 +263,7 @@ class CoalescedViews:
             for other in others:
                 other.answer, other.error = answers.get(other.viewer), failure
                 other.done = True
+                other.batch = None
             leader.answer = answers.get(leader.viewer)
             woken = self._advance(key, line)
         return others if woken is None else [*others, woken]

@@ -21,6 +21,7 @@ DEFAULT_LABELS = ("memory", "sql-row/sqlite", "sql-bucket/sqlite", "sql-bucket/s
 # The targets (imbucket.bench.targets); the five core targets (goals 1–5) first.
 PULL_MAX_TRIPS = 1  # pull_latest, pull_range and pull: watermarks and data in one round trip
 OVERHEAD_MAX = 1.5  # service p50 vs the raw-driver arm of the same pull, every layout
+ROW_OVERHEAD_MAX = 1.2  # the row layout's pull_latest(20) vs its raw arm, every SQL engine
 DELETER_BYTES_MAX = 1.2  # bytes received pulling a slot with many deleters vs with none
 BUCKET_BYTES_MAX = 1.0  # bucket data+index bytes per message vs the row layout's
 TAG_MAX_TRIPS = 2  # a tag write: the permission read and one conditional write

@@ -1,8 +1,10 @@
 """The project's acceptance targets, measured on one run (pass/FAIL lines, never asserted).
 
 Goals 1–5 first, each measured side by side on every backend of the run: one round
-trip per pull, the service within 1.5× of a raw driver query on every layout, reads that do
-not grow with a slot's deleters, buckets no bigger than rows, tag writes in two round trips.
+trip per pull, the service within 1.5× of a raw driver query on every layout (and the row
+layout's ``pull_latest(20)`` within 1.2× of its own on every SQL engine, so that a row figure
+measures the layout rather than imbucket), reads that do not grow with a slot's deleters,
+buckets no bigger than rows, tag writes in two round trips.
 Then clear_history at a flat cost, sql-bucket's index a twentieth of sql-row's, and
 ``make bench`` within three minutes. A line that cannot be met says FAIL with the measured
 number and why; a goal is never dropped for lack of a measurement (it says "not measured").
@@ -22,6 +24,7 @@ from imbucket.bench.defaults import (
     MAKE_BENCH_BUDGET_S,
     OVERHEAD_MAX,
     PULL_MAX_TRIPS,
+    ROW_OVERHEAD_MAX,
     TAG_MAX_TRIPS,
 )
 from imbucket.bench.formatting import fmt_num, fmt_ratio, fmt_us
@@ -33,6 +36,17 @@ HOT_PULLS = ("pull_hot", "pull_hot_deleted")  # the hot slot before and after it
 
 _PULL = f"pull ≤ {PULL_MAX_TRIPS} round trip"
 _OVERHEAD = f"service overhead ≤ {OVERHEAD_MAX}× raw driver"
+_ROW_OVERHEAD = f"row layout's pull_latest(20) ≤ {ROW_OVERHEAD_MAX}× raw driver"
+_ROW_PULL = "pull_latest"  # the pull the row layout's own overhead target is judged on
+_OVERHEAD_WHY = (
+    "building the answer's Message, Slot and MessageView objects in Python (for OpenIM's"
+    " encoding, from slots of named fields) does not fit in half the raw pull; it weighs"
+    " most where the query is cheapest (in process)"
+)
+_ROW_OVERHEAD_WHY = (
+    "decoding the rows into Message and Slot objects and projecting the views costs more"
+    " than a fifth of the raw pull, so part of every row figure is imbucket's, not the layout's"
+)
 _DELETERS = f"pull bytes with many deleters ≤ {DELETER_BYTES_MAX}× with none"
 _BUCKET_BYTES = "bucket data+index bytes/msg ≤ row's"
 _TAGS = f"tag writes ≤ {TAG_MAX_TRIPS} round trips"
@@ -50,6 +64,7 @@ def targets(results: RunResults) -> list[TargetLine]:
     found: list[TargetLine] = []
     found += _pull_targets(backends, titles)
     found += _overhead_targets(backends, titles)
+    found += _row_overhead_targets(backends, titles)
     found += _deleter_targets(backends, results.parameters.scale_detail.hot_deleters)
     found += _bucket_bytes_targets(results)
     found += _tag_targets(backends, titles)
@@ -131,23 +146,54 @@ def _overhead_targets(backends: list[BackendResult], titles: dict[str, str]) -> 
     return found
 
 
-def _overhead_line(b: BackendResult, arm: str, title: str) -> TargetLine:
+def _overhead_line(
+    b: BackendResult,
+    arm: str,
+    title: str,
+    target: str = _OVERHEAD,
+    limit: float = OVERHEAD_MAX,
+    why: str = _OVERHEAD_WHY,
+) -> TargetLine:
+    """The service's p50 of arm against its raw arm's, judged on the interval against limit.
+
+    why is the FAIL line's note: what the service does beyond the raw pull.
+    """
     service, raw = b.p50(arm), b.p50(f"raw_{arm}")
     found = stats.between(b, arm, b, f"raw_{arm}")
     measured = f"{title} p50 {fmt_us(service)} vs raw {fmt_us(raw)} = {stats.fmt_interval(found)}"
     if b.emulated:
-        return TargetLine(_OVERHEAD, b.label, measured, None, "emulated: latencies do not count")
-    passed = stats.judged(found, OVERHEAD_MAX)
+        return TargetLine(target, b.label, measured, None, "emulated: latencies do not count")
+    passed = stats.judged(found, limit)
     if passed is None and found is not None:
-        return TargetLine(_OVERHEAD, b.label, measured, None, _STRADDLES, inconclusive=True)
-    note = (
-        "building the answer's Message, Slot and MessageView objects in Python (for OpenIM's"
-        " encoding, from slots of named fields) does not fit in half the raw pull; it weighs"
-        " most where the query is cheapest (in process)"
-        if passed is False
-        else None
-    )
-    return TargetLine(_OVERHEAD, b.label, measured, passed, note)
+        return TargetLine(target, b.label, measured, None, _STRADDLES, inconclusive=True)
+    return TargetLine(target, b.label, measured, passed, why if passed is False else None)
+
+
+def _row_overhead_targets(
+    backends: list[BackendResult], titles: dict[str, str]
+) -> list[TargetLine]:
+    """Goal 2 for the row layout: its pull_latest(20) within ROW_OVERHEAD_MAX of its raw arm.
+
+    Every uncached SQL backend of the row layout, judged on the interval; one that ran the
+    pull without its raw arm is a FAIL "not measured".
+    """
+    rows = [b for b in backends if b.layout == "row" and b.family == "sql" and b.cache == "none"]
+    if not rows:
+        return []
+    if _ROW_PULL not in titles or f"raw_{_ROW_PULL}" not in titles:
+        note = "the run chose no pull_latest with its raw arm"
+        return [TargetLine(_ROW_OVERHEAD, "–", "not run", None, note)]
+    found = []
+    for b in rows:
+        if _ROW_PULL not in b.workloads or f"raw_{_ROW_PULL}" not in b.workloads:
+            note = "pull_latest and its raw arm did not both run"
+            found.append(TargetLine(_ROW_OVERHEAD, b.label, "not measured", False, note))
+            continue
+        title = titles.get(_ROW_PULL, _ROW_PULL)
+        found.append(
+            _overhead_line(b, _ROW_PULL, title, _ROW_OVERHEAD, ROW_OVERHEAD_MAX, _ROW_OVERHEAD_WHY)
+        )
+    return found
 
 
 def _deleter_targets(backends: list[BackendResult], deleters: int) -> list[TargetLine]:

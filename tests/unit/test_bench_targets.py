@@ -17,6 +17,7 @@ from tests.unit.bench_fakes import typed
 
 PULL = "pull ≤ 1 round trip"
 OVERHEAD = "service overhead ≤ 1.5× raw driver"
+ROW_OVERHEAD = "row layout's pull_latest(20) ≤ 1.2× raw driver"
 DELETERS = "pull bytes with many deleters ≤ 1.2× with none"
 BUCKET_BYTES = "bucket data+index bytes/msg ≤ row's"
 TAGS = "tag writes ≤ 2 round trips"
@@ -64,6 +65,35 @@ def test_a_run_that_chose_no_raw_arm_workload_says_not_run_instead_of_failing() 
     for backend in results["backends"]:
         backend.get("workloads", {}).pop("raw_pull_latest", None)
     lines = _lines(results, OVERHEAD)
+    assert [(line.measured, line.verdict) for line in lines.values()] == [("not run", "n/a")]
+
+
+def test_the_row_layouts_pull_latest_is_judged_against_1_2x_of_its_raw_arm() -> None:
+    results = bench_fakes.results(row_latest=200.0)  # its raw arm takes half: 2×
+    lines = _lines(results, ROW_OVERHEAD)
+    assert list(lines) == ["sql-row/sqlite"]  # the bucket layout and memory are not judged
+    line = lines["sql-row/sqlite"]
+    assert line.verdict == "FAIL" and "p50 200 µs vs raw 100 µs = 2.00×" in line.measured
+    assert line.note is not None and "a fifth of the raw pull" in line.note
+    row = results["backends"][1]["workloads"]
+    row["pull_latest"] = bench_fakes.run(115)
+    line = _lines(results, ROW_OVERHEAD)["sql-row/sqlite"]
+    assert (line.verdict, line.note) == ("pass", None) and "1.15×" in line.measured
+    # within the looser goal-2 line, yet over this one
+    row["pull_latest"] = bench_fakes.run(140)
+    assert _lines(results, OVERHEAD)["sql-row/sqlite"].verdict == "pass"
+    assert _lines(results, ROW_OVERHEAD)["sql-row/sqlite"].verdict == "FAIL"
+
+
+def test_a_row_backend_without_the_raw_pull_latest_is_not_measured_and_fails() -> None:
+    results = bench_fakes.results()
+    del results["backends"][1]["workloads"]["raw_pull_latest"]
+    line = _lines(results, ROW_OVERHEAD)["sql-row/sqlite"]
+    assert (line.measured, line.verdict) == ("not measured", "FAIL")
+    results["parameters"]["workloads"] = [
+        w for w in results["parameters"]["workloads"] if w["name"] != "raw_pull_latest"
+    ]
+    lines = _lines(results, ROW_OVERHEAD)
     assert [(line.measured, line.verdict) for line in lines.values()] == [("not run", "n/a")]
 
 

@@ -29,6 +29,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.sql.dml import Insert
 
 from imbucket.adapters import asyncio_bridge, contention
+from imbucket.adapters.sql import prepared
 from imbucket.adapters.sql.dialects import (
     BEGIN,
     DEFAULT_URL,
@@ -48,6 +49,7 @@ from imbucket.adapters.sql.faults import (
     config_fault,
     describe,
 )
+from imbucket.adapters.sql.prepared import Prepared
 from imbucket.adapters.sql.sizing import StatementLimits, ask_limits
 from imbucket.adapters.sql.watchdog import Watchdog
 from imbucket.adapters.timeouts import PoolSize, Timeouts
@@ -145,6 +147,26 @@ class Database:
         here); spares building a SQLAlchemy row per row. Otherwise as ``execute``.
         """
         return self.run(lambda c: _driver_rows(c.execute(statement, params)))
+
+    def fetch(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """The driver's rows of a prepared read (``imbucket.adapters.sql.prepared``).
+
+        Run as ``execute`` runs a read (same events, retries and error translation); the
+        rows are the driver's own, without SQLAlchemy's result types.
+        """
+        bound = statement.params(params)
+
+        def work(connection: Connection) -> list[Any]:
+            cursor = connection.connection.cursor()
+            try:
+                # The cursor-level execution: the statement's events and error handling,
+                # without an execution context or result object per call.
+                connection._cursor_execute(cursor, statement.sql, bound)
+                return prepared.fetch_all(cursor)
+            finally:
+                cursor.close()
+
+        return self.run(work)
 
     def run(
         self, work: Callable[[Connection], T], *, atomic: bool = False, idempotent: bool = True

@@ -141,22 +141,27 @@ class SqlRowRepository:
 
         The watermark query is a one-row derived table joined to each part of the viewed
         read (``row_reads.Reads``): the seqs are clamped in the engine, and the message part's
-        LEFT JOIN returns the watermarks even when no row is found.
+        LEFT JOIN returns the watermarks even when no row is found. A latest or range pull
+        is sent as prepared text (``Database.fetch``); an IN list goes through ``execute``.
         """
         check_keys(conversation_id, viewer)
         params: dict[str, Any] = {"conversation_id": conversation_id, "user_id": viewer}
         params["viewer"] = viewer
+        reads = self._reads
+        rows: Sequence[Sequence[Any]]
         if pick.latest:
-            statement = self._reads.latest
             params["count"] = pick.latest
+            rows = self.db.fetch(reads.prepared_latest, params)
         elif pick.seqs:
             scattered, bound = bound_seqs(conversation_id, pick.seqs)
-            statement = self._reads.pulled[scattered]
             params.update(bound)
+            if scattered:
+                rows = self.db.execute(reads.pulled[True], params).rows
+            else:
+                rows = self.db.fetch(reads.prepared_range, params)
         else:  # nothing to read but the watermarks
-            (row,) = self.db.execute(self._reads.marks, params).rows
+            (row,) = self.db.execute(reads.marks, params).rows
             return Watermarks(*map(int, row)), {}
-        rows = self.db.execute(statement, params).rows
         marks = next(Watermarks(*map(int, row[:3])) for row in rows if row[0] is not None)
         return marks, row_slots(conversation_id, [row for row in rows if row[4] is not None], 3)
 

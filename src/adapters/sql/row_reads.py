@@ -35,6 +35,7 @@ from sqlalchemy.sql.selectable import CTE, Subquery
 
 from imbucket.adapters.codec import push_from_doc
 from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.prepared import Prepared
 from imbucket.adapters.sql.schema import RowSchema, message_column
 from imbucket.adapters.sql.seq import watermarks_query
 from imbucket.domain.model import (
@@ -74,6 +75,10 @@ class Reads:
             _pull_read(schema, db, "scattered" if scattered else "range")
             for scattered in (False, True)
         )
+        # The pulls without an IN list, sent as prepared text (``Database.fetch``).
+        dialect = db.engine.dialect
+        self.prepared_latest = Prepared(self.latest, dialect)
+        self.prepared_range = Prepared(self.pulled[False], dialect)
 
 
 def _bound_at(table: Table, scattered: bool) -> ColumnElement[bool]:

@@ -5,7 +5,8 @@ with none (the deleter-bytes target); never by the stores. What is counted is th
 as each driver hands it over, without the protocol's framing:
 
 - SQLAlchemy: the values of every row fetched (an ``after_cursor_execute`` listener puts a
-  counting proxy in front of the statement's DBAPI cursor): text by its UTF-8 length,
+  counting proxy in front of the statement's DBAPI cursor; the prepared reads of
+  ``adapters.sql.prepared`` fetch through the same proxy): text by its UTF-8 length,
   bytes by length, numbers 8 bytes, NULL nothing, JSON the driver decoded by its JSON text.
 - pymongo: each reply's BSON size (a global ``CommandListener``; like round trips, call
   ``prepare`` before a MongoDB client is created).
@@ -93,15 +94,28 @@ class _CountingCursor:
 
 
 def _watch_sqlalchemy() -> Callable[[], None]:
+    """Count the rows of every statement: SQLAlchemy's results and the prepared reads."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
+
+    from imbucket.adapters.sql import prepared
 
     def listener(conn: Any, cursor: Any, sql: str, params: Any, context: Any, *_: Any) -> None:
         if context is not None and context.cursor is cursor:
             context.cursor = _CountingCursor(cursor)
 
+    fetch_all = prepared.fetch_all
+
+    def counted_fetch_all(cursor: Any) -> list[Any]:
+        return fetch_all(_CountingCursor(cursor))
+
+    def undo() -> None:
+        event.remove(Engine, "after_cursor_execute", listener)
+        prepared.fetch_all = fetch_all
+
     event.listen(Engine, "after_cursor_execute", listener)
-    return lambda: event.remove(Engine, "after_cursor_execute", listener)
+    prepared.fetch_all = counted_fetch_all
+    return undo
 
 
 def prepare() -> None:
