@@ -9,10 +9,13 @@ members whose deletions, clear floors and (on spilling rows) spilled deleters di
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from imbucket.app import MessageService
 from imbucket.app.coalescing import CoalescedViews
@@ -38,24 +41,52 @@ def group(service: MessageService) -> None:
 
 
 def herd(service: MessageService, pull: Callable[[str], Any]) -> tuple[dict[str, Any], int]:
-    """Every member pulls at once; their answers and the statements the engine received."""
+    """Every member pulls at once; their answers and the statements the engine received.
+
+    "At once" is made so whatever the machine's load: the first statement is held until
+    every member has called its pull (bounded), so that a slow thread start does not turn
+    the herd into a trickle of pulls that each find no read to join.
+    """
     answers: dict[str, Any] = {}
     start = threading.Barrier(len(MEMBERS))
+    arrived = threading.Semaphore(0)
 
     def member(viewer: str) -> None:
         start.wait()
+        arrived.release()
         try:
             answers[viewer] = pull(viewer)
         except Exception as error:  # compared with the expected answers below
             answers[viewer] = error
 
     threads = [threading.Thread(target=member, args=(viewer,)) for viewer in MEMBERS]
-    with EngineStatements(service.store.engine) as trips:  # type: ignore[attr-defined]
+    engine = service.store.engine  # type: ignore[attr-defined]
+    with EngineStatements(engine) as trips, _first_statement_held(engine, arrived):
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(60)
     return answers, trips.total
+
+
+@contextmanager
+def _first_statement_held(engine: Any, arrived: threading.Semaphore) -> Iterator[None]:
+    """Hold the engine's first statement until every member has arrived, then a moment more."""
+    held = threading.Event()
+
+    def hold(*_: object) -> None:
+        if held.is_set():
+            return
+        held.set()
+        for _member in MEMBERS:
+            arrived.acquire(timeout=10)
+        time.sleep(0.2)  # the members' few lines from their call to joining the next read
+
+    event.listen(engine, "before_cursor_execute", hold)
+    try:
+        yield
+    finally:
+        event.remove(engine, "before_cursor_execute", hold)
 
 
 @pytest.mark.parametrize("api", APIS.values(), ids=APIS.keys())
