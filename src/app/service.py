@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
@@ -47,7 +47,7 @@ from imbucket.domain.validation import (
     check_seqs,
     check_short_text,
 )
-from imbucket.ports.fresh_sends import FreshSends
+from imbucket.ports.fresh_sends import FreshSends, StoringFreshSends
 from imbucket.ports.health import Health, HealthProbe, Reachability
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
@@ -136,6 +136,10 @@ class MessageService:
         self.read_marks = read_marks or SeparateReadMarks(store, seqs)
         # A send of new client_msg_ids claims and allocates in one step when the backend can.
         self.fresh_sends = fresh_sends
+        # ... and stores the messages in that step's transaction (one commit) when it can.
+        self._storing: StoringFreshSends | None = None
+        if isinstance(fresh_sends, StoringFreshSends):
+            self._storing = fresh_sends
         self.limits = limits
         self._clock = clock
         self._new_id = new_id
@@ -174,6 +178,9 @@ class MessageService:
         now = self._clock()
         if now >= self._next_prune:
             self.prune_send_claims()
+        fresh = self._store_fresh(conversation_id, checked, now)
+        if fresh is not None:
+            return fresh
         claimed, sent = self._claims(conversation_id, checked, now)
         # New drafts, and claimed ones whose sender stopped before storing them (or is
         # storing them right now: the insert stores one version and reports the other).
@@ -387,6 +394,36 @@ class MessageService:
         sending.check_unique(checked)
         return checked
 
+    def _store_fresh(
+        self, conversation_id: str, drafts: list[Draft], now: int
+    ) -> list[Message] | None:
+        """The common send claimed, allocated and stored in one step, when the backend can.
+
+        None, with nothing written, when the general path must run: a client_msg_id was
+        claimed before, the insert met a slot already written, or the store refused the
+        batch (the general path claims it again and gives its seqs up, see _insert).
+        """
+        fresh = self._storing
+        if fresh is None:
+            return None
+        stored: list[Message] = []
+
+        def store(seqs: Mapping[str, int]) -> bool:
+            sent_at = self._clock()
+            pending = [
+                sending.stamp(conversation_id, d, seqs[d.client_msg_id], self._new_id(), sent_at)
+                for d in drafts
+            ]
+            stored[:] = sending.stored(pending, self.store.insert(conversation_id, pending))
+            return len(stored) == len(pending)
+
+        ids = [d.client_msg_id for d in drafts]
+        try:
+            claimed = fresh.store_fresh(conversation_id, ids, now, store)
+        except (WriteRefused, InvalidArgument):
+            return None
+        return None if claimed is None else stored
+
     def _claims(
         self, conversation_id: str, drafts: list[Draft], now: int
     ) -> tuple[dict[str, int], dict[str, Message]]:
@@ -397,7 +434,7 @@ class MessageService:
         messages answering them read, and the others allocated.
         """
         ids = [d.client_msg_id for d in drafts]
-        if self.fresh_sends is not None:
+        if self.fresh_sends is not None and self._storing is None:
             fresh = self.fresh_sends.claim_fresh(conversation_id, ids, at=now)
             if fresh is not None:
                 return fresh, {}

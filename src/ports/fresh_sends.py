@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 
@@ -30,5 +30,31 @@ class FreshSends(Protocol):
         leaves either everything or nothing, so running it again is safe (a second run
         finds the first one's claims and returns None). client_msg_ids are distinct and
         validated by the caller.
+        """
+        ...
+
+
+@runtime_checkable
+class StoringFreshSends(FreshSends, Protocol):
+    """``FreshSends`` that also stores the messages in the step's own transaction.
+
+    A fresh send then commits once: the claims, the allocation and the messages are kept
+    together or not at all, so no seq is left claimed without its message.
+    """
+
+    def store_fresh(
+        self,
+        conversation_id: str,
+        client_msg_ids: Sequence[str],
+        at: int,
+        store: Callable[[Mapping[str, int]], bool],
+    ) -> dict[str, int] | None:
+        """``claim_fresh``, then store(seqs) in the same transaction, all or nothing.
+
+        store is handed the seq of each client_msg_id and stores the messages through the
+        store's own calls, which join the transaction; it returns whether every message went
+        in. Returns the seqs, or None with nothing written when a client_msg_id has a claim
+        or store returned False. An error store raises is raised with nothing written. The
+        step may run store again after a transient fault (the first run was undone).
         """
         ...

@@ -137,9 +137,19 @@ class Database:
         return self.run(lambda c: _outcome(c.execute(statement, params)), idempotent=idempotent)
 
     def run(
-        self, work: Callable[[Connection], T], *, atomic: bool = False, idempotent: bool = True
+        self,
+        work: Callable[[Connection], T],
+        *,
+        atomic: bool = False,
+        idempotent: bool = True,
+        joined: bool = False,
     ) -> T:
         """Run work on one connection; atomic wraps it in a transaction.
+
+        joined (with atomic): every statement this thread issues while work runs, through
+        this Database (a store's own calls included), joins work's transaction; atomic work
+        among them runs under a SAVEPOINT. A fault in any of them ends the transaction, and
+        the whole work is what is tried again.
 
         Transient faults are tried again up to ATTEMPTS times. Work is idempotent when running
         it twice leaves the same stored state as running it once (every statement of the
@@ -152,11 +162,25 @@ class Database:
         held: Connection | None = getattr(self._held, "connection", None)
         if held is not None:
             return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
+        if joined:
+            work = self._joining(work)
         started = time.monotonic()
         try:
             return self._attempt(work, atomic)
         except Failure as failure:
             return self._retry(lambda: self._attempt(work, atomic), failure, started, idempotent)
+
+    def _joining(self, work: Callable[[Connection], T]) -> Callable[[Connection], T]:
+        """work, with this thread's statements joining its connection while it runs."""
+
+        def joined(connection: Connection) -> T:
+            self._held.connection, self._held.joined = connection, True
+            try:
+                return work(connection)
+            finally:
+                self._held.connection, self._held.joined = None, False
+
+        return joined
 
     def _attempt(self, work: Callable[[Connection], T], atomic: bool) -> T:
         """One attempt of work; a transient failure is raised as Failure."""
@@ -232,7 +256,10 @@ class Database:
         atomic: bool,
         idempotent: bool,
     ) -> T:
-        """Work inside the open batch; atomic work under a savepoint, failures not retried."""
+        """Work inside the open batch; atomic work under a savepoint, failures not retried.
+
+        Inside joined work (see run) a failure is left to that work's attempt to classify.
+        """
         try:
             if not atomic:
                 return work(connection)
@@ -245,6 +272,8 @@ class Database:
             connection.exec_driver_sql("RELEASE SAVEPOINT imb_atomic")
             return result
         except SQLAlchemyError as error:
+            if getattr(self._held, "joined", False):
+                raise
             failure = self._failure(error, committing=False)
             raise failure.translated(self.server, 1, idempotent) from error
 

@@ -13,13 +13,16 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 - MariaDB: one transaction: the counter upsert with ``RETURNING``, then the claims in one
   multi-row INSERT.
 
+``store_fresh`` runs the same step and then the store's insert in one transaction (joined:
+the store's own statements run on the step's connection), so a fresh send commits once.
+
 The statements are built once per store and bound per call.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import Connection, Executable, TextClause, bindparam, text
 from sqlalchemy.dialects import mysql
@@ -31,6 +34,10 @@ from imbucket.adapters.sql.schema import Schema, check_key, check_keys
 
 class _Claimed(Exception):
     """A client_msg_id of the batch has a claim already: the step is undone."""
+
+
+class _NotStored(Exception):
+    """The store did not take every message: the step is undone."""
 
 
 class SqlFreshSends:
@@ -70,6 +77,34 @@ class SqlFreshSends:
         except _Claimed:
             return None
         return {cid: first + offset for offset, cid in enumerate(ids)}
+
+    def store_fresh(
+        self,
+        conversation_id: str,
+        client_msg_ids: Sequence[str],
+        at: int,
+        store: Callable[[Mapping[str, int]], bool],
+    ) -> dict[str, int] | None:
+        """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
+        check_keys(conversation_id)
+        ids = [check_key(cid, "client_msg_id") for cid in client_msg_ids]
+        if not ids or self.db.in_batch:
+            return None
+
+        def claim_and_store(connection: Connection) -> dict[str, int]:
+            try:
+                first = self._claim(connection, conversation_id, ids, at)
+            except IntegrityError:
+                raise _Claimed from None
+            seqs = {cid: first + offset for offset, cid in enumerate(ids)}
+            if not store(seqs):
+                raise _NotStored
+            return seqs
+
+        try:
+            return self.db.run(claim_and_store, atomic=True, idempotent=True, joined=True)
+        except (_Claimed, _NotStored):
+            return None
 
     def _claim(self, connection: Connection, conversation_id: str, ids: list[str], at: int) -> int:
         """Claim ids and allocate their seqs on connection; the first seq."""
