@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
@@ -400,29 +400,18 @@ class MessageService:
         """The common send claimed, allocated and stored in one step, when the backend can.
 
         None, with nothing written, when the general path must run: a client_msg_id was
-        claimed before, the insert met a slot already written, or the store refused the
-        batch (the general path claims it again and gives its seqs up, see _insert).
+        claimed before, a seq already held something, or the store refused the batch (the
+        general path claims it again and gives its seqs up, see _insert).
         """
-        fresh = self._storing
-        if fresh is None:
+        if self._storing is None:
             return None
-        stored: list[Message] = []
-
-        def store(seqs: Mapping[str, int]) -> bool:
-            sent_at = self._clock()
-            pending = [
-                sending.stamp(conversation_id, d, seqs[d.client_msg_id], self._new_id(), sent_at)
-                for d in drafts
-            ]
-            stored[:] = sending.stored(pending, self.store.insert(conversation_id, pending))
-            return len(stored) == len(pending)
-
-        ids = [d.client_msg_id for d in drafts]
+        sent_at = self._clock()
+        stamped = [sending.stamp(conversation_id, d, 0, self._new_id(), sent_at) for d in drafts]
         try:
-            claimed = fresh.store_fresh(conversation_id, ids, now, store)
+            first = self._storing.store_fresh(conversation_id, stamped, now)
         except (WriteRefused, InvalidArgument):
             return None
-        return None if claimed is None else stored
+        return None if first is None else sending.numbered(stamped, first)
 
     def _claims(
         self, conversation_id: str, drafts: list[Draft], now: int

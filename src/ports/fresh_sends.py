@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
+
+from imbucket.domain.model import Message
 
 
 @runtime_checkable
@@ -36,25 +38,20 @@ class FreshSends(Protocol):
 
 @runtime_checkable
 class StoringFreshSends(FreshSends, Protocol):
-    """``FreshSends`` that also stores the messages in the step's own transaction.
+    """``FreshSends`` that also stores the messages in the step itself.
 
     A fresh send then commits once: the claims, the allocation and the messages are kept
-    together or not at all, so no seq is left claimed without its message.
+    together or not at all, so no seq is ever claimed without its message by this step.
     """
 
-    def store_fresh(
-        self,
-        conversation_id: str,
-        client_msg_ids: Sequence[str],
-        at: int,
-        store: Callable[[Mapping[str, int]], bool],
-    ) -> dict[str, int] | None:
-        """``claim_fresh``, then store(seqs) in the same transaction, all or nothing.
+    def store_fresh(self, conversation_id: str, messages: Sequence[Message], at: int) -> int | None:
+        """Claim the messages' client_msg_ids at time at, allocate and store them, atomically.
 
-        store is handed the seq of each client_msg_id and stores the messages through the
-        store's own calls, which join the transaction; it returns whether every message went
-        in. Returns the seqs, or None with nothing written when a client_msg_id has a claim
-        or store returned False. An error store raises is raised with nothing written. The
-        step may run store again after a transient fault (the first run was undone).
+        messages are stamped but not numbered (their seq is ignored): they are stored at
+        the next seqs, consecutive in the order given, and max_seq moves to the last.
+        Returns the first seq, or None with nothing written when a client_msg_id has a claim
+        (live or expired) or a seq already holds something. An error the store raises (a
+        refusal, an unreachable server) is raised with nothing written, except a reply lost
+        after the commit (see ``claim_fresh``: running it again returns None).
         """
         ...

@@ -13,38 +13,47 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 - MariaDB: one transaction: the counter upsert with ``RETURNING``, then the claims in one
   multi-row INSERT.
 
-``store_fresh`` runs the same step and then the store's insert in one transaction (joined:
-the store's own statements run on the step's connection), so a fresh send commits once.
+``store_fresh`` runs the same step and stores the messages with it, so a fresh send commits
+once: on PostgreSQL's sql-row in the same statement (a third CTE inserts the rows, one
+array per column); elsewhere the step and then the store's own insert in one transaction
+(joined: the store's statements run on the step's connection).
 
 The statements are built once per store and bound per call.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Executable, TextClause, bindparam, text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
 
 from imbucket.adapters.sql.engine import Database
-from imbucket.adapters.sql.schema import Schema, check_key, check_keys
+from imbucket.adapters.sql.row import _message_row
+from imbucket.adapters.sql.row_reads import MESSAGE_COLUMNS
+from imbucket.adapters.sql.schema import RowSchema, Schema, check_key, check_keys
+from imbucket.domain import sending
+from imbucket.domain.model import Message
+from imbucket.ports.message_store import MessageStore
 
 
 class _Claimed(Exception):
     """A client_msg_id of the batch has a claim already: the step is undone."""
 
 
-class _NotStored(Exception):
-    """The store did not take every message: the step is undone."""
-
-
 class SqlFreshSends:
     """``FreshSends`` over a schema's counters and claims tables."""
 
-    def __init__(self, db: Database, schema: Schema) -> None:
+    def __init__(self, db: Database, schema: Schema, store: MessageStore) -> None:
         self.db = db
+        self.store = store
+        # PostgreSQL's sql-row: the claims, the allocation and the rows in one statement.
+        self._rows: RowStatement | None = None
+        if db.kind == "postgresql" and isinstance(schema, RowSchema):
+            self._rows = RowStatement(db, schema)
         self._statement = _statement(db, schema)
         table = schema.sends
         self._insert_claims = table.insert().values(
@@ -78,33 +87,43 @@ class SqlFreshSends:
             return None
         return {cid: first + offset for offset, cid in enumerate(ids)}
 
-    def store_fresh(
-        self,
-        conversation_id: str,
-        client_msg_ids: Sequence[str],
-        at: int,
-        store: Callable[[Mapping[str, int]], bool],
-    ) -> dict[str, int] | None:
+    def store_fresh(self, conversation_id: str, messages: Sequence[Message], at: int) -> int | None:
         """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
         check_keys(conversation_id)
-        ids = [check_key(cid, "client_msg_id") for cid in client_msg_ids]
+        ids = [check_key(m.client_msg_id, "client_msg_id") for m in messages]
         if not ids or self.db.in_batch:
             return None
+        if self._rows is not None:
+            work = self._rows.work(conversation_id, ids, messages, at)
+        else:
+            work = functools.partial(self._claim_and_store, conversation_id, ids, messages, at)
 
-        def claim_and_store(connection: Connection) -> dict[str, int]:
+        def claim_and_store(connection: Connection) -> int:
             try:
-                first = self._claim(connection, conversation_id, ids, at)
+                return work(connection)
             except IntegrityError:
                 raise _Claimed from None
-            seqs = {cid: first + offset for offset, cid in enumerate(ids)}
-            if not store(seqs):
-                raise _NotStored
-            return seqs
 
+        one = self._rows is not None  # one statement: autocommitted
         try:
-            return self.db.run(claim_and_store, atomic=True, idempotent=True, joined=True)
-        except (_Claimed, _NotStored):
+            return self.db.run(claim_and_store, atomic=not one, idempotent=True, joined=not one)
+        except _Claimed:
             return None
+
+    def _claim_and_store(
+        self,
+        conversation_id: str,
+        ids: list[str],
+        messages: Sequence[Message],
+        at: int,
+        connection: Connection,
+    ) -> int:
+        """The step, then the store's insert joining its transaction; the first seq."""
+        first = self._claim(connection, conversation_id, ids, at)
+        numbered = sending.numbered(messages, first)
+        if len(self.store.insert(conversation_id, numbered).inserted) != len(ids):
+            raise _Claimed  # a seq held something already: the general path settles it
+        return first
 
     def _claim(self, connection: Connection, conversation_id: str, ids: list[str], at: int) -> int:
         """Claim ids and allocate their seqs on connection; the first seq."""
@@ -155,3 +174,41 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
     upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
     returning: Executable = upsert.returning(table.c.max_seq)
     return returning
+
+
+class RowStatement:
+    """PostgreSQL's sql-row: claims, allocation and message rows in one statement.
+
+    A plain INSERT of the rows: a seq holding a row already (tags written ahead of the
+    message) is a unique-key violation too, and the general path settles it.
+    """
+
+    def __init__(self, db: Database, schema: RowSchema) -> None:
+        types = {c.name: c.type.compile(db.engine.dialect) for c in schema.messages.c}
+        names = ", ".join(MESSAGE_COLUMNS)
+        aliases = ", ".join(f"m{n}" for n in range(len(MESSAGE_COLUMNS)))
+        arrays = ", ".join(
+            f"CAST(:m{n} AS {types[name]}[])" for n, name in enumerate(MESSAGE_COLUMNS)
+        )
+        claim = str(_statement(db, schema).text)  # type: ignore[union-attr]
+        head, tail = claim.rsplit(" SELECT base FROM counter", 1)
+        self.statement = text(
+            f"{head}, stored AS (INSERT INTO {schema.messages.name}"
+            f" (conversation_id, seq, {names}) SELECT :conversation_id, counter.base + r.n,"
+            f" {aliases} FROM counter, unnest({arrays}) WITH ORDINALITY AS r({aliases}, n))"
+            f" SELECT base FROM counter{tail}"
+        )
+
+    def work(
+        self, conversation_id: str, ids: list[str], messages: Sequence[Message], at: int
+    ) -> Callable[[Connection], int]:
+        """The statement bound to one send, as work for ``Database.run``; the first seq."""
+        rows = [_message_row(conversation_id, m) for m in messages]
+        params = {"conversation_id": conversation_id, "n": len(ids), "ids": ids, "at": at}
+        for n, name in enumerate(MESSAGE_COLUMNS):
+            params[f"m{n}"] = [row[name] for row in rows]
+
+        def work(connection: Connection) -> int:
+            return int(connection.execute(self.statement, params).scalar_one()) + 1
+
+        return work
