@@ -39,7 +39,7 @@ def stamp(conversation_id: str, draft: Draft, seq: int, server_msg_id: str, now:
 
 
 def numbered(messages: Sequence[Message], first: int) -> list[Message]:
-    """messages at consecutive seqs from first, in their order (a fresh send's allocation)."""
+    """The messages at consecutive seqs from first, in their order (a fresh send's seqs)."""
     return [replace(message, seq=seq) for seq, message in enumerate(messages, first)]
 
 

@@ -98,7 +98,9 @@ class Database:
         if self.kind == "sqlite":
             self._lock = asyncio_bridge.GreenletLock() if asynchronous else threading.RLock()
         self._limits: StatementLimits | None = None
-        self._held = threading.local()  # the connection of this thread's open batch, if any
+        # The connection of this caller's open batch or joined work, if any: per thread, and
+        # per greenlet under asyncio (the concurrent calls of an event loop share its thread).
+        self._held = asyncio_bridge.TaskLocal()
         # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long;
         # the same for MariaDB's asyncio driver.
         self.watchdog: Watchdog | None = None
@@ -119,7 +121,7 @@ class Database:
     @property
     def in_batch(self) -> bool:
         """Whether this thread's statements run inside an open ``batch``."""
-        return getattr(self._held, "connection", None) is not None
+        return self._held.get() is not None
 
     def execute(
         self,
@@ -159,7 +161,7 @@ class Database:
         The first attempt runs without any retry machinery (the fast path of every read);
         only a failed attempt enters the retry loop.
         """
-        held: Connection | None = getattr(self._held, "connection", None)
+        held: _Held | None = self._held.get()
         if held is not None:
             return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
         if joined:
@@ -174,11 +176,11 @@ class Database:
         """work, with this thread's statements joining its connection while it runs."""
 
         def joined(connection: Connection) -> T:
-            self._held.connection, self._held.joined = connection, True
+            self._held.set(_Held(connection, joined=True))
             try:
                 return work(connection)
             finally:
-                self._held.connection, self._held.joined = None, False
+                self._held.set(None)
 
         return joined
 
@@ -228,19 +230,19 @@ class Database:
         batch back and raises StoreUnavailable (store writes are idempotent, so the caller
         can run the batch again). Locks taken by its writes are held until it ends.
         """
-        if getattr(self._held, "connection", None) is not None:
+        if self._held.get() is not None:
             yield
             return
         with self._lock:
             connection = self._reconnecting()
             try:
                 with connection:
-                    self._held.connection = connection
+                    self._held.set(_Held(connection, joined=False))
                     try:
                         with _transaction(connection, BEGIN[self.kind]):
                             yield
                     finally:
-                        self._held.connection = None
+                        self._held.set(None)
             except CommitFailed as failed:
                 failure = self._failure(failed.error, committing=True)
                 raise failure.translated(self.server, 1, True) from failed.error
@@ -250,7 +252,7 @@ class Database:
 
     def _in_batch(
         self,
-        connection: Connection,
+        held: _Held,
         work: Callable[[Connection], T],
         *,
         atomic: bool,
@@ -260,6 +262,7 @@ class Database:
 
         Inside joined work (see run) a failure is left to that work's attempt to classify.
         """
+        connection = held.connection
         try:
             if not atomic:
                 return work(connection)
@@ -272,7 +275,7 @@ class Database:
             connection.exec_driver_sql("RELEASE SAVEPOINT imb_atomic")
             return result
         except SQLAlchemyError as error:
-            if getattr(self._held, "joined", False):
+            if held.joined:
                 raise
             failure = self._failure(error, committing=False)
             raise failure.translated(self.server, 1, idempotent) from error
@@ -411,6 +414,14 @@ class Database:
             attempt,
             self.attempts[failure.fault],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """The connection a caller's statements run on: its open batch's, or its joined work's."""
+
+    connection: Connection
+    joined: bool
 
 
 class SchemaLockBusy(StoreUnavailable):

@@ -149,16 +149,7 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
     """The engine's first (PostgreSQL, SQLite: only) statement of a fresh claim."""
     seqs, sends = schema.seqs.name, schema.sends.name
     if db.kind == "postgresql":
-        return text(
-            f"WITH counter AS (INSERT INTO {seqs} AS s (conversation_id, max_seq, min_seq)"
-            " VALUES (:conversation_id, CAST(:n AS bigint), 0) ON CONFLICT (conversation_id)"
-            " DO UPDATE SET max_seq = s.max_seq + EXCLUDED.max_seq"
-            " RETURNING s.max_seq - CAST(:n AS bigint) AS base),"
-            f" claimed AS (INSERT INTO {sends} (conversation_id, client_msg_id, seq, claimed_at)"
-            " SELECT :conversation_id, i.id, counter.base + i.n, CAST(:at AS bigint)"
-            " FROM counter, unnest(CAST(:ids AS text[])) WITH ORDINALITY AS i(id, n))"
-            " SELECT base FROM counter"
-        )
+        return text(f"{_counter_and_claims(seqs, sends)} SELECT base FROM counter")
     if db.kind == "sqlite":
         # The counter is read once (an uncorrelated subquery) before the trigger moves it.
         return text(
@@ -190,13 +181,12 @@ class RowStatement:
         arrays = ", ".join(
             f"CAST(:m{n} AS {types[name]}[])" for n, name in enumerate(MESSAGE_COLUMNS)
         )
-        claim = str(_statement(db, schema).text)  # type: ignore[union-attr]
-        head, tail = claim.rsplit(" SELECT base FROM counter", 1)
+        claims = _counter_and_claims(schema.seqs.name, schema.sends.name)
         self.statement = text(
-            f"{head}, stored AS (INSERT INTO {schema.messages.name}"
+            f"{claims}, stored AS (INSERT INTO {schema.messages.name}"
             f" (conversation_id, seq, {names}) SELECT :conversation_id, counter.base + r.n,"
             f" {aliases} FROM counter, unnest({arrays}) WITH ORDINALITY AS r({aliases}, n))"
-            f" SELECT base FROM counter{tail}"
+            " SELECT base FROM counter"
         )
 
     def work(
@@ -212,3 +202,19 @@ class RowStatement:
             return int(connection.execute(self.statement, params).scalar_one()) + 1
 
         return work
+
+
+def _counter_and_claims(seqs: str, sends: str) -> str:
+    """PostgreSQL: the CTEs upserting the counter (``base``) and inserting the claims from it.
+
+    ``base`` is the seq before the first one allocated.
+    """
+    return (
+        f"WITH counter AS (INSERT INTO {seqs} AS s (conversation_id, max_seq, min_seq)"
+        " VALUES (:conversation_id, CAST(:n AS bigint), 0) ON CONFLICT (conversation_id)"
+        " DO UPDATE SET max_seq = s.max_seq + EXCLUDED.max_seq"
+        " RETURNING s.max_seq - CAST(:n AS bigint) AS base),"
+        f" claimed AS (INSERT INTO {sends} (conversation_id, client_msg_id, seq, claimed_at)"
+        " SELECT :conversation_id, i.id, counter.base + i.n, CAST(:at AS bigint)"
+        " FROM counter, unnest(CAST(:ids AS text[])) WITH ORDINALITY AS i(id, n))"
+    )
