@@ -40,8 +40,10 @@ class FreshSends(Protocol):
 class StoringFreshSends(FreshSends, Protocol):
     """``FreshSends`` that also stores the messages in the step itself.
 
-    A fresh send then commits once: the claims, the allocation and the messages are kept
-    together or not at all, so no seq is ever claimed without its message by this step.
+    A fresh send then commits once where the engine keeps the step in one transaction: the
+    claims, the allocation and the messages are kept together or not at all. Where it does
+    not (an implementation says so), the claims and seqs are committed first, as by
+    ``claim_fresh``, and stay when the messages are not stored: the general path finds them.
     """
 
     def store_fresh(self, conversation_id: str, messages: Sequence[Message], at: int) -> int | None:
@@ -49,9 +51,9 @@ class StoringFreshSends(FreshSends, Protocol):
 
         messages are stamped but not numbered (their seq is ignored): they are stored at
         the next seqs, consecutive in the order given, and max_seq moves to the last.
-        Returns the first seq, or None with nothing written when a client_msg_id has a claim
-        (live or expired) or a seq already holds something. An error the store raises (a
-        refusal, an unreachable server) is raised with nothing written, except a reply lost
-        after the commit (see ``claim_fresh``: running it again returns None).
+        Returns the first seq, or None when a client_msg_id has a claim (live or expired) or
+        a seq already holds something. An error the store raises (a refusal, an unreachable
+        server) is raised. In one transaction, None and an error leave nothing written, except
+        a reply lost after the commit (see ``claim_fresh``: running it again returns None).
         """
         ...

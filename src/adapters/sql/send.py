@@ -93,6 +93,8 @@ class SqlFreshSends:
         ids = [check_key(m.client_msg_id, "client_msg_id") for m in messages]
         if not ids or self.db.in_batch:
             return None
+        if self.db.kind == "postgresql" and self._rows is None:
+            return self._claim_then_store(conversation_id, ids, messages, at)
         if self._rows is not None:
             work = self._rows.work(conversation_id, ids, messages, at)
         else:
@@ -109,6 +111,25 @@ class SqlFreshSends:
             return self.db.run(claim_and_store, atomic=not one, idempotent=True, joined=not one)
         except _Claimed:
             return None
+
+    def _claim_then_store(
+        self, conversation_id: str, ids: list[str], messages: Sequence[Message], at: int
+    ) -> int | None:
+        """PostgreSQL's sql-bucket: the step, then the store's insert, each autocommitted.
+
+        A transaction around both would hold the conversation's counter across four round
+        trips (BEGIN, the step, the bucket's write, COMMIT), and concurrent sends of the
+        conversation would queue behind it. The claims stay when the insert fails, as after
+        ``claim_fresh``: the general path finds them.
+        """
+        seqs = self.claim_fresh(conversation_id, ids, at)
+        if seqs is None:
+            return None
+        first = seqs[ids[0]]
+        numbered = sending.numbered(messages, first)
+        if len(self.store.insert(conversation_id, numbered).inserted) != len(ids):
+            return None
+        return first
 
     def _claim_and_store(
         self,
