@@ -399,17 +399,30 @@ class MessageService:
     ) -> list[Message] | None:
         """The common send claimed, allocated and stored in one step, when the backend can.
 
-        None, with nothing written, when the general path must run: a client_msg_id was
-        claimed before, a seq already held something, or the store refused the batch (the
-        general path claims it again and gives its seqs up, see _insert).
+        The step stores through _insert, so a batch the store refuses for good gives its
+        seqs up as on the general path. None when the general path must run: a
+        client_msg_id was claimed before, a seq already held something, or the engine
+        refused the step's transaction (nothing written: the general path claims the batch
+        again, is refused, and gives its seqs up).
         """
         if self._storing is None:
             return None
         sent_at = self._clock()
         stamped = [sending.stamp(conversation_id, d, 0, self._new_id(), sent_at) for d in drafts]
+        given_up: list[bool] = []
+
+        def insert(conversation: str, pending: list[Message]) -> InsertResult:
+            try:
+                return self._insert(conversation, pending)
+            except (WriteRefused, InvalidArgument):
+                given_up.append(True)
+                raise
+
         try:
-            first = self._storing.store_fresh(conversation_id, stamped, now)
+            first = self._storing.store_fresh(conversation_id, stamped, now, insert)
         except (WriteRefused, InvalidArgument):
+            if given_up:
+                raise
             return None
         return None if first is None else sending.numbered(stamped, first)
 

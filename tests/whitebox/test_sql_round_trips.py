@@ -71,21 +71,13 @@ def test_redelivery_of_a_batch_costs_a_constant_number_of_statements(
 
 
 # A fresh send: the claims and the allocation in one step (``adapters.sql.send``), then the
-# insert, in one transaction (BEGIN and COMMIT are not counted). MariaDB's step is two
-# statements: the counter's upsert and the claims. PostgreSQL's sql-row inserts the rows in
-# the step's own statement.
+# insert (in one transaction on SQLite and MariaDB; BEGIN and COMMIT are not counted).
+# MariaDB's step is two statements: the counter's upsert and the claims.
 FRESH = {"postgresql": 2, "sqlite": 2, "mariadb": 3}
 
 
 def kind_of(service: MessageService) -> str:
     return str(service.seqs.db.kind)  # type: ignore[attr-defined]
-
-
-def fresh(service: MessageService) -> int:
-    """The statements of a fresh send on the service's engine and layout."""
-    if kind_of(service) == "postgresql" and not isinstance(service.store, SqlBucketStore):
-        return 1
-    return FRESH[kind_of(service)]
 
 
 @pytest.mark.parametrize("size", [1, 2, 99], ids=["one", "two", "99"])
@@ -94,7 +86,7 @@ def test_a_fresh_send_costs_the_step_and_the_insert(service: MessageService, siz
     with counter(service) as trips:
         sent = service.send(CONV, [draft(n) for n in range(1, size + 1)])
     assert [m.seq for m in sent] == list(range(2, size + 2))
-    assert (trips.total, trips.writes) == (fresh(service),) * 2, trips.statements
+    assert (trips.total, trips.writes) == (FRESH[kind_of(service)],) * 2, trips.statements
 
 
 def test_a_batch_of_100_drafts_costs_what_one_costs(service: MessageService) -> None:
@@ -107,7 +99,7 @@ def test_a_batch_of_100_drafts_costs_what_one_costs(service: MessageService) -> 
     buckets = 0
     if isinstance(service.store, SqlBucketStore):
         buckets = 3 if kind_of(service) == "mariadb" else 1
-    assert trips.total == fresh(service) + buckets, trips.statements
+    assert trips.total == FRESH[kind_of(service)] + buckets, trips.statements
 
 
 def test_a_retry_writes_nothing_and_a_half_retry_takes_the_general_path(

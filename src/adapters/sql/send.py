@@ -13,10 +13,9 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 - MariaDB: one transaction: the counter upsert with ``RETURNING``, then the claims in one
   multi-row INSERT.
 
-``store_fresh`` runs the same step and stores the messages with it, so a fresh send commits
-once: on PostgreSQL's sql-row in the same statement (a third CTE inserts the rows, one
-array per column); elsewhere the step and then the store's own insert in one transaction
-(joined: the store's statements run on the step's connection).
+``store_fresh`` runs the same step and then the caller's insert: on SQLite and MariaDB in
+one transaction (joined: the store's statements run on the step's connection), so a fresh
+send commits once; on PostgreSQL each autocommitted (see ``_claim_then_store``).
 
 The statements are built once per store and bound per call.
 """
@@ -32,12 +31,12 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
 
 from imbucket.adapters.sql.engine import Database
-from imbucket.adapters.sql.row import _message_row
-from imbucket.adapters.sql.row_reads import MESSAGE_COLUMNS
-from imbucket.adapters.sql.schema import RowSchema, Schema, check_key, check_keys
+from imbucket.adapters.sql.schema import Schema, check_key, check_keys
 from imbucket.domain import sending
-from imbucket.domain.model import Message
-from imbucket.ports.message_store import MessageStore
+from imbucket.domain.errors import ImbucketError
+from imbucket.domain.model import InsertResult, Message
+
+Insert = Callable[[str, list[Message]], InsertResult]
 
 
 class _Claimed(Exception):
@@ -47,13 +46,8 @@ class _Claimed(Exception):
 class SqlFreshSends:
     """``FreshSends`` over a schema's counters and claims tables."""
 
-    def __init__(self, db: Database, schema: Schema, store: MessageStore) -> None:
+    def __init__(self, db: Database, schema: Schema) -> None:
         self.db = db
-        self.store = store
-        # PostgreSQL's sql-row: the claims, the allocation and the rows in one statement.
-        self._rows: RowStatement | None = None
-        if db.kind == "postgresql" and isinstance(schema, RowSchema):
-            self._rows = RowStatement(db, schema)
         self._statement = _statement(db, schema)
         table = schema.sends
         self._insert_claims = table.insert().values(
@@ -87,47 +81,45 @@ class SqlFreshSends:
             return None
         return {cid: first + offset for offset, cid in enumerate(ids)}
 
-    def store_fresh(self, conversation_id: str, messages: Sequence[Message], at: int) -> int | None:
+    def store_fresh(
+        self, conversation_id: str, messages: Sequence[Message], at: int, insert: Insert
+    ) -> int | None:
         """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
         check_keys(conversation_id)
         ids = [check_key(m.client_msg_id, "client_msg_id") for m in messages]
         if not ids or self.db.in_batch:
             return None
-        if self.db.kind == "postgresql" and self._rows is None:
-            return self._claim_then_store(conversation_id, ids, messages, at)
-        if self._rows is not None:
-            work = self._rows.work(conversation_id, ids, messages, at)
-        else:
-            work = functools.partial(self._claim_and_store, conversation_id, ids, messages, at)
-
-        def claim_and_store(connection: Connection) -> int:
-            try:
-                return work(connection)
-            except IntegrityError:
-                raise _Claimed from None
-
-        one = self._rows is not None  # one statement: autocommitted
+        if self.db.kind == "postgresql":
+            return self._claim_then_store(conversation_id, ids, messages, at, insert)
+        step = functools.partial(self._claim_and_store, conversation_id, ids, messages, at, insert)
         try:
-            return self.db.run(claim_and_store, atomic=not one, idempotent=True, joined=not one)
+            first, refused = self.db.run(step, atomic=True, idempotent=True, joined=True)
         except _Claimed:
             return None
+        if refused is not None:
+            raise refused  # after the commit of what the insert kept (see the port)
+        return first
 
     def _claim_then_store(
-        self, conversation_id: str, ids: list[str], messages: Sequence[Message], at: int
+        self,
+        conversation_id: str,
+        ids: list[str],
+        messages: Sequence[Message],
+        at: int,
+        insert: Insert,
     ) -> int | None:
-        """PostgreSQL's sql-bucket: the step, then the store's insert, each autocommitted.
+        """PostgreSQL: the step, then the insert, each autocommitted (two commits).
 
         A transaction around both would hold the conversation's counter across four round
-        trips (BEGIN, the step, the bucket's write, COMMIT), and concurrent sends of the
-        conversation would queue behind it. The claims stay when the insert fails, as after
+        trips (BEGIN, the step, the insert, COMMIT), and concurrent sends of the conversation
+        would queue behind it. The claims stay when the insert fails, as after
         ``claim_fresh``: the general path finds them.
         """
         seqs = self.claim_fresh(conversation_id, ids, at)
         if seqs is None:
             return None
         first = seqs[ids[0]]
-        numbered = sending.numbered(messages, first)
-        if len(self.store.insert(conversation_id, numbered).inserted) != len(ids):
+        if len(insert(conversation_id, sending.numbered(messages, first)).inserted) != len(ids):
             return None
         return first
 
@@ -137,14 +129,23 @@ class SqlFreshSends:
         ids: list[str],
         messages: Sequence[Message],
         at: int,
+        insert: Insert,
         connection: Connection,
-    ) -> int:
-        """The step, then the store's insert joining its transaction; the first seq."""
-        first = self._claim(connection, conversation_id, ids, at)
-        numbered = sending.numbered(messages, first)
-        if len(self.store.insert(conversation_id, numbered).inserted) != len(ids):
+    ) -> tuple[int, ImbucketError | None]:
+        """The step, then the insert joining its transaction; the first seq and a refusal."""
+        try:
+            first = self._claim(connection, conversation_id, ids, at)
+        except IntegrityError:
+            raise _Claimed from None
+        try:
+            result = insert(conversation_id, sending.numbered(messages, first))
+        except ImbucketError as failed:
+            # The insert's own verdict (a driver's error would have ended the transaction):
+            # what it kept is committed, as if the step and the insert were two transactions.
+            return first, failed
+        if len(result.inserted) != len(ids):
             raise _Claimed  # a seq held something already: the general path settles it
-        return first
+        return first, None
 
     def _claim(self, connection: Connection, conversation_id: str, ids: list[str], at: int) -> int:
         """Claim ids and allocate their seqs on connection; the first seq."""
@@ -186,43 +187,6 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
     upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
     returning: Executable = upsert.returning(table.c.max_seq)
     return returning
-
-
-class RowStatement:
-    """PostgreSQL's sql-row: claims, allocation and message rows in one statement.
-
-    A plain INSERT of the rows: a seq holding a row already (tags written ahead of the
-    message) is a unique-key violation too, and the general path settles it.
-    """
-
-    def __init__(self, db: Database, schema: RowSchema) -> None:
-        types = {c.name: c.type.compile(db.engine.dialect) for c in schema.messages.c}
-        names = ", ".join(MESSAGE_COLUMNS)
-        aliases = ", ".join(f"m{n}" for n in range(len(MESSAGE_COLUMNS)))
-        arrays = ", ".join(
-            f"CAST(:m{n} AS {types[name]}[])" for n, name in enumerate(MESSAGE_COLUMNS)
-        )
-        claims = _counter_and_claims(schema.seqs.name, schema.sends.name)
-        self.statement = text(
-            f"{claims}, stored AS (INSERT INTO {schema.messages.name}"
-            f" (conversation_id, seq, {names}) SELECT :conversation_id, counter.base + r.n,"
-            f" {aliases} FROM counter, unnest({arrays}) WITH ORDINALITY AS r({aliases}, n))"
-            " SELECT base FROM counter"
-        )
-
-    def work(
-        self, conversation_id: str, ids: list[str], messages: Sequence[Message], at: int
-    ) -> Callable[[Connection], int]:
-        """The statement bound to one send, as work for ``Database.run``; the first seq."""
-        rows = [_message_row(conversation_id, m) for m in messages]
-        params = {"conversation_id": conversation_id, "n": len(ids), "ids": ids, "at": at}
-        for n, name in enumerate(MESSAGE_COLUMNS):
-            params[f"m{n}"] = [row[name] for row in rows]
-
-        def work(connection: Connection) -> int:
-            return int(connection.execute(self.statement, params).scalar_one()) + 1
-
-        return work
 
 
 def _counter_and_claims(seqs: str, sends: str) -> str:
