@@ -79,8 +79,6 @@ class SqlRowRepository:
         self.schema = schema
         self._messages = schema.messages
         self._reads = Reads(schema, db)
-        table = self._messages
-        self._insert_rows = db.insert_ignore(table).returning(table.c.seq)  # built once: hot
         db.limits()  # asked at open, so that no insert pays the round trip
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
@@ -384,7 +382,9 @@ class SqlRowRepository:
         where a ``values()`` list is compiled again on every call, one bound parameter at a
         time (most of an ingest's time on SQLite).
         """
-        return {row.seq for row in self.db.execute(self._insert_rows, list(rows)).rows}
+        table = self._messages
+        statement = self.db.insert_ignore(table).returning(table.c.seq)
+        return {row.seq for row in self.db.execute(statement, list(rows)).rows}
 
     def _add_marks(
         self, marks: Table, conversation_id: str, users: Mapping[int, str | None]
