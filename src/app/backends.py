@@ -145,7 +145,7 @@ def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
     log_of_store = SqlInvalidationLog(seqs.db, seqs.schema.cache_log)
     marks = SqlReadMarks(store, seqs)
-    fresh = SqlFreshSends(seqs.db, seqs.schema)
+    fresh = SqlFreshSends(seqs.db, store.schema)
     version = seqs.db.server_version
     return Backend(
         store,

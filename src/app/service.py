@@ -47,7 +47,7 @@ from imbucket.domain.validation import (
     check_seqs,
     check_short_text,
 )
-from imbucket.ports.fresh_sends import FreshSends
+from imbucket.ports.fresh_sends import FreshSends, StoringFreshSends
 from imbucket.ports.health import Health, HealthProbe, Reachability
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.read_marks import ReadMarks
@@ -136,6 +136,10 @@ class MessageService:
         self.read_marks = read_marks or SeparateReadMarks(store, seqs)
         # A send of new client_msg_ids claims and allocates in one step when the backend can.
         self.fresh_sends = fresh_sends
+        # ... and stores the messages in that step's transaction (one commit) when it can.
+        self._storing: StoringFreshSends | None = None
+        if isinstance(fresh_sends, StoringFreshSends):
+            self._storing = fresh_sends
         self.limits = limits
         self._clock = clock
         self._new_id = new_id
@@ -174,6 +178,9 @@ class MessageService:
         now = self._clock()
         if now >= self._next_prune:
             self.prune_send_claims()
+        fresh = self._store_fresh(conversation_id, checked, now)
+        if fresh is not None:
+            return fresh
         claimed, sent = self._claims(conversation_id, checked, now)
         # New drafts, and claimed ones whose sender stopped before storing them (or is
         # storing them right now: the insert stores one version and reports the other).
@@ -387,6 +394,38 @@ class MessageService:
         sending.check_unique(checked)
         return checked
 
+    def _store_fresh(
+        self, conversation_id: str, drafts: list[Draft], now: int
+    ) -> list[Message] | None:
+        """The common send claimed, allocated and stored in one step, when the backend can.
+
+        The step stores through _insert, so a batch the store refuses for good gives its
+        seqs up as on the general path. None when the general path must run: a
+        client_msg_id was claimed before, a seq already held something, or the engine
+        refused the step's transaction (nothing written: the general path claims the batch
+        again, is refused, and gives its seqs up).
+        """
+        if self._storing is None:
+            return None
+        sent_at = self._clock()
+        stamped = [sending.stamp(conversation_id, d, 0, self._new_id(), sent_at) for d in drafts]
+        given_up: list[bool] = []
+
+        def insert(conversation: str, pending: list[Message]) -> InsertResult:
+            try:
+                return self._insert(conversation, pending)
+            except (WriteRefused, InvalidArgument):
+                given_up.append(True)
+                raise
+
+        try:
+            first = self._storing.store_fresh(conversation_id, stamped, now, insert)
+        except (WriteRefused, InvalidArgument):
+            if given_up:
+                raise
+            return None
+        return None if first is None else sending.numbered(stamped, first)
+
     def _claims(
         self, conversation_id: str, drafts: list[Draft], now: int
     ) -> tuple[dict[str, int], dict[str, Message]]:
@@ -397,7 +436,7 @@ class MessageService:
         messages answering them read, and the others allocated.
         """
         ids = [d.client_msg_id for d in drafts]
-        if self.fresh_sends is not None:
+        if self.fresh_sends is not None and self._storing is None:
             fresh = self.fresh_sends.claim_fresh(conversation_id, ids, at=now)
             if fresh is not None:
                 return fresh, {}

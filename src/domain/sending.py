@@ -8,6 +8,7 @@ and which drafts an insert settled.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 
 from imbucket.domain.errors import InvalidMessage, WriteConflict
 from imbucket.domain.model import DRAFT_FIELDS, Draft, InsertResult, Message, Slot
@@ -35,6 +36,11 @@ def stamp(conversation_id: str, draft: Draft, seq: int, server_msg_id: str, now:
         create_time=now,
         **given,
     )
+
+
+def numbered(messages: Sequence[Message], first: int) -> list[Message]:
+    """The messages at consecutive seqs from first, in their order (a fresh send's seqs)."""
+    return [replace(message, seq=seq) for seq, message in enumerate(messages, first)]
 
 
 def answer(draft: Draft, seq: int, slot: Slot | None) -> Message | None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
+
+from imbucket.domain.model import InsertResult, Message
 
 
 @runtime_checkable
@@ -30,5 +32,37 @@ class FreshSends(Protocol):
         leaves either everything or nothing, so running it again is safe (a second run
         finds the first one's claims and returns None). client_msg_ids are distinct and
         validated by the caller.
+        """
+        ...
+
+
+@runtime_checkable
+class StoringFreshSends(FreshSends, Protocol):
+    """``FreshSends`` that also stores the messages, in the step's transaction if it can.
+
+    Where the engine keeps the step and the insert in one transaction, a fresh send commits
+    once. Where it does not (an implementation says why), the claims and seqs are committed
+    first, as by ``claim_fresh``, and stay when the messages are not stored: the general
+    path finds them.
+    """
+
+    def store_fresh(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        at: int,
+        insert: Callable[[str, list[Message]], InsertResult],
+    ) -> int | None:
+        """Claim the messages' client_msg_ids at time at, allocate and store them by insert.
+
+        messages are stamped but not numbered (their seq is ignored): they go to the next
+        seqs, consecutive in the order given, and max_seq moves to the last; insert (the
+        caller's, whose store statements join the step's transaction) stores them numbered.
+        Returns the first seq, or None when a client_msg_id has a claim (live or expired) or
+        insert did not store every message. In one transaction, None and a failure of the
+        engine leave nothing written (but a reply lost after the commit: see
+        ``claim_fresh``, a second run returns None); an ImbucketError raised by insert
+        itself commits what was written first, then is raised, as if the step and the
+        insert were two transactions.
         """
         ...

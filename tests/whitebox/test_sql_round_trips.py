@@ -71,8 +71,8 @@ def test_redelivery_of_a_batch_costs_a_constant_number_of_statements(
 
 
 # A fresh send: the claims and the allocation in one step (``adapters.sql.send``), then the
-# insert. MariaDB's step is two statements in one transaction (BEGIN and COMMIT are not
-# counted): the counter's upsert and the claims.
+# insert (in one transaction on SQLite and MariaDB; BEGIN and COMMIT are not counted).
+# MariaDB's step is two statements: the counter's upsert and the claims.
 FRESH = {"postgresql": 2, "sqlite": 2, "mariadb": 3}
 
 

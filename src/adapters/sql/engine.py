@@ -100,7 +100,9 @@ class Database:
         if self.kind == "sqlite":
             self._lock = asyncio_bridge.GreenletLock() if asynchronous else threading.RLock()
         self._limits: StatementLimits | None = None
-        self._held = threading.local()  # the connection of this thread's open batch, if any
+        # The connection of this caller's open batch or joined work, if any: per thread, and
+        # per greenlet under asyncio (the concurrent calls of an event loop share its thread).
+        self._held = asyncio_bridge.TaskLocal()
         # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long;
         # the same for MariaDB's asyncio driver.
         self.watchdog: Watchdog | None = None
@@ -121,7 +123,7 @@ class Database:
     @property
     def in_batch(self) -> bool:
         """Whether this thread's statements run inside an open ``batch``."""
-        return getattr(self._held, "connection", None) is not None
+        return self._held.get() is not None
 
     def execute(
         self,
@@ -169,9 +171,19 @@ class Database:
         return self.run(work)
 
     def run(
-        self, work: Callable[[Connection], T], *, atomic: bool = False, idempotent: bool = True
+        self,
+        work: Callable[[Connection], T],
+        *,
+        atomic: bool = False,
+        idempotent: bool = True,
+        joined: bool = False,
     ) -> T:
         """Run work on one connection; atomic wraps it in a transaction.
+
+        joined (with atomic): every statement this thread issues while work runs, through
+        this Database (a store's own calls included), joins work's transaction; atomic work
+        among them runs under a SAVEPOINT. A fault in any of them ends the transaction, and
+        the whole work is what is tried again.
 
         Transient faults are tried again up to ATTEMPTS times. Work is idempotent when running
         it twice leaves the same stored state as running it once (every statement of the
@@ -181,14 +193,28 @@ class Database:
         The first attempt runs without any retry machinery (the fast path of every read);
         only a failed attempt enters the retry loop.
         """
-        held: Connection | None = getattr(self._held, "connection", None)
+        held: _Held | None = self._held.get()
         if held is not None:
             return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
+        if joined:
+            work = self._joining(work)
         started = time.monotonic()
         try:
             return self._attempt(work, atomic)
         except Failure as failure:
             return self._retry(lambda: self._attempt(work, atomic), failure, started, idempotent)
+
+    def _joining(self, work: Callable[[Connection], T]) -> Callable[[Connection], T]:
+        """work, with this thread's statements joining its connection while it runs."""
+
+        def joined(connection: Connection) -> T:
+            self._held.set(_Held(connection, joined=True))
+            try:
+                return work(connection)
+            finally:
+                self._held.set(None)
+
+        return joined
 
     def _attempt(self, work: Callable[[Connection], T], atomic: bool) -> T:
         """One attempt of work; a transient failure is raised as Failure."""
@@ -236,19 +262,19 @@ class Database:
         batch back and raises StoreUnavailable (store writes are idempotent, so the caller
         can run the batch again). Locks taken by its writes are held until it ends.
         """
-        if getattr(self._held, "connection", None) is not None:
+        if self._held.get() is not None:
             yield
             return
         with self._lock:
             connection = self._reconnecting()
             try:
                 with connection:
-                    self._held.connection = connection
+                    self._held.set(_Held(connection, joined=False))
                     try:
                         with _transaction(connection, BEGIN[self.kind]):
                             yield
                     finally:
-                        self._held.connection = None
+                        self._held.set(None)
             except CommitFailed as failed:
                 failure = self._failure(failed.error, committing=True)
                 raise failure.translated(self.server, 1, True) from failed.error
@@ -258,13 +284,17 @@ class Database:
 
     def _in_batch(
         self,
-        connection: Connection,
+        held: _Held,
         work: Callable[[Connection], T],
         *,
         atomic: bool,
         idempotent: bool,
     ) -> T:
-        """Work inside the open batch; atomic work under a savepoint, failures not retried."""
+        """Work inside the open batch; atomic work under a savepoint, failures not retried.
+
+        Inside joined work (see run) a failure is left to that work's attempt to classify.
+        """
+        connection = held.connection
         try:
             if not atomic:
                 return work(connection)
@@ -277,6 +307,8 @@ class Database:
             connection.exec_driver_sql("RELEASE SAVEPOINT imb_atomic")
             return result
         except SQLAlchemyError as error:
+            if held.joined:
+                raise
             failure = self._failure(error, committing=False)
             raise failure.translated(self.server, 1, idempotent) from error
 
@@ -414,6 +446,14 @@ class Database:
             attempt,
             self.attempts[failure.fault],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """The connection a caller's statements run on: its open batch's, or its joined work's."""
+
+    connection: Connection
+    joined: bool
 
 
 class SchemaLockBusy(StoreUnavailable):

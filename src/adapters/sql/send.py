@@ -13,13 +13,18 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 - MariaDB: one transaction: the counter upsert with ``RETURNING``, then the claims in one
   multi-row INSERT.
 
+``store_fresh`` runs the same step and then the caller's insert: on SQLite and MariaDB in
+one transaction (joined: the store's statements run on the step's connection), so a fresh
+send commits once; on PostgreSQL each autocommitted (see ``_claim_then_store``).
+
 The statements are built once per store and bound per call.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Executable, TextClause, bindparam, text
 from sqlalchemy.dialects import mysql
@@ -27,6 +32,11 @@ from sqlalchemy.exc import IntegrityError
 
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.schema import Schema, check_key, check_keys
+from imbucket.domain import sending
+from imbucket.domain.errors import ImbucketError
+from imbucket.domain.model import InsertResult, Message
+
+Insert = Callable[[str, list[Message]], InsertResult]
 
 
 class _Claimed(Exception):
@@ -71,6 +81,72 @@ class SqlFreshSends:
             return None
         return {cid: first + offset for offset, cid in enumerate(ids)}
 
+    def store_fresh(
+        self, conversation_id: str, messages: Sequence[Message], at: int, insert: Insert
+    ) -> int | None:
+        """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
+        check_keys(conversation_id)
+        ids = [check_key(m.client_msg_id, "client_msg_id") for m in messages]
+        if not ids or self.db.in_batch:
+            return None
+        if self.db.kind == "postgresql":
+            return self._claim_then_store(conversation_id, ids, messages, at, insert)
+        step = functools.partial(self._claim_and_store, conversation_id, ids, messages, at, insert)
+        try:
+            first, refused = self.db.run(step, atomic=True, idempotent=True, joined=True)
+        except _Claimed:
+            return None
+        if refused is not None:
+            raise refused  # after the commit of what the insert kept (see the port)
+        return first
+
+    def _claim_then_store(
+        self,
+        conversation_id: str,
+        ids: list[str],
+        messages: Sequence[Message],
+        at: int,
+        insert: Insert,
+    ) -> int | None:
+        """PostgreSQL: the step, then the insert, each autocommitted (two commits).
+
+        A transaction around both would hold the conversation's counter across four round
+        trips (BEGIN, the step, the insert, COMMIT), and concurrent sends of the conversation
+        would queue behind it. The claims stay when the insert fails, as after
+        ``claim_fresh``: the general path finds them.
+        """
+        seqs = self.claim_fresh(conversation_id, ids, at)
+        if seqs is None:
+            return None
+        first = seqs[ids[0]]
+        if len(insert(conversation_id, sending.numbered(messages, first)).inserted) != len(ids):
+            return None
+        return first
+
+    def _claim_and_store(
+        self,
+        conversation_id: str,
+        ids: list[str],
+        messages: Sequence[Message],
+        at: int,
+        insert: Insert,
+        connection: Connection,
+    ) -> tuple[int, ImbucketError | None]:
+        """The step, then the insert joining its transaction; the first seq and a refusal."""
+        try:
+            first = self._claim(connection, conversation_id, ids, at)
+        except IntegrityError:
+            raise _Claimed from None
+        try:
+            result = insert(conversation_id, sending.numbered(messages, first))
+        except ImbucketError as failed:
+            # The insert's own verdict (a driver's error would have ended the transaction):
+            # what it kept is committed, as if the step and the insert were two transactions.
+            return first, failed
+        if len(result.inserted) != len(ids):
+            raise _Claimed  # a seq held something already: the general path settles it
+        return first, None
+
     def _claim(self, connection: Connection, conversation_id: str, ids: list[str], at: int) -> int:
         """Claim ids and allocate their seqs on connection; the first seq."""
         n = len(ids)
@@ -95,16 +171,7 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
     """The engine's first (PostgreSQL, SQLite: only) statement of a fresh claim."""
     seqs, sends = schema.seqs.name, schema.sends.name
     if db.kind == "postgresql":
-        return text(
-            f"WITH counter AS (INSERT INTO {seqs} AS s (conversation_id, max_seq, min_seq)"
-            " VALUES (:conversation_id, CAST(:n AS bigint), 0) ON CONFLICT (conversation_id)"
-            " DO UPDATE SET max_seq = s.max_seq + EXCLUDED.max_seq"
-            " RETURNING s.max_seq - CAST(:n AS bigint) AS base),"
-            f" claimed AS (INSERT INTO {sends} (conversation_id, client_msg_id, seq, claimed_at)"
-            " SELECT :conversation_id, i.id, counter.base + i.n, CAST(:at AS bigint)"
-            " FROM counter, unnest(CAST(:ids AS text[])) WITH ORDINALITY AS i(id, n))"
-            " SELECT base FROM counter"
-        )
+        return text(f"{_counter_and_claims(seqs, sends)} SELECT base FROM counter")
     if db.kind == "sqlite":
         # The counter is read once (an uncorrelated subquery) before the trigger moves it.
         return text(
@@ -120,3 +187,19 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
     upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
     returning: Executable = upsert.returning(table.c.max_seq)
     return returning
+
+
+def _counter_and_claims(seqs: str, sends: str) -> str:
+    """PostgreSQL: the CTEs upserting the counter (``base``) and inserting the claims from it.
+
+    ``base`` is the seq before the first one allocated.
+    """
+    return (
+        f"WITH counter AS (INSERT INTO {seqs} AS s (conversation_id, max_seq, min_seq)"
+        " VALUES (:conversation_id, CAST(:n AS bigint), 0) ON CONFLICT (conversation_id)"
+        " DO UPDATE SET max_seq = s.max_seq + EXCLUDED.max_seq"
+        " RETURNING s.max_seq - CAST(:n AS bigint) AS base),"
+        f" claimed AS (INSERT INTO {sends} (conversation_id, client_msg_id, seq, claimed_at)"
+        " SELECT :conversation_id, i.id, counter.base + i.n, CAST(:at AS bigint)"
+        " FROM counter, unnest(CAST(:ids AS text[])) WITH ORDINALITY AS i(id, n))"
+    )

@@ -64,10 +64,10 @@ class Watchdog:
                     target=self._watch, daemon=True, name="sql-watchdog"
                 )
                 self._thread.start()
-            idle = not self._armed
+            # Never woken here: a wake-up per statement would cost every caller a thread
+            # switch. Deadlines only grow, and an idle watchdog looks again within half of
+            # seconds, before any deadline armed meanwhile is due.
             self._armed[id(dbapi)] = (deadline, dbapi, threading.get_ident())
-            if idle:  # deadlines only grow: only a sleeping watchdog needs waking
-                self._changed.notify()
 
     def _disarm(self, connection: Any, *_: Any) -> None:
         dbapi = connection.connection.driver_connection
@@ -84,7 +84,7 @@ class Watchdog:
         with self._changed:
             while not self._closed:
                 if not self._armed:
-                    self._changed.wait()
+                    self._changed.wait(self.seconds / 2)
                     continue
                 key, (deadline, dbapi, thread) = min(self._armed.items(), key=lambda i: i[1][0])
                 left = deadline - time.monotonic()
