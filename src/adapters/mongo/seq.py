@@ -142,17 +142,64 @@ class MongoSeqStore:
             recorded = self._record(conversation_id, ours, owner) if ours else {}
             return self._wait_for(conversation_id, wanted, recorded, since)
 
+    def claim_fresh(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int, since: int = 0
+    ) -> dict[str, int] | None:
+        """``allocate_sends`` without the lookup before it, for a batch new to the conversation.
+
+        Uncontended: the insert of pending claims, the allocation and the bulk write of their
+        seqs (3 round trips; see ``imbucket.ports.fresh_sends.FreshSends``). None when any
+        client_msg_id was claimed before: with every one of them claimed (a retry of the
+        whole batch) nothing is written; otherwise the claims this call holds (those that
+        landed, and dead ones it took over as allocate_sends does) get their seqs all the
+        same, in the order given, so that the general path reads them as claimed.
+        """
+        wanted = list(dict.fromkeys(client_msg_ids))
+        if not wanted:
+            return {}
+        owner = uuid.uuid4().hex
+        with translated("claim client_msg_ids"):
+            claimed = self._insert_pending(conversation_id, wanted, owner, at, since)
+            if len(claimed) == len(wanted):
+                return None
+            ours = self._held(conversation_id, wanted, claimed, owner, at, since)
+            recorded = self._record(conversation_id, ours, owner)
+        return recorded if len(recorded) == len(wanted) else None
+
     def _claim_pending(
         self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
     ) -> list[str]:
         """The ids of wanted whose pending claim this call now holds, in the order given."""
+        claimed = self._insert_pending(conversation_id, wanted, owner, at, since)
+        return self._held(conversation_id, wanted, claimed, owner, at, since)
+
+    def _insert_pending(
+        self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
+    ) -> list[str]:
+        """Insert owner's pending claim of each id of wanted; the ids claimed before."""
         command = commands.claim_pending(conversation_id, wanted, owner, at, since)
         try:
             self._sends.insert_many(command.documents, ordered=command.ordered)
-            return wanted
+            return []
         except BulkWriteError as error:
             taken = replies.duplicate_positions(error.details)  # raises on other errors
-        claimed = [command.documents[i]["client_msg_id"] for i in taken]
+        return [command.documents[i]["client_msg_id"] for i in taken]
+
+    def _held(
+        self,
+        conversation_id: str,
+        wanted: list[str],
+        claimed: list[str],
+        owner: str,
+        at: int,
+        since: int,
+    ) -> list[str]:
+        """The ids of wanted owner holds, once it took over the dead claims among claimed.
+
+        claimed: the ids whose claim another call made (the others are owner's already).
+        """
+        if not claimed:
+            return wanted
         stale_before = at - millis(self._lease)
         updates = commands.take_over(conversation_id, claimed, owner, at, since, stale_before)
         self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
