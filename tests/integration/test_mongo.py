@@ -7,6 +7,7 @@ wire server (tests/mongo_emulator.py); skips only when none of them can run.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -249,6 +250,57 @@ def test_a_new_send_claims_allocates_and_records_in_three_commands(
     assert seqs.allocate_sends(CONV, ["m-a", "m-b"], at=1_000) == {"m-a": 1, "m-b": 2}
     assert sent.names == ["insert", "findAndModify", "update"]
     assert seqs.sent_seqs(CONV, ["m-a", "m-b"]) == {"m-a": 1, "m-b": 2}
+
+
+def test_a_fresh_claim_is_the_same_three_commands_with_no_lookup_before_them(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    sent.names.clear()
+    assert seqs.claim_fresh(CONV, ["m-b", "m-a"], at=1_000) == {"m-b": 1, "m-a": 2}
+    assert sent.names == ["insert", "findAndModify", "update"]
+    assert seqs.sent_seqs(CONV, ["m-a", "m-b"]) == {"m-a": 2, "m-b": 1}
+
+
+def test_a_fresh_claim_of_a_batch_claimed_whole_writes_nothing(
+    connection: MongoConnection, sent: Commands, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    seqs.claim_fresh(CONV, ["m-a", "m-b"], at=1_000)
+    sent.names.clear()
+    assert seqs.claim_fresh(CONV, ["m-b", "m-a"], at=2_000) is None
+    assert sent.names == ["insert"]  # both refused as duplicates
+    assert seqs.max_seq(CONV) == 2
+    assert raw[commands.SENDS].count_documents({}) == 2
+
+
+def test_a_fresh_claim_refused_in_part_records_what_it_holds_in_the_order_given(
+    connection: MongoConnection, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    seqs.claim_fresh(CONV, ["m-a"], at=1_000)
+    # m-a holds a live claim: the general path answers it; m-c and m-b are this call's.
+    assert seqs.claim_fresh(CONV, ["m-c", "m-a", "m-b"], at=2_000) is None
+    assert seqs.sent_seqs(CONV, ["m-a", "m-b", "m-c"]) == {"m-a": 1, "m-c": 2, "m-b": 3}
+    assert seqs.max_seq(CONV) == 3
+    # A claim left pending past its lease is taken over, in the drafts' order with the rest.
+    lease_ms = int(2 * connection.timeouts.call * 1000)
+    now = 10**12
+    pending_claim(raw, "m-d", claimed_at=now - lease_ms - 1)
+    assert seqs.claim_fresh(CONV, ["m-d", "m-e"], at=now) == {"m-d": 4, "m-e": 5}
+    assert seqs.max_seq(CONV) == 5
+
+
+def test_a_fresh_claim_replaces_an_expired_claim_in_the_order_given(
+    connection: MongoConnection,
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    day = 86_400_000
+    now = time.time_ns() // 1_000_000
+    seqs.claim_fresh(CONV, ["m-a"], at=now - 2 * day)  # no expire_at: no TTL deletes it
+    got = seqs.claim_fresh(CONV, ["m-a", "m-b"], at=now, since=now - day)
+    assert got == {"m-a": 2, "m-b": 3}  # m-a's claim expired: a new message
+    assert seqs.sent_seqs(CONV, ["m-a", "m-b"], since=now - day) == {"m-a": 2, "m-b": 3}
 
 
 def test_a_claim_left_pending_past_its_lease_is_taken_over(
