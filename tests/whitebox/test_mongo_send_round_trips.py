@@ -66,7 +66,7 @@ def test_a_retry_writes_nothing_and_a_half_retry_takes_the_general_path(
     count = probe.count(lambda: half.extend(service.send(CONV, [draft(2), draft(3)])))
     assert [m.seq for m in half] == [first[1].seq, 4]  # type: ignore[attr-defined]
     assert service.max_seq(CONV) == 4
-    # The claims' insert (draft-2 refused), the takeover of dead claims among the refused
-    # and the find of those held, the allocation and record of draft-3's seq; then the
-    # general path: the lookup, the read of both seqs, and the insert of draft-3.
+    # The claims' insert (draft-2 refused) and the delete of draft-3's claim that landed;
+    # then the general path: the lookup, the read of draft-2's seq, draft-3's claim,
+    # allocation and record, and its insert.
     assert count.total == 8, count
