@@ -224,7 +224,8 @@ def _mongo(
         binding = connection.cache_binding(collection)
         log_of_store = MongoInvalidationLog(connection, collection)
         version = connection.server_version
-        return Backend(store, seqs, version, views, marks, binding, log_of_store)
+        # The seq store claims and allocates a fresh send without the lookup before it.
+        return Backend(store, seqs, version, views, marks, binding, log_of_store, fresh_sends=seqs)
     except BaseException:
         connection.close()
         raise

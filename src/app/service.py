@@ -436,11 +436,11 @@ class MessageService:
         messages answering them read, and the others allocated.
         """
         ids = [d.client_msg_id for d in drafts]
+        since = now - self.claim_retention_ms
         if self.fresh_sends is not None and self._storing is None:
-            fresh = self.fresh_sends.claim_fresh(conversation_id, ids, at=now)
+            fresh = self.fresh_sends.claim_fresh(conversation_id, ids, at=now, since=since)
             if fresh is not None:
                 return fresh, {}
-        since = now - self.claim_retention_ms
         claimed = self.seqs.sent_seqs(conversation_id, ids, since=since)
         sent = self._sent(conversation_id, drafts, claimed)
         new = [cid for cid in ids if cid not in claimed]

@@ -7,6 +7,7 @@ wire server (tests/mongo_emulator.py); skips only when none of them can run.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -249,6 +250,86 @@ def test_a_new_send_claims_allocates_and_records_in_three_commands(
     assert seqs.allocate_sends(CONV, ["m-a", "m-b"], at=1_000) == {"m-a": 1, "m-b": 2}
     assert sent.names == ["insert", "findAndModify", "update"]
     assert seqs.sent_seqs(CONV, ["m-a", "m-b"]) == {"m-a": 1, "m-b": 2}
+
+
+def test_a_fresh_claim_is_the_same_three_commands_with_no_lookup_before_them(
+    connection: MongoConnection, sent: Commands
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    sent.names.clear()
+    assert seqs.claim_fresh(CONV, ["m-b", "m-a"], at=1_000) == {"m-b": 1, "m-a": 2}
+    assert sent.names == ["insert", "findAndModify", "update"]
+    assert seqs.sent_seqs(CONV, ["m-a", "m-b"]) == {"m-a": 2, "m-b": 1}
+
+
+def test_a_fresh_claim_of_a_batch_claimed_whole_writes_nothing(
+    connection: MongoConnection, sent: Commands, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    seqs.claim_fresh(CONV, ["m-a", "m-b"], at=1_000)
+    sent.names.clear()
+    assert seqs.claim_fresh(CONV, ["m-b", "m-a"], at=2_000) is None
+    assert sent.names == ["insert"]  # both refused as duplicates
+    assert seqs.max_seq(CONV) == 2
+    assert raw[commands.SENDS].count_documents({}) == 2
+
+
+def test_a_fresh_claim_refused_in_part_takes_back_the_claims_that_landed(
+    connection: MongoConnection, sent: Commands, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    seqs.claim_fresh(CONV, ["m-a"], at=1_000)
+    sent.names.clear()
+    assert seqs.claim_fresh(CONV, ["m-c", "m-a", "m-b"], at=2_000) is None
+    assert sent.names == ["insert", "delete"]
+    assert seqs.max_seq(CONV) == 1
+    assert [d["client_msg_id"] for d in raw[commands.SENDS].find()] == ["m-a"]
+    # The general path then claims the new ones in the order given.
+    got = seqs.allocate_sends(CONV, ["m-c", "m-b"], at=2_000)
+    assert got == {"m-c": 2, "m-b": 3}
+
+
+def test_a_call_waiting_for_a_claim_taken_back_claims_it_itself(
+    connection: MongoConnection, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    pending_claim(raw, "m-a", claimed_at=10**12, owner="fresh")
+    finds = 0
+    real_find = seqs._sends.find
+
+    def find(*args: Any, **kwargs: Any) -> Any:
+        nonlocal finds
+        finds += 1
+        if finds == 2:  # the waiting call found the claim pending: the fresh send gives it up
+            raw[commands.SENDS].delete_one({"client_msg_id": "m-a", "owner": "fresh"})
+        return real_find(*args, **kwargs)
+
+    seqs._sends.find = find  # type: ignore[method-assign]
+    assert seqs.allocate_sends(CONV, ["m-a"], at=10**12 + 1) == {"m-a": 1}
+    assert seqs.max_seq(CONV) == 1
+
+
+def test_a_fresh_claim_of_a_stale_pending_claim_leaves_it_to_the_general_path(
+    connection: MongoConnection, raw: Any
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    lease_ms = int(2 * connection.timeouts.call * 1000)
+    now = 10**12
+    pending_claim(raw, "m-d", claimed_at=now - lease_ms - 1)
+    assert seqs.claim_fresh(CONV, ["m-d", "m-e"], at=now) is None
+    assert seqs.allocate_sends(CONV, ["m-d", "m-e"], at=now) == {"m-d": 1, "m-e": 2}
+
+
+def test_a_fresh_claim_of_an_expired_claim_leaves_it_to_the_general_path(
+    connection: MongoConnection,
+) -> None:
+    seqs = MongoSeqStore(connection, commands.UserDocs(commands.BUCKETS))
+    day = 86_400_000
+    now = time.time_ns() // 1_000_000
+    seqs.claim_fresh(CONV, ["m-a"], at=now - 2 * day)  # no expire_at: no TTL deletes it
+    assert seqs.claim_fresh(CONV, ["m-a", "m-b"], at=now, since=now - day) is None
+    got = seqs.allocate_sends(CONV, ["m-a", "m-b"], at=now, since=now - day)
+    assert got == {"m-a": 2, "m-b": 3}  # m-a's claim expired: a new message
 
 
 def test_a_claim_left_pending_past_its_lease_is_taken_over(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from pymongo import UpdateOne
@@ -137,28 +137,80 @@ class MongoSeqStore:
         if not wanted:
             return {}
         owner = uuid.uuid4().hex
+
+        def claim(ids: list[str]) -> dict[str, int]:
+            ours = self._claim_pending(conversation_id, ids, owner, at, since)
+            return self._record(conversation_id, ours, owner) if ours else {}
+
         with translated("claim client_msg_ids"):
-            ours = self._claim_pending(conversation_id, wanted, owner, at, since)
-            recorded = self._record(conversation_id, ours, owner) if ours else {}
-            return self._wait_for(conversation_id, wanted, recorded, since)
+            return self._wait_for(conversation_id, wanted, claim(wanted), since, claim)
+
+    def claim_fresh(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int, since: int = 0
+    ) -> dict[str, int] | None:
+        """``allocate_sends`` without the lookup before it, for a batch new to the conversation.
+
+        Uncontended: the insert of pending claims, the allocation and the bulk write of their
+        seqs (3 round trips; see ``imbucket.ports.fresh_sends.FreshSends``). None, with
+        nothing written, when any client_msg_id was claimed before: the claims of the batch
+        that did land are deleted again (one more round trip; a concurrent call waiting for
+        one of them then claims it itself, see ``_wait_for``).
+        """
+        wanted = list(dict.fromkeys(client_msg_ids))
+        if not wanted:
+            return {}
+        owner = uuid.uuid4().hex
+        with translated("claim client_msg_ids"):
+            claimed = self._insert_pending(conversation_id, wanted, owner, at, since)
+            if claimed:
+                landed = [cid for cid in wanted if cid not in set(claimed)]
+                if landed:
+                    self._sends.delete_many(commands.pending_of(conversation_id, landed, owner))
+                return None
+            recorded = self._record(conversation_id, wanted, owner)
+        # Short of all of them only when this call outlived its lease: the general path
+        # reads the seq each claim holds.
+        return recorded if len(recorded) == len(wanted) else None
 
     def _claim_pending(
         self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
     ) -> list[str]:
         """The ids of wanted whose pending claim this call now holds, in the order given."""
+        claimed = self._insert_pending(conversation_id, wanted, owner, at, since)
+        return self._held(conversation_id, wanted, claimed, owner, at, since)
+
+    def _insert_pending(
+        self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
+    ) -> list[str]:
+        """Insert owner's pending claim of each id of wanted; the ids claimed before."""
         command = commands.claim_pending(conversation_id, wanted, owner, at, since)
         try:
             self._sends.insert_many(command.documents, ordered=command.ordered)
-            return wanted
+            return []
         except BulkWriteError as error:
             taken = replies.duplicate_positions(error.details)  # raises on other errors
-        claimed = [command.documents[i]["client_msg_id"] for i in taken]
+        return [command.documents[i]["client_msg_id"] for i in taken]
+
+    def _held(
+        self,
+        conversation_id: str,
+        wanted: list[str],
+        claimed: list[str],
+        owner: str,
+        at: int,
+        since: int,
+    ) -> list[str]:
+        """The ids of wanted owner holds, once it took over the dead claims among claimed.
+
+        claimed: the ids whose claim another call made (the others are owner's already).
+        """
+        if not claimed:
+            return wanted
         stale_before = at - millis(self._lease)
         updates = commands.take_over(conversation_id, claimed, owner, at, since, stale_before)
         self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
-        pending = {"owner": owner, "seq": commands.UNALLOCATED}
         held = self._sends.find(
-            {**commands.sends_in(conversation_id, claimed), **pending}, commands.SENT_SEQ_FIELDS
+            commands.pending_of(conversation_id, claimed, owner), commands.SENT_SEQ_FIELDS
         )
         mine = {doc["client_msg_id"] for doc in held} | (set(wanted) - set(claimed))
         return [cid for cid in wanted if cid in mine]
@@ -174,16 +226,30 @@ class MongoSeqStore:
         return seqs if done.modified_count == len(seqs) else {}
 
     def _wait_for(
-        self, conversation_id: str, wanted: list[str], recorded: dict[str, int], since: int
+        self,
+        conversation_id: str,
+        wanted: list[str],
+        recorded: dict[str, int],
+        since: int,
+        claim: Callable[[list[str]], dict[str, int]],
     ) -> dict[str, int]:
-        """recorded, plus the seqs other calls record for the rest of wanted (bounded wait)."""
+        """recorded, plus the seqs other calls record for the rest of wanted (bounded wait).
+
+        A claim waited for that is gone (withdrawn by a fresh send refused in part, or
+        expired) is claimed again with claim, which returns the seqs it recorded.
+        """
         deadline = time.monotonic() + self._connection.timeouts.call
         pause = 0.002
         while rest := [cid for cid in wanted if cid not in recorded]:
-            found = self._sends.find(
-                commands.sends_in(conversation_id, rest, since), commands.SENT_SEQ_FIELDS
+            found = list(
+                self._sends.find(
+                    commands.sends_in(conversation_id, rest, since), commands.SENT_SEQ_FIELDS
+                )
             )
             recorded.update(replies.sent_seqs(found))
+            present = {doc["client_msg_id"] for doc in found}
+            if gone := [cid for cid in rest if cid not in present]:
+                recorded.update(claim(gone))
             if len(recorded) < len(wanted):
                 if time.monotonic() > deadline:
                     raise StoreUnavailable(

@@ -58,9 +58,12 @@ class SqlFreshSends:
         )
 
     def claim_fresh(
-        self, conversation_id: str, client_msg_ids: Sequence[str], at: int
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int, since: int = 0
     ) -> dict[str, int] | None:
-        """See ``imbucket.ports.fresh_sends.FreshSends.claim_fresh``."""
+        """See ``imbucket.ports.fresh_sends.FreshSends.claim_fresh``.
+
+        since is not needed: a SQL claim expires by its claimed_at alone.
+        """
         check_keys(conversation_id)
         ids = [check_key(cid, "client_msg_id") for cid in client_msg_ids]
         if not ids:

@@ -91,6 +91,16 @@ def record_seqs(conversation_id: str, seqs: Mapping[str, int], owner: str) -> li
     ]
 
 
+def pending_of(conversation_id: str, client_msg_ids: Iterable[str], owner: str) -> Doc:
+    """Filter of owner's claims of client_msg_ids still pending (to delete them again)."""
+    return {
+        "conversation_id": conversation_id,
+        "client_msg_id": {"$in": list(client_msg_ids)},
+        "owner": owner,
+        "seq": UNALLOCATED,
+    }
+
+
 def claim_times(at: int, since: int) -> Doc:
     """claimed_at and, when there is a retention window, expire_at, as BSON dates."""
     times: Doc = {"claimed_at": _date(at)}

@@ -1,0 +1,72 @@
+"""Round trips of a send on the Mongo stores, counted at pymongo: counts, never times.
+
+A fresh send (every client_msg_id new to the conversation) skips the lookup of earlier
+claims: ``MongoSeqStore.claim_fresh`` inserts the pending claims, allocates and records
+their seqs, then the store inserts the messages (docs/sending.md, "A fresh send").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from imbucket.adapters.mongo.bucket import MongoBucketStore
+from imbucket.app import MessageService
+from imbucket.bench.instrument.probe import Probe
+from imbucket.testing.factories import CONV, draft
+
+MONGO_ROWS = [
+    pytest.param("mongo_bucket_config", id="mongo-bucket"),
+    pytest.param("mongo_row_config", id="mongo-row"),
+]
+pytestmark = pytest.mark.parametrize("backend_config", MONGO_ROWS, indirect=True)
+
+# The pending claims' insertMany, the allocation's findAndModify, the bulkWrite recording
+# their seqs, and the messages' write (into a bucket that exists: one update).
+FRESH = 4
+
+
+@pytest.mark.parametrize("size", [1, 2, 99], ids=["one", "two", "99"])
+def test_a_fresh_send_costs_the_claims_the_allocation_the_record_and_the_insert(
+    probed: tuple[Probe, MessageService], size: int
+) -> None:
+    probe, service = probed
+    service.send(CONV, [draft(0)])
+    drafts = [draft(n) for n in range(1, size + 1)]
+    count = probe.count(lambda: service.send(CONV, drafts))
+    assert (count.total, count.writes) == (FRESH, FRESH), count
+    sent = service.send(CONV, drafts)  # a retry gets the same messages back
+    assert [m.seq for m in sent] == list(range(2, size + 2))
+    assert service.max_seq(CONV) == size + 1
+
+
+def test_a_batch_of_100_drafts_costs_what_one_costs(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.send(CONV, [draft(0)])
+    drafts = [draft(n) for n in range(1, 101)]
+    count = probe.count(lambda: service.send(CONV, drafts))
+    # Seqs 2..101: mongo-bucket writes each bucket the batch touches, and the second one is
+    # new: its update finds no bucket, a read says it is missing, and the create follows.
+    buckets = 3 if isinstance(service.store, MongoBucketStore) else 0
+    assert count.total == FRESH + buckets, count
+    assert [m.seq for m in service.send(CONV, drafts)] == list(range(2, 102))
+
+
+def test_a_retry_writes_nothing_and_a_half_retry_takes_the_general_path(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.send(CONV, [draft(0)])
+    first = service.send(CONV, [draft(1), draft(2)])
+    count = probe.count(lambda: service.send(CONV, [draft(1), draft(2)]))
+    # The claims' insert, refused whole (nothing written); the lookup; the originals.
+    assert (count.total, count.writes) == (3, 1), count
+    half: list[object] = []
+    count = probe.count(lambda: half.extend(service.send(CONV, [draft(2), draft(3)])))
+    assert [m.seq for m in half] == [first[1].seq, 4]  # type: ignore[attr-defined]
+    assert service.max_seq(CONV) == 4
+    # The claims' insert (draft-2 refused) and the delete of draft-3's claim that landed;
+    # then the general path: the lookup, the read of draft-2's seq, draft-3's claim,
+    # allocation and record, and its insert.
+    assert count.total == 8, count
