@@ -14,7 +14,6 @@ import functools
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from imbucket.adapters.asyncio_bridge import async_drivers
 from imbucket.adapters.extras import needs_extra
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import Location, MessageService
@@ -205,7 +204,6 @@ def _open_service(settings: Settings) -> MessageService:
 
     from imbucket.app.container import Container
 
-    container = Container(settings=providers.Object(settings))
-    with async_drivers():
-        service: MessageService = container.service()
+    container = Container(settings=providers.Object(settings), asynchronous=providers.Object(True))
+    service: MessageService = container.service()
     return service

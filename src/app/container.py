@@ -62,20 +62,17 @@ def open_backend(
     budget: TagBudget,
     timeouts: Timeouts,
     pool: PoolSize,
+    asynchronous: bool,
 ) -> Backend:
     """The selected backend, opened by its registered factory (a plugin's loaded only now).
 
-    A plugin whose store turns out to be a ``BucketMessageStore`` gets the bucket arithmetic
-    checked like a built-in bucket backend (ConfigError; the backend is closed again).
+    asynchronous: on asyncio drivers, for ``imbucket.aio``. A plugin whose store turns out to
+    be a ``BucketMessageStore`` gets the bucket arithmetic checked like a built-in bucket
+    backend (ConfigError; the backend is closed again).
     """
     registration = REGISTRY.get(settings.store.backend)
-    factory = registration.load()
     url = settings.store.url
-    if registration.rules.pooled:
-        opened: object = factory(url, layout, budget, timeouts, pool=pool)  # type: ignore[call-arg]
-    else:
-        opened = factory(url, layout, budget, timeouts)
-    backend = registration.checked(opened)
+    backend = registration.open(url, layout, budget, timeouts, pool, asynchronous=asynchronous)
     if registration.rules.layout is None and isinstance(backend.store, BucketMessageStore):
         try:
             bucket_bounds(settings).check()
@@ -86,8 +83,13 @@ def open_backend(
     return backend
 
 
-def redis_cached(backend: Backend, settings: Settings, cluster: bool) -> Backend:
-    """The backend behind the Redis read cache of settings, on one Redis or on a cluster."""
+def redis_cached(
+    backend: Backend, settings: Settings, cluster: bool, asynchronous: bool
+) -> Backend:
+    """The backend behind the Redis read cache of settings, on one Redis or on a cluster.
+
+    asynchronous: on redis.asyncio, for ``imbucket.aio``.
+    """
     cache = settings.cache
     return backends.redis_cached(
         backend,
@@ -99,6 +101,7 @@ def redis_cached(backend: Backend, settings: Settings, cluster: bool) -> Backend
         cluster=cluster,
         staleness_seconds=cache.staleness_seconds,
         warning_interval_seconds=cache.warning_interval_seconds,
+        asynchronous=asynchronous,
     )
 
 
@@ -111,6 +114,8 @@ class Container(containers.DeclarativeContainer):
     """Wires MessageService from typed ``Settings`` (``imbucket.app.open_container``)."""
 
     settings = providers.Dependency(instance_of=Settings)
+    # Whether the backends open their drivers' asyncio mode: imbucket.aio passes True.
+    asynchronous = providers.Object(False)
 
     layout = providers.Singleton(layout_of, settings)
     limits = providers.Singleton(limits_of, settings)
@@ -118,14 +123,20 @@ class Container(containers.DeclarativeContainer):
     timeouts = providers.Singleton(timeouts_of, settings)
     pool = providers.Singleton(pool_of, settings)
 
-    backend = providers.Singleton(open_backend, settings, layout, budget, timeouts, pool)
+    backend = providers.Singleton(
+        open_backend, settings, layout, budget, timeouts, pool, asynchronous
+    )
     # What the service runs on: the backend, or the backend behind the cache (store, seq store
     # and pull reads on one cache).
     served = providers.Selector(
         providers.Callable(cache_kind, settings),
         none=providers.Singleton(backends.uncached, backend),
-        redis=providers.Singleton(redis_cached, backend, settings, cluster=False),
-        **{"redis-cluster": providers.Singleton(redis_cached, backend, settings, cluster=True)},
+        redis=providers.Singleton(redis_cached, backend, settings, False, asynchronous),
+        **{
+            "redis-cluster": providers.Singleton(
+                redis_cached, backend, settings, True, asynchronous
+            )
+        },
     )
     store = providers.Callable(backends.store_of, served)
     seqs = providers.Callable(backends.seqs_of, served)

@@ -9,14 +9,17 @@ a plugin cannot shadow it. Every check of a backend name goes through ``REGISTRY
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
-from typing import Literal
+from typing import Any, Literal
 
+from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app.backends import Backend, StoreFactory
+from imbucket.domain.budget import TagBudget
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.layout import ENCODINGS
+from imbucket.domain.layout import ENCODINGS, BucketLayout
 
 PLUGIN_GROUP = "imbucket.backends"
 # MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
@@ -37,7 +40,10 @@ class BackendRules:
     whether data outlives the store's close; locate: ``"module:function"`` naming where a url
     keeps its data (None when it keeps nothing), for backends whose url decides that.
     pooled: the factory takes a ``pool`` keyword (the connections kept on a server).
-    asyncio: whether ``imbucket.aio`` can open it (its drivers have an asyncio mode here).
+    asyncio: whether ``imbucket.aio`` can open it. asyncio_drivers: the factory takes an
+    ``asynchronous`` keyword, True under ``imbucket.aio``, and then opens its drivers' asyncio
+    mode; a factory without it (memory, a plugin) is called as for the sync API, and its calls
+    run in the greenlet of the async call as they are.
     family: the stores of one family differ only in layout (``sql``, ``mongo``, ``memory``,
     ``openim``); the bench pairs them. Empty for a plugin.
     """
@@ -50,6 +56,7 @@ class BackendRules:
     locate: str | None = None
     pooled: bool = False
     asyncio: bool = True
+    asyncio_drivers: bool = False
     family: str = ""
 
 
@@ -78,6 +85,29 @@ class Registration:
         except (ImportError, AttributeError) as error:
             message = f"store backend {self.name!r} ({self.target}) fails to load: {error}"
             raise ConfigError(message) from None
+
+    def open(
+        self,
+        url: str,
+        layout: BucketLayout,
+        budget: TagBudget,
+        timeouts: Timeouts,
+        pool: PoolSize,
+        *,
+        asynchronous: bool = False,
+    ) -> Backend:
+        """The backend, opened by its factory with the keywords its rules say it takes.
+
+        asynchronous: on asyncio drivers, for ``imbucket.aio`` (``BackendRules.asyncio``
+        says whether it may ask).
+        """
+        factory: Callable[..., object] = self.load()
+        keywords: dict[str, Any] = {}
+        if self.rules.pooled:
+            keywords["pool"] = pool
+        if self.rules.asyncio_drivers:
+            keywords["asynchronous"] = asynchronous
+        return self.checked(factory(url, layout, budget, timeouts, **keywords))
 
     def location(self, url: str) -> tuple[str, ...] | None:
         """Where the backend keeps its data at url, equal for one store; None when nowhere."""
@@ -146,13 +176,18 @@ REGISTRY.register(
 REGISTRY.register(
     "sql-row",
     f"{_FACTORIES}:sql_row",
-    BackendRules("rows", locate=_SQL_LOCATION, pooled=True, family="sql"),
+    BackendRules("rows", locate=_SQL_LOCATION, pooled=True, asyncio_drivers=True, family="sql"),
 )
 REGISTRY.register(
     "sql-bucket",
     f"{_FACTORIES}:sql_bucket",
     BackendRules(
-        "buckets", default_encoding="compact", locate=_SQL_LOCATION, pooled=True, family="sql"
+        "buckets",
+        default_encoding="compact",
+        locate=_SQL_LOCATION,
+        pooled=True,
+        asyncio_drivers=True,
+        family="sql",
     ),
 )
 REGISTRY.register(
@@ -162,10 +197,15 @@ REGISTRY.register(
         "buckets",
         encodings=("openim",),
         max_document_bytes=MONGO_MAX_DOCUMENT_BYTES,
+        asyncio_drivers=True,
         family="mongo",
     ),
 )
-REGISTRY.register("mongo-row", f"{_FACTORIES}:mongo_row", BackendRules("rows", family="mongo"))
+REGISTRY.register(
+    "mongo-row",
+    f"{_FACTORIES}:mongo_row",
+    BackendRules("rows", asyncio_drivers=True, family="mongo"),
+)
 # OpenIM's own Redis client (its allocated seqs) would block the event loop.
 REGISTRY.register(
     "openim-mongo",

@@ -36,6 +36,23 @@ def test_the_async_service_runs_the_same_service_store_and_state_machines() -> N
     assert expected[0] is MessageService
 
 
+def test_only_the_async_service_opens_the_engines_asyncio_driver() -> None:
+    """imbucket.aio passes the driver mode down to the engine it opens; a sync service opened
+    beside it keeps the sync driver."""
+
+    async def opened() -> tuple[tuple[bool, str], tuple[bool, str]]:
+        async with open_async(CONFIG) as service:
+            asynchronous = service.service.seqs.db  # type: ignore[attr-defined]
+            with open_service(CONFIG) as sync:
+                blocking = sync.seqs.db  # type: ignore[attr-defined]
+                return (
+                    (asynchronous.asynchronous, asynchronous.engine.dialect.driver),
+                    (blocking.asynchronous, blocking.engine.dialect.driver),
+                )
+
+    assert asyncio.run(opened()) == ((True, "aiosqlite"), (False, "pysqlite"))
+
+
 def test_no_rule_module_has_an_async_copy() -> None:
     """Only the asyncio facade, callers of it (the test kit, a benchmark) and a driver's
     connect hook define coroutines."""
