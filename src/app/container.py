@@ -2,9 +2,10 @@
 
 Every default and backend rule is applied here once: the bucket encoding a backend writes when
 none is set, the tag budget, the timeouts and pool size, which factory opens the backend (one
-registry, ``imbucket.app.registry``, for built-in backends and plugins alike) and whether a
-cache fronts it. Factories import their drivers only when called, so a configuration naming
-``memory`` never imports pymongo or connects anywhere.
+registry, ``imbucket.app.registry``, for built-in backends and plugins alike), which cache
+fronts it (its ``CACHES``) and whether they open asyncio drivers. Factories import their
+drivers only when called, so a configuration naming ``memory`` never imports pymongo or
+connects anywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app import backends
 from imbucket.app.backends import Backend
 from imbucket.app.coalescing import coalesced
-from imbucket.app.registry import REGISTRY
+from imbucket.app.registry import CACHES, REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import Settings, bucket_bounds, limits_of
 from imbucket.domain.budget import TagBudget
@@ -83,31 +84,14 @@ def open_backend(
     return backend
 
 
-def redis_cached(
-    backend: Backend, settings: Settings, cluster: bool, asynchronous: bool
-) -> Backend:
-    """The backend behind the Redis read cache of settings, on one Redis or on a cluster.
+def cache_in_front(backend: Backend, settings: Settings, asynchronous: bool) -> Backend:
+    """What the service runs on: the backend behind the configured cache backend, or as it is.
 
-    asynchronous: on redis.asyncio, for ``imbucket.aio``.
+    asynchronous: the cache on its asyncio client, for ``imbucket.aio``.
     """
-    cache = settings.cache
-    return backends.redis_cached(
-        backend,
-        url=cache.url,
-        ttl_seconds=cache.ttl_seconds,
-        key_prefix=cache.key_prefix,
-        connect_timeout=cache.connect_timeout_seconds,
-        socket_timeout=cache.socket_timeout_seconds,
-        cluster=cluster,
-        staleness_seconds=cache.staleness_seconds,
-        warning_interval_seconds=cache.warning_interval_seconds,
-        asynchronous=asynchronous,
-    )
-
-
-def cache_kind(settings: Settings) -> str:
-    """Which cache fronts the store: none, redis or redis-cluster."""
-    return settings.cache.backend
+    cache = CACHES.get(settings.cache.backend)
+    factory = cache.load()
+    return factory(backend, settings.cache, cache.rules, asynchronous=asynchronous)
 
 
 class Container(containers.DeclarativeContainer):
@@ -128,16 +112,7 @@ class Container(containers.DeclarativeContainer):
     )
     # What the service runs on: the backend, or the backend behind the cache (store, seq store
     # and pull reads on one cache).
-    served = providers.Selector(
-        providers.Callable(cache_kind, settings),
-        none=providers.Singleton(backends.uncached, backend),
-        redis=providers.Singleton(redis_cached, backend, settings, False, asynchronous),
-        **{
-            "redis-cluster": providers.Singleton(
-                redis_cached, backend, settings, True, asynchronous
-            )
-        },
-    )
+    served = providers.Singleton(cache_in_front, backend, settings, asynchronous)
     store = providers.Callable(backends.store_of, served)
     seqs = providers.Callable(backends.seqs_of, served)
     # Pulls read through the backend's fused reads, coalesced into herds when it can.

@@ -1,10 +1,11 @@
-"""The one registry of store backends: built-in ones by name, third-party ones by entry point.
+"""The registries of store backends (built-in and by entry point) and of cache backends.
 
 As SQLAlchemy's dialect loader does, a built-in backend is one registration: its name, the
 ``"module:function"`` of its factory (imported only when a configuration selects it) and its
 rules (``BackendRules``). A name that is not built in is looked up in the entry point group
 ``imbucket.backends`` (docs/plugins.md); a built-in name always means the built-in backend, so
-a plugin cannot shadow it. Every check of a backend name goes through ``REGISTRY.get``.
+a plugin cannot shadow it. Every check of a backend name goes through ``REGISTRY.get``; of a
+cache backend's, through ``CACHES.get``.
 """
 
 from __future__ import annotations
@@ -223,4 +224,78 @@ REGISTRY.register(
 def check_store_backend(name: str) -> str:
     """The name, when it names a known store backend; else ConfigError listing the known ones."""
     REGISTRY.get(name)
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRules:
+    """What the composition root, the CLI and ``imbucket.aio`` decide for one cache backend.
+
+    fronts: whether a cache stands in front of the store (False for ``none``: the store is
+    read directly). cluster: the cache is a Redis Cluster, its url naming any node.
+    asyncio: whether ``imbucket.aio`` can open it; its factory then takes ``asynchronous``.
+    """
+
+    fronts: bool = True
+    cluster: bool = False
+    asyncio: bool = True
+
+
+# A cache factory (``imbucket.app.caches``): the backend, ``Settings.cache`` and the cache's
+# rules, and the keyword ``asynchronous``, in; the backend the service runs on out.
+CacheFactory = Callable[..., Backend]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRegistration:
+    """One cache backend a configuration may name: its factory and its rules."""
+
+    name: str
+    target: str  # "module:function" of a CacheFactory
+    rules: CacheRules
+
+    def load(self) -> CacheFactory:
+        """Import the factory (a ``CacheFactory``).
+
+        Called as ``factory(backend, settings.cache, rules, asynchronous=...)``, it returns
+        the backend behind this cache (as it is, for ``none``).
+        """
+        module, _, attribute = self.target.partition(":")
+        factory: CacheFactory = getattr(import_module(module), attribute)
+        return factory
+
+
+class CacheRegistry:
+    """The cache backends, in registration order (no plugins)."""
+
+    def __init__(self) -> None:
+        self._caches: dict[str, CacheRegistration] = {}
+
+    def register(self, name: str, target: str, rules: CacheRules) -> None:
+        """Add a cache backend: name, its factory as "module:function", and its rules."""
+        self._caches[name] = CacheRegistration(name, target, rules)
+
+    def names(self) -> tuple[str, ...]:
+        """Every cache backend a configuration may name."""
+        return tuple(self._caches)
+
+    def get(self, name: str) -> CacheRegistration:
+        """The registration of name; ConfigError listing the known names when there is none."""
+        found = self._caches.get(name)
+        if found is None:
+            known = ", ".join(self._caches)
+            raise ConfigError(f"unknown cache backend {name!r}; known: {known}")
+        return found
+
+
+CACHES = CacheRegistry()
+_CACHE_FACTORIES = "imbucket.app.caches"
+CACHES.register("none", f"{_CACHE_FACTORIES}:no_cache", CacheRules(fronts=False))
+CACHES.register("redis", f"{_CACHE_FACTORIES}:redis", CacheRules())
+CACHES.register("redis-cluster", f"{_CACHE_FACTORIES}:redis", CacheRules(cluster=True))
+
+
+def check_cache_backend(name: str) -> str:
+    """The name, when it names a cache backend; else ConfigError listing the known ones."""
+    CACHES.get(name)
     return name
