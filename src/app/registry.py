@@ -233,7 +233,8 @@ class CacheRules:
 
     fronts: whether a cache stands in front of the store (False for ``none``: the store is
     read directly). cluster: the cache is a Redis Cluster, its url naming any node.
-    asyncio: whether ``imbucket.aio`` can open it; its factory then takes ``asynchronous``.
+    asyncio: whether ``imbucket.aio`` can open it (its factory is passed ``asynchronous=True``
+    then, and opens its client's asyncio mode).
     """
 
     fronts: bool = True
