@@ -4,8 +4,10 @@
 (``sqlalchemy.util.greenlet_spawn``). Every driver call below it is a coroutine of a native
 asyncio driver that the greenlet hands to the event loop and waits for (``await_only``): the
 state machines, command builders and projection are the same objects for both APIs. This
-module holds what the stores need besides the drivers themselves: whether to open asyncio
-drivers, a lock and a sleep that wait on the event loop instead of blocking it.
+module holds what the stores need besides the drivers themselves: a lock and a sleep that
+wait on the event loop instead of blocking it, and a sync facade of an asyncio client. Whether
+a store opens asyncio drivers is not decided here: the composition root passes
+``asynchronous=True`` to the constructors that open them.
 """
 
 from __future__ import annotations
@@ -16,29 +18,9 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-# Set while imbucket.aio opens a service: the backends it opens then use asyncio drivers.
-_ASYNC_DRIVERS: ContextVar[bool] = ContextVar("imbucket_async_drivers", default=False)
-
-
-@contextmanager
-def async_drivers() -> Iterator[None]:
-    """Backends opened inside this block use asyncio drivers (and must run in greenlets)."""
-    token = _ASYNC_DRIVERS.set(True)
-    try:
-        yield
-    finally:
-        _ASYNC_DRIVERS.reset(token)
-
-
-def asynchronous() -> bool:
-    """Whether backends opened now use asyncio drivers (inside ``async_drivers``)."""
-    return _ASYNC_DRIVERS.get()
 
 
 def in_greenlet() -> bool:

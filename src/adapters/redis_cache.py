@@ -165,11 +165,16 @@ class RedisMessageCache:
         cluster: bool = False,
         socket_timeout: float = DEFAULT_CACHE_SECONDS,
         connect_timeout: float = DEFAULT_CACHE_SECONDS,
+        asynchronous: bool = False,
         **options: Any,
     ) -> RedisMessageCache:
-        """A cache on a new client for url; querystring options (socket_timeout=…) win."""
+        """A cache on a new client for url; querystring options (socket_timeout=…) win.
+
+        asynchronous: on redis.asyncio, every call run in a greenlet (``make_client``).
+        """
         timeouts = client_options(socket_timeout, connect_timeout)
-        return cls(make_client(url, cluster=cluster, **timeouts), **options)
+        client = make_client(url, cluster=cluster, asynchronous=asynchronous, **timeouts)
+        return cls(client, **options)
 
     def slot_key(self, conversation_id: str, seq: int) -> str:
         """The key of one cached slot."""

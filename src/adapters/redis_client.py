@@ -15,7 +15,7 @@ from redis.retry import Retry
 from imbucket.adapters import asyncio_bridge
 from imbucket.adapters.timeouts import DEFAULT_CACHE_SECONDS
 
-# A client, or under imbucket.aio an asyncio one behind asyncio_bridge.Awaiting (the same calls).
+# A client, or for imbucket.aio an asyncio one behind asyncio_bridge.Awaiting (the same calls).
 Client = redis.Redis | RedisCluster | asyncio_bridge.Awaiting
 # Everything a Redis or cluster client raises for an unreachable or failing Redis.
 REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
@@ -42,7 +42,9 @@ def client_options(
     }
 
 
-def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
+def make_client(
+    url: str, *, cluster: bool = False, asynchronous: bool = False, **options: Any
+) -> Client:
     """The one place cache clients are built: a Redis, or a cluster client for ``cluster``.
 
     ``options`` are client keyword arguments on top of ``client_options()``; querystring options
@@ -50,9 +52,11 @@ def make_client(url: str, *, cluster: bool = False, **options: Any) -> Client:
     asks it for the topology at once, and raises ``RedisClusterException`` (or a ``RedisError``)
     when no node answers. On a cluster the retry covers redirections and topology refreshes:
     one immediate retry, so a dead master costs one quick failure, not a backoff.
+    asynchronous: the redis.asyncio client behind ``asyncio_bridge.Awaiting``, whose every call
+    must run in a greenlet (``imbucket.aio``).
     """
     settings = {**client_options(), **options}
-    if asyncio_bridge.asynchronous():
+    if asynchronous:
         return _asyncio_client(url, cluster, settings)
     if not cluster:
         return redis.Redis.from_url(url, **settings)
@@ -75,7 +79,7 @@ def _asking_for_topology(connect: Callable[[], _Client]) -> _Client:
 
 
 def _asyncio_client(url: str, cluster: bool, settings: dict[str, Any]) -> asyncio_bridge.Awaiting:
-    """Under imbucket.aio: a redis.asyncio client whose calls wait in the running greenlet."""
+    """A redis.asyncio client whose calls wait in the running greenlet (imbucket.aio)."""
     from redis.asyncio import Redis as AsyncRedis
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
     from redis.asyncio.retry import Retry as AsyncRetry

@@ -14,9 +14,8 @@ import functools
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from imbucket.adapters.asyncio_bridge import async_drivers
 from imbucket.adapters.extras import needs_extra
-from imbucket.app.registry import REGISTRY
+from imbucket.app.registry import CACHES, REGISTRY
 from imbucket.app.service import Location, MessageService
 from imbucket.app.settings import Settings, load_settings
 from imbucket.domain.errors import ConfigError
@@ -191,12 +190,20 @@ def open_service(config: Mapping[str, Any] | None = None) -> Opening:
 
 
 def check_asynchronous(settings: Settings) -> None:
-    """ConfigError for a configuration whose drivers have no asyncio mode here."""
-    if not REGISTRY.get(settings.store.backend).rules.asyncio:
-        raise ConfigError(
-            f"imbucket.aio has no asyncio driver for store backend {settings.store.backend!r} "
-            "yet: use imbucket.open_service from a thread"
-        )
+    """ConfigError for a configuration whose drivers have no asyncio mode here.
+
+    Each registration says whether it has one (``BackendRules.asyncio``, ``CacheRules.asyncio``).
+    """
+    store, cache = settings.store.backend, settings.cache.backend
+    for kind, name, asyncio in (
+        ("store", store, REGISTRY.get(store).rules.asyncio),
+        ("cache", cache, CACHES.get(cache).rules.asyncio),
+    ):
+        if not asyncio:
+            raise ConfigError(
+                f"imbucket.aio has no asyncio driver for {kind} backend {name!r} yet: use "
+                "imbucket.open_service from a thread"
+            )
 
 
 def _open_service(settings: Settings) -> MessageService:
@@ -205,7 +212,6 @@ def _open_service(settings: Settings) -> MessageService:
 
     from imbucket.app.container import Container
 
-    container = Container(settings=providers.Object(settings))
-    with async_drivers():
-        service: MessageService = container.service()
+    container = Container(settings=providers.Object(settings), asynchronous=providers.Object(True))
+    service: MessageService = container.service()
     return service

@@ -103,16 +103,19 @@ def sql_row(
     budget: TagBudget,
     timeouts: Timeouts,
     pool: PoolSize | None = None,
+    *,
+    asynchronous: bool = False,
 ) -> Backend:
     """One row per message on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
     Rows have no buckets to bound: budget is not used. The store reads a pull's watermarks
-    and slots in one statement (its ``view``). pool: connections kept on a server.
+    and slots in one statement (its ``view``). pool: connections kept on a server;
+    asynchronous: on the engine's asyncio driver (``imbucket.aio``).
     """
     with needs_extra("store backend 'sql-row'"):
         from imbucket.adapters.sql import open_row
 
-    store, seqs = open_row(url, layout, timeouts, pool)
+    store, seqs = open_row(url, layout, timeouts, pool, asynchronous=asynchronous)
     return _sql(store, seqs)
 
 
@@ -122,16 +125,18 @@ def sql_bucket(
     budget: TagBudget,
     timeouts: Timeouts,
     pool: PoolSize | None = None,
+    *,
+    asynchronous: bool = False,
 ) -> Backend:
     """JSON buckets on SQLite, PostgreSQL or MariaDB (``sqlite://`` when url is empty).
 
     The store reads a pull's watermarks and slots in one statement (its ``view``). pool:
-    connections kept on a server.
+    connections kept on a server; asynchronous: on the engine's asyncio driver (``imbucket.aio``).
     """
     with needs_extra("store backend 'sql-bucket'"):
         from imbucket.adapters.sql import open_bucket
 
-    store, seqs = open_bucket(url, layout, budget, timeouts, pool)
+    store, seqs = open_bucket(url, layout, budget, timeouts, pool, asynchronous=asynchronous)
     return _sql(store, seqs)
 
 
@@ -171,8 +176,18 @@ def _shared_views(store: SqlRowStore | SqlBucketStore) -> SharedViewReads:
     return SqlRowPulls(store)
 
 
-def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
-    """OpenIM's bucket collection ``msg`` under the shared bucket state machine."""
+def mongo_bucket(
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    *,
+    asynchronous: bool = False,
+) -> Backend:
+    """OpenIM's bucket collection ``msg`` under the shared bucket state machine.
+
+    asynchronous: on PyMongo's asyncio client (``imbucket.aio``).
+    """
     with needs_extra("store backend 'mongo-bucket'"):
         from imbucket.adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
         from imbucket.adapters.mongo.commands import BUCKETS
@@ -182,11 +197,21 @@ def mongo_bucket(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Ti
         store = MongoBucketStore(MongoBucketRepository(connection, layout), budget)
         return store, MongoBucketViews(connection, store)
 
-    return _mongo(url, timeouts, make, BUCKETS)
+    return _mongo(url, timeouts, make, BUCKETS, asynchronous)
 
 
-def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeouts) -> Backend:
-    """One MongoDB document per message (collection ``msg_row``); budget is not used."""
+def mongo_row(
+    url: str,
+    layout: BucketLayout,
+    budget: TagBudget,
+    timeouts: Timeouts,
+    *,
+    asynchronous: bool = False,
+) -> Backend:
+    """One MongoDB document per message (collection ``msg_row``); budget is not used.
+
+    asynchronous: on PyMongo's asyncio client (``imbucket.aio``).
+    """
     with needs_extra("store backend 'mongo-row'"):
         from imbucket.adapters.mongo.commands import ROWS
         from imbucket.adapters.mongo.row import MongoRowRepository, MongoRowStore
@@ -196,7 +221,7 @@ def mongo_row(url: str, layout: BucketLayout, budget: TagBudget, timeouts: Timeo
         store = MongoRowStore(MongoRowRepository(connection, layout))
         return store, MongoRowViews(connection)
 
-    return _mongo(url, timeouts, make, ROWS)
+    return _mongo(url, timeouts, make, ROWS, asynchronous)
 
 
 def _mongo(
@@ -204,6 +229,7 @@ def _mongo(
     timeouts: Timeouts,
     make: Callable[[MongoConnection], tuple[MarkingStore, ViewReads]],
     collection: str,
+    asynchronous: bool,
 ) -> Backend:
     """Store, seq store, fused pull reads and mark-reads on one client (closed on failure).
 
@@ -216,7 +242,7 @@ def _mongo(
         from imbucket.adapters.mongo.read_marks import MongoReadMarks
         from imbucket.adapters.mongo.seq import MongoSeqStore
 
-    connection = MongoConnection(url, timeouts=timeouts)
+    connection = MongoConnection(url, timeouts=timeouts, asynchronous=asynchronous)
     try:
         store, views = make(connection)
         seqs = MongoSeqStore(connection, UserDocs(collection))
@@ -329,13 +355,15 @@ def redis_cached(
     cluster: bool = False,
     staleness_seconds: float = DEFAULT_CACHE_STALENESS_SECONDS,
     warning_interval_seconds: float = DEFAULT_CACHE_WARNING_SECONDS,
+    asynchronous: bool = False,
 ) -> Backend:
     """The backend behind the Redis read cache (see ``cached``).
 
     A single Redis is connected lazily, on first use. A cluster client (``cluster``) asks the
     node named by url for the topology now; ConfigError if no node answers.
     staleness_seconds bounds how long a write whose writer could not reach Redis may be
-    served stale by other processes (``adapters.relayed_cache``).
+    served stale by other processes (``adapters.relayed_cache``). asynchronous: on
+    redis.asyncio (``imbucket.aio``).
     """
     name = "redis-cluster" if cluster else "redis"
     try:
@@ -352,6 +380,7 @@ def redis_cached(
             ttl_seconds=ttl_seconds,
             key_prefix=key_prefix,
             warning_interval=warning_interval_seconds,
+            asynchronous=asynchronous,
         )
     except ValueError as error:
         raise ConfigError(f"invalid cache url {url!r}: {error}") from None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from imbucket.app import open_container
 from imbucket.app.backends import Backend
+from imbucket.app.registry import CACHES
 from imbucket.app.settings import CacheSettings
 from imbucket.domain.cache_binding import NO_CACHE, new_binding
 from imbucket.domain.errors import ConfigError
@@ -30,7 +31,7 @@ def attach(config: Mapping[str, Any] | None = None) -> None:
     store then, or run it again).
     """
     settings, backend = _open(config)
-    if settings.backend == "none":
+    if not CACHES.get(settings.backend).rules.fronts:
         raise ConfigError(
             'cache attach needs the cache to attach: set cache.backend = "redis" or '
             '"redis-cluster", cache.url and cache.key_prefix'
@@ -60,7 +61,8 @@ def _open(config: Mapping[str, Any] | None) -> tuple[CacheSettings, Backend]:
 def _rebind(backend: Backend, settings: CacheSettings, binding: str) -> None:
     """Store first, then the cache: nobody opens on the old binding while it is emptied."""
     try:
-        cache = None if settings.backend == "none" else _cache(settings)
+        fronts = CACHES.get(settings.backend).rules.fronts
+        cache = _cache(settings) if fronts else None
         try:
             _replace(backend, binding)
             if cache is not None:
@@ -89,7 +91,7 @@ def _cache(settings: CacheSettings) -> RedisMessageCache:
     try:
         return RedisMessageCache.from_url(
             settings.url,
-            cluster=settings.backend == "redis-cluster",
+            cluster=CACHES.get(settings.backend).rules.cluster,
             key_prefix=settings.key_prefix,
             ttl_seconds=settings.ttl_seconds,
             # Emptying a prefix may take many replies: wait for Redis, this is no read path.

@@ -23,9 +23,9 @@ from imbucket.adapters.codec import slot_to_doc
 from imbucket.adapters.extras import EXTRAS, missing
 from imbucket.app import open_container, open_service
 from imbucket.app.demo import DEMO_CONVERSATION, USERS, cell_text, play, views
-from imbucket.app.registry import REGISTRY
+from imbucket.app.registry import CACHES, REGISTRY
 from imbucket.app.service import HEALTH_CONVERSATION
-from imbucket.app.settings import CACHE_BACKENDS, load_settings
+from imbucket.app.settings import load_settings
 from imbucket.domain.errors import (
     ConfigError,
     ImbucketError,
@@ -226,7 +226,7 @@ def backends(config: SettingsOption = None) -> None:
         table.add_row("store", name, "yes" if name == settings.store.backend else "")
     for name in REGISTRY.plugins():
         table.add_row("store (plugin)", name, "yes" if name == settings.store.backend else "")
-    for name in CACHE_BACKENDS:
+    for name in CACHES.names():
         table.add_row("cache", name, "yes" if name == settings.cache.backend else "")
     console.print(table)
     try:

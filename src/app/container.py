@@ -2,9 +2,10 @@
 
 Every default and backend rule is applied here once: the bucket encoding a backend writes when
 none is set, the tag budget, the timeouts and pool size, which factory opens the backend (one
-registry, ``imbucket.app.registry``, for built-in backends and plugins alike) and whether a
-cache fronts it. Factories import their drivers only when called, so a configuration naming
-``memory`` never imports pymongo or connects anywhere.
+registry, ``imbucket.app.registry``, for built-in backends and plugins alike), which cache
+fronts it (its ``CACHES``) and whether they open asyncio drivers. Factories import their
+drivers only when called, so a configuration naming ``memory`` never imports pymongo or
+connects anywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app import backends
 from imbucket.app.backends import Backend
 from imbucket.app.coalescing import coalesced
-from imbucket.app.registry import REGISTRY
+from imbucket.app.registry import CACHES, REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import Settings, bucket_bounds, limits_of
 from imbucket.domain.budget import TagBudget
@@ -62,20 +63,17 @@ def open_backend(
     budget: TagBudget,
     timeouts: Timeouts,
     pool: PoolSize,
+    asynchronous: bool,
 ) -> Backend:
     """The selected backend, opened by its registered factory (a plugin's loaded only now).
 
-    A plugin whose store turns out to be a ``BucketMessageStore`` gets the bucket arithmetic
-    checked like a built-in bucket backend (ConfigError; the backend is closed again).
+    asynchronous: on asyncio drivers, for ``imbucket.aio``. A plugin whose store turns out to
+    be a ``BucketMessageStore`` gets the bucket arithmetic checked like a built-in bucket
+    backend (ConfigError; the backend is closed again).
     """
     registration = REGISTRY.get(settings.store.backend)
-    factory = registration.load()
     url = settings.store.url
-    if registration.rules.pooled:
-        opened: object = factory(url, layout, budget, timeouts, pool=pool)  # type: ignore[call-arg]
-    else:
-        opened = factory(url, layout, budget, timeouts)
-    backend = registration.checked(opened)
+    backend = registration.open(url, layout, budget, timeouts, pool, asynchronous=asynchronous)
     if registration.rules.layout is None and isinstance(backend.store, BucketMessageStore):
         try:
             bucket_bounds(settings).check()
@@ -86,31 +84,22 @@ def open_backend(
     return backend
 
 
-def redis_cached(backend: Backend, settings: Settings, cluster: bool) -> Backend:
-    """The backend behind the Redis read cache of settings, on one Redis or on a cluster."""
-    cache = settings.cache
-    return backends.redis_cached(
-        backend,
-        url=cache.url,
-        ttl_seconds=cache.ttl_seconds,
-        key_prefix=cache.key_prefix,
-        connect_timeout=cache.connect_timeout_seconds,
-        socket_timeout=cache.socket_timeout_seconds,
-        cluster=cluster,
-        staleness_seconds=cache.staleness_seconds,
-        warning_interval_seconds=cache.warning_interval_seconds,
-    )
+def cache_in_front(backend: Backend, settings: Settings, asynchronous: bool) -> Backend:
+    """What the service runs on: the backend behind the configured cache backend, or as it is.
 
-
-def cache_kind(settings: Settings) -> str:
-    """Which cache fronts the store: none, redis or redis-cluster."""
-    return settings.cache.backend
+    asynchronous: the cache on its asyncio client, for ``imbucket.aio``.
+    """
+    cache = CACHES.get(settings.cache.backend)
+    factory = cache.load()
+    return factory(backend, settings.cache, cache.rules, asynchronous=asynchronous)
 
 
 class Container(containers.DeclarativeContainer):
     """Wires MessageService from typed ``Settings`` (``imbucket.app.open_container``)."""
 
     settings = providers.Dependency(instance_of=Settings)
+    # Whether the backends open their drivers' asyncio mode: imbucket.aio passes True.
+    asynchronous = providers.Object(False)
 
     layout = providers.Singleton(layout_of, settings)
     limits = providers.Singleton(limits_of, settings)
@@ -118,15 +107,12 @@ class Container(containers.DeclarativeContainer):
     timeouts = providers.Singleton(timeouts_of, settings)
     pool = providers.Singleton(pool_of, settings)
 
-    backend = providers.Singleton(open_backend, settings, layout, budget, timeouts, pool)
+    backend = providers.Singleton(
+        open_backend, settings, layout, budget, timeouts, pool, asynchronous
+    )
     # What the service runs on: the backend, or the backend behind the cache (store, seq store
     # and pull reads on one cache).
-    served = providers.Selector(
-        providers.Callable(cache_kind, settings),
-        none=providers.Singleton(backends.uncached, backend),
-        redis=providers.Singleton(redis_cached, backend, settings, cluster=False),
-        **{"redis-cluster": providers.Singleton(redis_cached, backend, settings, cluster=True)},
-    )
+    served = providers.Singleton(cache_in_front, backend, settings, asynchronous)
     store = providers.Callable(backends.store_of, served)
     seqs = providers.Callable(backends.seqs_of, served)
     # Pulls read through the backend's fused reads, coalesced into herds when it can.

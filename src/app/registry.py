@@ -1,22 +1,26 @@
-"""The one registry of store backends: built-in ones by name, third-party ones by entry point.
+"""The registries of store backends (built-in and by entry point) and of cache backends.
 
 As SQLAlchemy's dialect loader does, a built-in backend is one registration: its name, the
 ``"module:function"`` of its factory (imported only when a configuration selects it) and its
 rules (``BackendRules``). A name that is not built in is looked up in the entry point group
 ``imbucket.backends`` (docs/plugins.md); a built-in name always means the built-in backend, so
-a plugin cannot shadow it. Every check of a backend name goes through ``REGISTRY.get``.
+a plugin cannot shadow it. Every check of a backend name goes through ``REGISTRY.get``; of a
+cache backend's, through ``CACHES.get``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
-from typing import Literal
+from typing import Any, Literal
 
+from imbucket.adapters.timeouts import PoolSize, Timeouts
 from imbucket.app.backends import Backend, StoreFactory
+from imbucket.domain.budget import TagBudget
 from imbucket.domain.errors import ConfigError
-from imbucket.domain.layout import ENCODINGS
+from imbucket.domain.layout import ENCODINGS, BucketLayout
 
 PLUGIN_GROUP = "imbucket.backends"
 # MongoDB's largest document (maxBsonObjectSize): a bucket, and a write carrying a bucket's
@@ -37,7 +41,10 @@ class BackendRules:
     whether data outlives the store's close; locate: ``"module:function"`` naming where a url
     keeps its data (None when it keeps nothing), for backends whose url decides that.
     pooled: the factory takes a ``pool`` keyword (the connections kept on a server).
-    asyncio: whether ``imbucket.aio`` can open it (its drivers have an asyncio mode here).
+    asyncio: whether ``imbucket.aio`` can open it. asyncio_drivers: the factory takes an
+    ``asynchronous`` keyword, True under ``imbucket.aio``, and then opens its drivers' asyncio
+    mode; a factory without it (memory, a plugin) is called as for the sync API, and its calls
+    run in the greenlet of the async call as they are.
     family: the stores of one family differ only in layout (``sql``, ``mongo``, ``memory``,
     ``openim``); the bench pairs them. Empty for a plugin.
     """
@@ -50,6 +57,7 @@ class BackendRules:
     locate: str | None = None
     pooled: bool = False
     asyncio: bool = True
+    asyncio_drivers: bool = False
     family: str = ""
 
 
@@ -78,6 +86,29 @@ class Registration:
         except (ImportError, AttributeError) as error:
             message = f"store backend {self.name!r} ({self.target}) fails to load: {error}"
             raise ConfigError(message) from None
+
+    def open(
+        self,
+        url: str,
+        layout: BucketLayout,
+        budget: TagBudget,
+        timeouts: Timeouts,
+        pool: PoolSize,
+        *,
+        asynchronous: bool = False,
+    ) -> Backend:
+        """The backend, opened by its factory with the keywords its rules say it takes.
+
+        asynchronous: on asyncio drivers, for ``imbucket.aio`` (``BackendRules.asyncio``
+        says whether it may ask).
+        """
+        factory: Callable[..., object] = self.load()
+        keywords: dict[str, Any] = {}
+        if self.rules.pooled:
+            keywords["pool"] = pool
+        if self.rules.asyncio_drivers:
+            keywords["asynchronous"] = asynchronous
+        return self.checked(factory(url, layout, budget, timeouts, **keywords))
 
     def location(self, url: str) -> tuple[str, ...] | None:
         """Where the backend keeps its data at url, equal for one store; None when nowhere."""
@@ -146,13 +177,18 @@ REGISTRY.register(
 REGISTRY.register(
     "sql-row",
     f"{_FACTORIES}:sql_row",
-    BackendRules("rows", locate=_SQL_LOCATION, pooled=True, family="sql"),
+    BackendRules("rows", locate=_SQL_LOCATION, pooled=True, asyncio_drivers=True, family="sql"),
 )
 REGISTRY.register(
     "sql-bucket",
     f"{_FACTORIES}:sql_bucket",
     BackendRules(
-        "buckets", default_encoding="compact", locate=_SQL_LOCATION, pooled=True, family="sql"
+        "buckets",
+        default_encoding="compact",
+        locate=_SQL_LOCATION,
+        pooled=True,
+        asyncio_drivers=True,
+        family="sql",
     ),
 )
 REGISTRY.register(
@@ -162,10 +198,15 @@ REGISTRY.register(
         "buckets",
         encodings=("openim",),
         max_document_bytes=MONGO_MAX_DOCUMENT_BYTES,
+        asyncio_drivers=True,
         family="mongo",
     ),
 )
-REGISTRY.register("mongo-row", f"{_FACTORIES}:mongo_row", BackendRules("rows", family="mongo"))
+REGISTRY.register(
+    "mongo-row",
+    f"{_FACTORIES}:mongo_row",
+    BackendRules("rows", asyncio_drivers=True, family="mongo"),
+)
 # OpenIM's own Redis client (its allocated seqs) would block the event loop.
 REGISTRY.register(
     "openim-mongo",
@@ -183,4 +224,79 @@ REGISTRY.register(
 def check_store_backend(name: str) -> str:
     """The name, when it names a known store backend; else ConfigError listing the known ones."""
     REGISTRY.get(name)
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRules:
+    """What the composition root, the CLI and ``imbucket.aio`` decide for one cache backend.
+
+    fronts: whether a cache stands in front of the store (False for ``none``: the store is
+    read directly). cluster: the cache is a Redis Cluster, its url naming any node.
+    asyncio: whether ``imbucket.aio`` can open it (its factory is passed ``asynchronous=True``
+    then, and opens its client's asyncio mode).
+    """
+
+    fronts: bool = True
+    cluster: bool = False
+    asyncio: bool = True
+
+
+# A cache factory (``imbucket.app.caches``): the backend, ``Settings.cache`` and the cache's
+# rules, and the keyword ``asynchronous``, in; the backend the service runs on out.
+CacheFactory = Callable[..., Backend]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRegistration:
+    """One cache backend a configuration may name: its factory and its rules."""
+
+    name: str
+    target: str  # "module:function" of a CacheFactory
+    rules: CacheRules
+
+    def load(self) -> CacheFactory:
+        """Import the factory (a ``CacheFactory``).
+
+        Called as ``factory(backend, settings.cache, rules, asynchronous=...)``, it returns
+        the backend behind this cache (as it is, for ``none``).
+        """
+        module, _, attribute = self.target.partition(":")
+        factory: CacheFactory = getattr(import_module(module), attribute)
+        return factory
+
+
+class CacheRegistry:
+    """The cache backends, in registration order (no plugins)."""
+
+    def __init__(self) -> None:
+        self._caches: dict[str, CacheRegistration] = {}
+
+    def register(self, name: str, target: str, rules: CacheRules) -> None:
+        """Add a cache backend: name, its factory as "module:function", and its rules."""
+        self._caches[name] = CacheRegistration(name, target, rules)
+
+    def names(self) -> tuple[str, ...]:
+        """Every cache backend a configuration may name."""
+        return tuple(self._caches)
+
+    def get(self, name: str) -> CacheRegistration:
+        """The registration of name; ConfigError listing the known names when there is none."""
+        found = self._caches.get(name)
+        if found is None:
+            known = ", ".join(self._caches)
+            raise ConfigError(f"unknown cache backend {name!r}; known: {known}")
+        return found
+
+
+CACHES = CacheRegistry()
+_CACHE_FACTORIES = "imbucket.app.caches"
+CACHES.register("none", f"{_CACHE_FACTORIES}:no_cache", CacheRules(fronts=False))
+CACHES.register("redis", f"{_CACHE_FACTORIES}:redis", CacheRules())
+CACHES.register("redis-cluster", f"{_CACHE_FACTORIES}:redis", CacheRules(cluster=True))
+
+
+def check_cache_backend(name: str) -> str:
+    """The name, when it names a cache backend; else ConfigError listing the known ones."""
+    CACHES.get(name)
     return name

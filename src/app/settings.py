@@ -8,7 +8,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
@@ -30,7 +30,7 @@ from imbucket.adapters.timeouts import (
     DEFAULT_POOL_SIZE,
     DEFAULT_STATEMENT_SECONDS,
 )
-from imbucket.app.registry import REGISTRY, check_store_backend
+from imbucket.app.registry import CACHES, REGISTRY, check_cache_backend, check_store_backend
 from imbucket.app.service import DEFAULT_CLAIM_RETENTION_SECONDS
 from imbucket.domain.budget import (
     DEFAULT_MAX_BUCKET_BYTES,
@@ -45,8 +45,8 @@ from imbucket.domain.model import Limits
 # A built-in backend or the name of an ``imbucket.backends`` entry point (docs/plugins.md);
 # an unknown name is a ConfigError listing the known ones.
 StoreBackend = Annotated[str, AfterValidator(check_store_backend)]
-CacheBackend = Literal["none", "redis", "redis-cluster"]
-CACHE_BACKENDS: tuple[str, ...] = get_args(CacheBackend)
+# A cache backend of the registry (``CACHES``); another name is a ConfigError listing them.
+CacheBackend = Annotated[str, AfterValidator(check_cache_backend)]
 ENV_PREFIX = "IMBUCKET_"
 
 
@@ -160,6 +160,7 @@ class CacheSettings(BaseModel):
 
     backend: CacheBackend = Field(
         default="none",
+        json_schema_extra={"choices": list(CACHES.names())},
         description="`redis` puts the Redis read cache in front of the store, `redis-cluster` "
         "puts it on a Redis Cluster; `none` reads the store directly.",
     )

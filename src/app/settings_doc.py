@@ -69,10 +69,19 @@ def _section(name: str, model: type[BaseModel]) -> str:
     notes = []
     for key, info in model.model_fields.items():
         env = f"{ENV_PREFIX}{name.upper()}__{key.upper()}"
-        cells = [f"`{name}.{key}`", _type(info.annotation), _default(info.default)]
+        cells = [f"`{name}.{key}`", _type_of(info), _default(info.default)]
         lines.append("| " + " | ".join([*cells, _bounds(info), f"`{env}`"]) + " |")
         notes.append(f"- `{name}.{key}`: {info.description or ''}")
     return "\n".join([*lines, "", *notes, ""])
+
+
+def _type_of(info: FieldInfo) -> str:
+    """A field's type, or the names it may take (a registry's, given as ``choices``)."""
+    extra = info.json_schema_extra
+    choices = extra.get("choices") if isinstance(extra, dict) else None
+    if isinstance(choices, list):
+        return " \\| ".join(f'`"{choice}"`' for choice in choices)
+    return _type(info.annotation)
 
 
 def _type(annotation: Any) -> str:

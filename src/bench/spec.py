@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from imbucket.app.registry import REGISTRY
-from imbucket.app.settings import CACHE_BACKENDS, load_settings
+from imbucket.app.registry import CACHES, REGISTRY
+from imbucket.app.settings import load_settings
 from imbucket.bench.traffic import Traffic, parse_traffic, read_document
 from imbucket.bench.workloads import WORKLOAD_NAMES
 from imbucket.domain.budget import DEFAULT_MAX_BUCKET_BYTES
@@ -113,11 +113,10 @@ def _spec(store: str, url: str, cache: str, cache_url: str) -> BackendSpec:
     builtins = REGISTRY.builtins()  # the lab measures the built-in backends only
     if store not in builtins:
         raise ConfigError(f"unknown store backend {store!r}; known: {', '.join(builtins)}")
-    if cache not in CACHE_BACKENDS:
-        raise ConfigError(f"unknown cache backend {cache!r}; known: {', '.join(CACHE_BACKENDS)}")
-    if cache != "none" and not cache_url:
+    fronts = CACHES.get(cache).rules.fronts
+    if fronts and not cache_url:
         cache_url = load_settings().cache.url
-    return BackendSpec(store, url, cache, cache_url if cache != "none" else "")
+    return BackendSpec(store, url, cache, cache_url if fronts else "")
 
 
 MAX_SWEEP_SIZES = 12

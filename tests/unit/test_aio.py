@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from imbucket import ConfigError, Draft, open_service
 from imbucket.aio import AsyncMessageService
 from imbucket.aio import open_service as open_async
 from imbucket.app.service import MessageService
+from imbucket.domain.projection import Entry
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 CONFIG = {"store": {"backend": "sql-bucket", "url": "sqlite://"}}
@@ -34,6 +36,23 @@ def test_the_async_service_runs_the_same_service_store_and_state_machines() -> N
         )
     assert asyncio.run(opened()) == expected
     assert expected[0] is MessageService
+
+
+def test_only_the_async_service_opens_the_engines_asyncio_driver() -> None:
+    """imbucket.aio passes the driver mode down to the engine it opens; a sync service opened
+    beside it keeps the sync driver."""
+
+    async def opened() -> tuple[tuple[bool, str], tuple[bool, str]]:
+        async with open_async(CONFIG) as service:
+            asynchronous = service.service.seqs.db  # type: ignore[attr-defined]
+            with open_service(CONFIG) as sync:
+                blocking = sync.seqs.db  # type: ignore[attr-defined]
+                return (
+                    (asynchronous.asynchronous, asynchronous.engine.dialect.driver),
+                    (blocking.asynchronous, blocking.engine.dialect.driver),
+                )
+
+    assert asyncio.run(opened()) == ((True, "aiosqlite"), (False, "pysqlite"))
 
 
 def test_no_rule_module_has_an_async_copy() -> None:
@@ -68,22 +87,52 @@ def test_every_use_case_of_the_sync_service_is_a_coroutine_of_the_async_one() ->
     assert missing == set()
 
 
+# Every public use case of the sync service; close is aclose on the async one.
+USE_CASES = [
+    name
+    for name in vars(MessageService)
+    if not name.startswith("_") and inspect.isfunction(getattr(MessageService, name))
+    if name != "close"
+]
+
+
+def differences(name: str) -> list[str]:
+    """How the async use case name differs from the sync one, parameter by parameter: names,
+    kinds, defaults and annotations (resolved to types), and the return type."""
+    sync, asynchronous = getattr(MessageService, name), getattr(AsyncMessageService, name)
+    found = [] if inspect.iscoroutinefunction(asynchronous) else ["not a coroutine function"]
+    sync_types, async_types = typing.get_type_hints(sync), typing.get_type_hints(asynchronous)
+    sync_parameters = list(inspect.signature(sync).parameters.values())
+    async_parameters = list(inspect.signature(asynchronous).parameters.values())
+    if len(sync_parameters) != len(async_parameters):
+        found.append(f"{len(async_parameters)} parameters, not {len(sync_parameters)}")
+    for mine, theirs in zip(async_parameters, sync_parameters, strict=False):
+        for aspect in ("name", "kind", "default"):
+            if getattr(mine, aspect) != getattr(theirs, aspect):
+                found.append(f"{theirs.name}: {aspect} {getattr(mine, aspect)!r}")
+        if async_types.get(mine.name) != sync_types.get(theirs.name):
+            found.append(f"{theirs.name}: annotation {async_types.get(mine.name)!r}")
+    if async_types.get("return") != sync_types.get("return"):
+        found.append(f"returns {async_types.get('return')!r}, not {sync_types.get('return')!r}")
+    return found
+
+
 def test_each_coroutine_takes_the_use_cases_parameters_defaults_and_annotations() -> None:
-    # With ``from __future__ import annotations`` both sides keep annotations as text: the
-    # same text means the same type, named the same way.
-    use_cases = [
-        name
-        for name in vars(MessageService)
-        if not name.startswith("_") and inspect.isfunction(getattr(MessageService, name))
-    ]
-    differing = {
-        name: (sync, asynchronous)
-        for name in use_cases
-        if name != "close"
-        and (sync := inspect.signature(getattr(MessageService, name)))
-        != (asynchronous := inspect.signature(getattr(AsyncMessageService, name)))
-    }
-    assert differing == {}
+    assert len(USE_CASES) == 16
+    assert {name: found for name in USE_CASES if (found := differences(name))} == {}
+
+
+def test_a_changed_default_is_a_difference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: a coroutine whose default differs from the use case's."""
+
+    async def pull_latest(
+        self: AsyncMessageService, conversation_id: str, viewer_id: str, count: int = 50
+    ) -> list[Entry]:
+        raise NotImplementedError
+
+    pull_latest.__annotations__ = dict(AsyncMessageService.pull_latest.__annotations__)
+    monkeypatch.setattr(AsyncMessageService, "pull_latest", pull_latest)
+    assert differences("pull_latest") == ["count: default 50"]
 
 
 def test_a_backend_without_an_asyncio_driver_is_a_config_error() -> None:

@@ -47,9 +47,11 @@ def translated(action: str) -> Iterator[None]:
         raise StoreUnavailable(f"MongoDB failed to {action}: {error}") from error
 
 
-def _client(url: str, listeners: list[CommandListener], options: Doc) -> MongoClient[Doc]:
-    """A MongoClient; under imbucket.aio an AsyncMongoClient whose calls wait in the greenlet."""
-    if not asyncio_bridge.asynchronous():
+def _client(
+    url: str, listeners: list[CommandListener], options: Doc, asynchronous: bool
+) -> MongoClient[Doc]:
+    """A MongoClient; when asynchronous, an AsyncMongoClient whose calls wait in the greenlet."""
+    if not asynchronous:
         return MongoClient(url, event_listeners=listeners, **options)
     from pymongo import AsyncMongoClient
 
@@ -64,7 +66,9 @@ class MongoConnection:
     Construction does not touch the network; the first command does. Every wait is bounded
     by timeouts (``commands.client_options``) unless the URL says otherwise; a command with
     no reply in time fails as StoreUnavailable naming its action.
-    ``event_listeners`` lets tests count the commands sent (round trips).
+    ``event_listeners`` lets tests count the commands sent (round trips). asynchronous: the
+    client is PyMongo's asyncio client behind ``asyncio_bridge.Awaiting``, and every call must
+    run in a greenlet (``imbucket.aio``).
     """
 
     def __init__(
@@ -72,12 +76,16 @@ class MongoConnection:
         url: str,
         event_listeners: Sequence[CommandListener] = (),
         timeouts: Timeouts | None = None,
+        *,
+        asynchronous: bool = False,
     ) -> None:
         url = url or commands.DEFAULT_URL
         self.timeouts = timeouts or Timeouts()
         options = commands.client_options(url, timeouts)
         try:
-            self.client: MongoClient[Doc] = _client(url, list(event_listeners), options)
+            self.client: MongoClient[Doc] = _client(
+                url, list(event_listeners), options, asynchronous
+            )
             self.db = self.client.get_default_database(commands.DEFAULT_DATABASE)
         except ConfigurationError as error:
             raise ConfigError(f"invalid MongoDB URL: {error}") from None

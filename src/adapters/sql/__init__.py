@@ -32,12 +32,20 @@ S = TypeVar("S")
 
 
 def open_row(
-    url: str, layout: BucketLayout, timeouts: Timeouts | None = None, pool: PoolSize | None = None
+    url: str,
+    layout: BucketLayout,
+    timeouts: Timeouts | None = None,
+    pool: PoolSize | None = None,
+    *,
+    asynchronous: bool = False,
 ) -> tuple[SqlRowStore, SqlSeqStore]:
-    """sql-row at url (``sqlite://`` when empty): tables created on first use."""
+    """sql-row at url (``sqlite://`` when empty): tables created on first use.
+
+    asynchronous: on the engine's asyncio driver, every call run in a greenlet (``Database``).
+    """
     schema = row_schema()
     return _open(
-        Database(url, timeouts, pool),
+        Database(url, timeouts, pool, asynchronous=asynchronous),
         schema,
         lambda db: SqlRowStore(SqlRowRepository(db, layout, schema)),
     )
@@ -49,11 +57,16 @@ def open_bucket(
     budget: TagBudget | None = None,
     timeouts: Timeouts | None = None,
     pool: PoolSize | None = None,
+    *,
+    asynchronous: bool = False,
 ) -> tuple[SqlBucketStore, SqlSeqStore]:
-    """sql-bucket at url (``sqlite://`` when empty): tables created on first use."""
+    """sql-bucket at url (``sqlite://`` when empty): tables created on first use.
+
+    asynchronous: on the engine's asyncio driver, every call run in a greenlet (``Database``).
+    """
     schema = bucket_schema()
     return _open(
-        Database(url, timeouts, pool),
+        Database(url, timeouts, pool, asynchronous=asynchronous),
         schema,
         lambda db: SqlBucketStore(SqlBucketRepository(db, layout, schema), budget),
     )

@@ -37,7 +37,7 @@ _DRIVERS: dict[str, tuple[Kind, str]] = {
     "mysql": ("mariadb", "mysql+pymysql"),
     "mariadb": ("mariadb", "mysql+pymysql"),
 }
-# Under imbucket.aio (greenlets.async_drivers): the asyncio driver for each engine, unless the
+# For an asynchronous Database (imbucket.aio): the asyncio driver for each engine, unless the
 # URL names another asyncio driver itself.
 _ASYNC_DEFAULTS: dict[Kind, str] = {
     "sqlite": "sqlite+aiosqlite",

@@ -73,9 +73,8 @@ class Database:
     SQLite is serialised by a lock (an in-memory database is a single shared connection);
     the servers run statements from many threads on pooled connections.
 
-    asynchronous (default: whether it is opened inside ``asyncio_bridge.async_drivers``): the engine
-    is the ``sync_engine`` of an asyncio engine, and every call must run in a greenlet
-    (``imbucket.aio``); the statements, retries and bounds are the same.
+    asynchronous: the engine is the ``sync_engine`` of an asyncio engine, and every call must
+    run in a greenlet (``imbucket.aio``); the statements, retries and bounds are the same.
     """
 
     def __init__(
@@ -84,11 +83,9 @@ class Database:
         timeouts: Timeouts | None = None,
         pool: PoolSize | None = None,
         *,
-        asynchronous: bool | None = None,
+        asynchronous: bool = False,
     ) -> None:
         self.timeouts = timeouts or Timeouts()
-        if asynchronous is None:
-            asynchronous = asyncio_bridge.asynchronous()
         self.asynchronous = asynchronous
         self.kind, self.engine = build_engine(url or DEFAULT_URL, self.timeouts, pool, asynchronous)
         self._cursors_hold_locks = self.kind == "sqlite" and asynchronous
