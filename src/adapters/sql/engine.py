@@ -97,9 +97,11 @@ class Database:
         if self.kind == "sqlite":
             self._lock = asyncio_bridge.GreenletLock() if asynchronous else threading.RLock()
         self._limits: StatementLimits | None = None
-        # The connection of this caller's open batch or joined work, if any: per thread, and
-        # per greenlet under asyncio (the concurrent calls of an event loop share its thread).
-        self._held = asyncio_bridge.TaskLocal()
+        # The connection of this thread's open batch, if any (a batch of imbucket.aio spans
+        # the greenlets of the calls made inside it), and of this caller's joined work: per
+        # greenlet under asyncio, since the concurrent calls of an event loop share a thread.
+        self._batch = threading.local()
+        self._joined = asyncio_bridge.TaskLocal()
         # PostgreSQL: libpq has no read timeout, so a watchdog ends a reply waited for too long;
         # the same for MariaDB's asyncio driver.
         self.watchdog: Watchdog | None = None
@@ -120,7 +122,12 @@ class Database:
     @property
     def in_batch(self) -> bool:
         """Whether this thread's statements run inside an open ``batch``."""
-        return self._held.get() is not None
+        return getattr(self._batch, "held", None) is not None
+
+    def _holding(self) -> _Held | None:
+        """The connection this caller's statements must run on: its joined work's, or batch's."""
+        joined: _Held | None = self._joined.get()
+        return joined if joined is not None else getattr(self._batch, "held", None)
 
     def execute(
         self,
@@ -190,7 +197,7 @@ class Database:
         The first attempt runs without any retry machinery (the fast path of every read);
         only a failed attempt enters the retry loop.
         """
-        held: _Held | None = self._held.get()
+        held = self._holding()
         if held is not None:
             return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
         if joined:
@@ -205,11 +212,11 @@ class Database:
         """work, with this thread's statements joining its connection while it runs."""
 
         def joined(connection: Connection) -> T:
-            self._held.set(_Held(connection, joined=True))
+            self._joined.set(_Held(connection, joined=True))
             try:
                 return work(connection)
             finally:
-                self._held.set(None)
+                self._joined.set(None)
 
         return joined
 
@@ -259,19 +266,19 @@ class Database:
         batch back and raises StoreUnavailable (store writes are idempotent, so the caller
         can run the batch again). Locks taken by its writes are held until it ends.
         """
-        if self._held.get() is not None:
+        if self._holding() is not None:
             yield
             return
         with self._lock:
             connection = self._reconnecting()
             try:
                 with connection:
-                    self._held.set(_Held(connection, joined=False))
+                    self._batch.held = _Held(connection, joined=False)
                     try:
                         with _transaction(connection, BEGIN[self.kind]):
                             yield
                     finally:
-                        self._held.set(None)
+                        self._batch.held = None
             except CommitFailed as failed:
                 failure = self._failure(failed.error, committing=True)
                 raise failure.translated(self.server, 1, True) from failed.error
