@@ -15,9 +15,12 @@ Properties checked, each broken one reported as a readable line (an anomaly):
   starts later (by more than its bound) shows it too;
 - pull_latest's range ends at a max_seq the writes allow, and starts at the viewer's floor
   or count seqs below; no call fails with an error other than StoreUnavailable (every call
-  the harness makes is valid), but for the retry of a send whose outcome was unknown, which
-  may find that its first attempt stored the message and a purge, acknowledged or not, that
-  may have run since removed it (``WriteConflict``: "… was sent as seq N, since purged").
+  the harness makes is valid), but for a send told ``WriteConflict`` ("… was sent as seq N,
+  since purged"): the retry of a send whose outcome was unknown, which may find that its
+  first attempt stored the message and a purge, acknowledged or not, that may have run since
+  removed it; or a send overlapped by a purge of seq N, which may purge the seq between the
+  send's claim and its insert. Such a send counts as a write of unknown outcome (it may have
+  allocated seqs and stored the rest of its batch).
 
 The search is bounded, per seq rather than per order of writes: the writes that may touch a
 seq are reduced to their effects on it (allocated, message stored and which one, revoked,
@@ -140,7 +143,9 @@ def _history(operations: Sequence[Operation]) -> dict[str, _Conversation]:
     conversations: dict[str, _Conversation] = defaultdict(_Conversation)
     placed = {cid for op in operations if op.outcome == OK for _, cid in op.placed}
     for operation in operations:
-        if operation.call.kind in WRITES and operation.outcome != FAIL:
+        if operation.call.kind in WRITES and (
+            operation.outcome != FAIL or _purged_while_sending(operation, operations)
+        ):
             _add_write(conversations[operation.call.conversation_id], operation, placed)
     for seq, client_msg_id, pull in _first_sightings(operations):
         conversation = conversations[pull.call.conversation_id]
@@ -212,7 +217,9 @@ def check(operations: Sequence[Operation]) -> list[str]:
     anomalies = [
         f"{op} raised {op.error}"
         for op in operations
-        if op.outcome == FAIL and not _purged_since_unknown_send(op, operations)
+        if op.outcome == FAIL
+        and not _purged_since_unknown_send(op, operations)
+        and not _purged_while_sending(op, operations)
     ]
     anomalies.extend(_identities(operations))
     for pull in operations:
@@ -248,6 +255,27 @@ def _purged_since_unknown_send(failed: Operation, operations: Sequence[Operation
         for op in operations
     )
     return first_attempt and purged
+
+
+def _purged_while_sending(failed: Operation, operations: Sequence[Operation]) -> bool:
+    """Whether failed is a send told its seq was purged by a purge that overlapped it.
+
+    A send claims its seq before it stores the message there; a purge of that seq in between
+    (acknowledged or not) leaves a final tombstone that the send's insert finds.
+    """
+    found = _PURGED_SEND.match(failed.error)
+    if failed.call.kind != SEND or found is None:
+        return False
+    seq, end = int(found[1]), _end(failed)
+    return any(
+        op.call.kind == PURGE
+        and op.call.conversation_id == failed.call.conversation_id
+        and seq in op.call.seqs
+        and op.outcome != FAIL
+        and op.start < end
+        and _end(op) > failed.start
+        for op in operations
+    )
 
 
 def _identities(operations: Sequence[Operation]) -> list[str]:

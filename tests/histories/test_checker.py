@@ -160,3 +160,25 @@ def test_a_send_told_purged_with_no_purge_of_its_seq_is_an_anomaly() -> None:
     _, *without_the_first_attempt = _retried_send_told_purged(purge)
     [anomaly] = check(without_the_first_attempt)
     assert "raised WriteConflict" in anomaly
+
+
+def _send_told_purged(purge_start: float, purge_end: float | None) -> list[Operation]:
+    """A first send of m1 and m2, told m1's seq 1 was purged; a purge of seq 1; pulls of both."""
+    call = Call(SEND, CONV, ids=("m1", "m2"))
+    told = "WriteConflict: client_msg_id 'm1' was sent as seq 1, since purged"
+    send = Operation("writer", call, 5.0, 6.0, FAIL, error=told)
+    outcome = OK if purge_end is not None else UNKNOWN
+    purge = Operation("admin", Call(PURGE, CONV, "", (1,)), purge_start, purge_end, outcome)
+    after = pulled(7.0, 8.0, Seen(1, "purged"), message(2, "m2"))
+    return [send, purge, after]
+
+
+def test_a_send_overlapped_by_a_purge_of_its_seq_may_be_told_purged() -> None:
+    assert check(_send_told_purged(5.5, 5.8)) == []
+    assert check(_send_told_purged(4.0, 5.5)) == []
+    assert check(_send_told_purged(5.5, None)) == []
+
+
+def test_a_first_send_told_purged_by_a_purge_that_ended_before_it_is_an_anomaly() -> None:
+    anomalies = check(_send_told_purged(3.0, 4.0))
+    assert any("raised WriteConflict" in anomaly for anomaly in anomalies)
