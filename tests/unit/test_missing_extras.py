@@ -85,14 +85,26 @@ def test_backends_without_pymongo_is_one_line_naming_the_extra(
     assert "pip install 'imbucket[mongo]'" in result.output
 
 
+_BENCH_COMMANDS = {
+    "bench": ["bench", "--backend", "memory"],
+    "plan": ["plan", "results.json"],
+    "compare": ["compare", "old.json", "new.json"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(_BENCH_COMMANDS))
 @pytest.mark.parametrize("module", ["hdrh", "matplotlib"])
-def test_bench_without_its_extra_names_it_and_exits_2(
-    module: str, monkeypatch: pytest.MonkeyPatch
+def test_bench_without_its_extra_names_it_in_one_line_and_exits_2(
+    module: str, command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _without(monkeypatch, module, "imbucket.bench")
-    result = CliRunner().invoke(cli, ["bench", "--backend", "memory"])
+    monkeypatch.chdir(tmp_path)
+    for name in ("results.json", "old.json", "new.json"):
+        (tmp_path / name).write_text("{}")
+    result = CliRunner().invoke(cli, _BENCH_COMMANDS[command])
     assert result.exit_code == 2, result.output
-    assert "pip install 'imbucket[bench]'" in " ".join(result.output.split())
+    [line] = result.output.strip().splitlines()
+    assert f"imbucket {command}" in line and "pip install 'imbucket[bench]'" in line
 
 
 def test_a_bench_backend_without_its_driver_is_skipped_naming_the_extra(
