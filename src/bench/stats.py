@@ -152,13 +152,29 @@ def judged(found: Interval | None, limit: float) -> bool | None:
     return None
 
 
-def fmt_interval(found: Interval | None) -> str:
-    """E.g. ``1.21× [1.10–1.34]``."""
+def fmt_interval(
+    found: Interval | None, edges: tuple[float, ...] = (ON_PAR_LOW, ON_PAR_HIGH)
+) -> str:
+    """E.g. ``1.21× [1.10–1.34]``.
+
+    A bound that two decimals would print as one of edges (the on-par band's, or a
+    target's limit) without being it gets the decimals that tell its side: 1.248 is not
+    printed as 1.25 beside a band ending at 1.25, which would contradict its verdict.
+    """
     if found is None:
         return "–"
     if found.low == found.high == found.point:
         return f"{found.point:.2f}×"
-    return f"{found.point:.2f}× [{found.low:.2f}–{found.high:.2f}]"
+    low, high = _bound(found.low, edges), _bound(found.high, edges)
+    return f"{found.point:.2f}× [{low}–{high}]"
+
+
+def _bound(value: float, edges: tuple[float, ...]) -> str:
+    for decimals in (2, 3, 4):
+        shown = round(value, decimals)
+        if value in edges or shown not in edges:
+            break
+    return f"{value:.{decimals}f}"
 
 
 def _arm(result: WorkloadResult) -> tuple[str, ...]:

@@ -160,7 +160,8 @@ def _overhead_line(
     """
     service, raw = b.p50(arm), b.p50(f"raw_{arm}")
     found = stats.between(b, arm, b, f"raw_{arm}")
-    measured = f"{title} p50 {fmt_us(service)} vs raw {fmt_us(raw)} = {stats.fmt_interval(found)}"
+    shown = stats.fmt_interval(found, edges=(limit,))
+    measured = f"{title} p50 {fmt_us(service)} vs raw {fmt_us(raw)} = {shown}"
     if b.emulated:
         return TargetLine(target, b.label, measured, None, "emulated: latencies do not count")
     passed = stats.judged(found, limit)

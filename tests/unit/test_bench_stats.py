@@ -84,3 +84,16 @@ def test_other_processes_taking_a_quarter_of_the_cpu_flag_a_busy_machine() -> No
     calm = machine.others_load(2, [0.5, 0.4, 0.3], [0.6, 0.5, 0.4], 0.1, 10.0)
     assert machine.warning(calm) == ""
     assert "Busy machine" in machine.warning(machine.others_load(2, [3.0], [3.0], 0.5, 1.0))
+
+
+def test_a_bound_next_to_a_band_edge_is_printed_on_its_own_side() -> None:
+    straddling = stats.Interval(1.28, 1.2481, 1.32)
+    assert stats.verdict(straddling) == stats.INCONCLUSIVE
+    assert stats.fmt_interval(straddling) == "1.28× [1.248–1.32]"
+    outside = stats.Interval(1.28, 1.2521, 1.32)
+    assert stats.verdict(outside) == stats.SLOWER
+    assert stats.fmt_interval(outside) == "1.28× [1.252–1.32]"
+    assert (
+        stats.fmt_interval(stats.Interval(1.1, 1.04, 1.2049), edges=(1.2,)) == "1.10× [1.04–1.205]"
+    )
+    assert stats.fmt_interval(stats.Interval(1.0, 0.91, 1.12)) == "1.00× [0.91–1.12]"
