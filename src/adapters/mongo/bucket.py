@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.bucket_patches import by_bucket
@@ -68,13 +68,7 @@ class MongoBucketRepository(MsgCollection):
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """insert_one of the whole bucket; a duplicate doc_id means another writer won."""
-        document = commands.new_bucket(doc_id, slots, self.layout.size)
-        with translated("create a bucket"):
-            try:
-                self._buckets.insert_one(document)
-            except DuplicateKeyError:
-                return False
-        return True
+        return self._insert_bucket(commands.new_bucket(doc_id, slots, self.layout.size))
 
     def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
         """Unordered insert_many of at most _CREATE_SLOTS filled slots each.
@@ -95,13 +89,7 @@ class MongoBucketRepository(MsgCollection):
 
     def _create(self, doc_ids: list[str], buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
         documents = [commands.new_bucket(d, buckets[d], self.layout.size) for d in doc_ids]
-        with translated("create buckets"):
-            try:
-                self._buckets.insert_many(documents, ordered=False)
-            except BulkWriteError as error:
-                lost = set(duplicate_positions(error.details))
-                return {doc_id for n, doc_id in enumerate(doc_ids) if n not in lost}
-        return set(doc_ids)
+        return self._insert_buckets(doc_ids, documents)
 
     def read(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Slot]]:
         """One aggregate over all wanted buckets, projecting only the wanted slots."""

@@ -12,12 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from imbucket.adapters.codec import conversation_of
 from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.commands import Doc
 from imbucket.adapters.mongo.connection import MongoConnection, translated
-from imbucket.adapters.mongo.replies import bucket_bytes, store_stats
+from imbucket.adapters.mongo.replies import bucket_bytes, duplicate_positions, store_stats
 from imbucket.domain.model import Slot, SlotPatch, StoreStats
 from imbucket.domain.tags import patch_sparing_purged
 
@@ -62,6 +63,28 @@ class MsgCollection:
             lambda slots: self.read({doc_id: slots}).get(doc_id),
             lambda: self._exists(doc_id),
         )
+
+    def _insert_bucket(self, document: Doc) -> bool:
+        """insert_one of a whole bucket; False when its doc_id exists (another writer won)."""
+        with translated("create a bucket"):
+            try:
+                self._buckets.insert_one(document)
+            except DuplicateKeyError:
+                return False
+        return True
+
+    def _insert_buckets(self, doc_ids: list[str], documents: list[Doc]) -> set[str]:
+        """Unordered insert_many of the buckets doc_ids name; the doc_ids it created.
+
+        A duplicate doc_id means that bucket existed already.
+        """
+        with translated("create buckets"):
+            try:
+                self._buckets.insert_many(documents, ordered=False)
+            except BulkWriteError as error:
+                lost = set(duplicate_positions(error.details))
+                return {doc_id for n, doc_id in enumerate(doc_ids) if n not in lost}
+        return set(doc_ids)
 
     def _exists(self, doc_id: str) -> bool:
         with translated("look up a bucket"):

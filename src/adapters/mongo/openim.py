@@ -24,7 +24,6 @@ from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from imbucket.adapters.codec import conversation_of, message_from_doc, revoke_from_doc
 from imbucket.adapters.mongo import commands
@@ -32,7 +31,6 @@ from imbucket.adapters.mongo import openim_writes as writes
 from imbucket.adapters.mongo.connection import MongoConnection, translated
 from imbucket.adapters.mongo.msg_collection import MsgCollection
 from imbucket.adapters.mongo.openim_writes import OpenimAllocator, OpenimRedis
-from imbucket.adapters.mongo.replies import duplicate_positions
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.errors import ConfigError, OpenimIncompatible
 from imbucket.domain.layout import BucketLayout
@@ -268,26 +266,14 @@ class OpenimBucketRepository(MsgCollection):
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """insert_one of OpenIM's whole bucket; a duplicate doc_id means another writer won."""
         self._writable("storing messages")
-        document = writes.new_bucket(doc_id, slots, self.layout.size)
-        with translated("create a bucket"):
-            try:
-                self._buckets.insert_one(document)
-            except DuplicateKeyError:
-                return False
-        return True
+        return self._insert_bucket(writes.new_bucket(doc_id, slots, self.layout.size))
 
     def create_buckets(self, buckets: Mapping[str, Mapping[int, Slot]]) -> set[str]:
         """Unordered insert_many; the duplicate doc_ids reported existed."""
         self._writable("storing messages")
         doc_ids = list(buckets)
         documents = [writes.new_bucket(d, buckets[d], self.layout.size) for d in doc_ids]
-        with translated("create buckets"):
-            try:
-                self._buckets.insert_many(documents, ordered=False)
-            except BulkWriteError as error:
-                lost = set(duplicate_positions(error.details))
-                return {doc_id for n, doc_id in enumerate(doc_ids) if n not in lost}
-        return set(doc_ids)
+        return self._insert_buckets(doc_ids, documents)
 
     def set_revoke(self, doc_id: str, slot: int, revoke: Revoke) -> bool:
         """``$set msgs.<i>.revoke`` iff the slot holds no revoke and is not purged."""
