@@ -231,8 +231,9 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
     something undoes the step), a cache never keeps an empty slot, and a reader that read
     them before the commit found them empty, so it cached nothing of them; an invalidation
     the cache refused and logged in the store's invalidation log is rolled back only with
-    the insert it names. The watermarks, which such a reader may have refilled, are dropped
-    after the commit.
+    the insert it names. It does hold the step's locks over one cache round trip (while the
+    cache does not answer, over its timeout, until the cache is skipped). The watermarks,
+    which such a reader may have refilled, are dropped after the commit.
     """
 
     def __init__(self, fresh: StoringFreshSends, cache: ViewCache) -> None:
