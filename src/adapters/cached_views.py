@@ -5,7 +5,9 @@ cache lookup. A pull whose watermarks are not cached reads the store's own ``Vie
 (fused where the backend has one); a pull whose watermarks are cached but some slots not
 reads just those slots from the store. What was read is put back under the lookup's fill
 ticket. ``InvalidatingSeqStore`` decorates the seq store so every write that may move a
-watermark drops the cached one after the store write, also when the write failed half-way.
+watermark drops the cached one after the store write, also when the write failed half-way;
+``InvalidatingFreshSends`` does the same for a backend's one-step send, and
+``InvalidatingReadMarks`` invalidates the slots a backend's fused mark-read changed.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 
-from imbucket.domain.model import Pick, Slot, TableStats, Watermarks
+from imbucket.domain.model import InsertResult, Message, Pick, Slot, TableStats, Watermarks
 from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
+from imbucket.domain.tags import Guard
+from imbucket.ports.fresh_sends import FreshSends, StoringFreshSends
 from imbucket.ports.message_cache import ViewCache
 from imbucket.ports.message_store import MessageStore
+from imbucket.ports.read_marks import ReadMarks
 from imbucket.ports.seq_store import SeqStore
 from imbucket.ports.view_reads import View, ViewReads
 
@@ -191,3 +196,96 @@ class InvalidatingSeqStore:
     def close(self) -> None:
         """Close the seq store (the cache is closed by the store that shares it)."""
         self.seqs.close()
+
+
+class InvalidatingFreshSends:
+    """A FreshSends decorator: the step, then the conversation's cached watermarks dropped.
+
+    The step moves max_seq, so it drops what ``InvalidatingSeqStore.allocate_sends`` drops,
+    when the step has returned: after its commit, since a reader that refilled the old
+    max_seq between a drop inside the transaction and the commit would keep serving it. It
+    drops also when the step raised (part of it may have landed) or found a claim (the
+    general path that follows drops again when it allocates).
+    """
+
+    def __init__(self, fresh: FreshSends, cache: ViewCache) -> None:
+        self.fresh = fresh
+        self.cache = cache
+
+    def claim_fresh(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int, since: int = 0
+    ) -> dict[str, int] | None:
+        """Claim and allocate in the backend's step, then drop the cached watermarks."""
+        try:
+            return self.fresh.claim_fresh(conversation_id, client_msg_ids, at, since)
+        finally:
+            self.cache.invalidate_marks(conversation_id)
+
+
+class InvalidatingStoringFreshSends(InvalidatingFreshSends):
+    """``InvalidatingFreshSends`` of a backend whose step also stores the messages.
+
+    insert is the service's, through ``CachedMessageStore.insert``: where the engine joins it
+    to the step's transaction (SQLite, MariaDB) it invalidates the new seqs before the
+    commit. That is harmless: those seqs held nothing before the step (a seq holding
+    something undoes the step), a cache never keeps an empty slot, and a reader that read
+    them before the commit found them empty, so it cached nothing of them; an invalidation
+    the cache refused and logged in the store's invalidation log is rolled back only with
+    the insert it names. It does hold the step's locks over one cache round trip (while the
+    cache does not answer, over its timeout, until the cache is skipped). The watermarks,
+    which such a reader may have refilled, are dropped after the commit.
+    """
+
+    def __init__(self, fresh: StoringFreshSends, cache: ViewCache) -> None:
+        super().__init__(fresh, cache)
+        self.storing = fresh
+
+    def store_fresh(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        at: int,
+        insert: Callable[[str, list[Message]], InsertResult],
+    ) -> int | None:
+        """Claim, allocate and store in the backend's step, then drop the cached watermarks.
+
+        Also when it returned None: on PostgreSQL the claims and seqs are committed before
+        an insert that did not store every message.
+        """
+        try:
+            return self.storing.store_fresh(conversation_id, messages, at, insert)
+        finally:
+            self.cache.invalidate_marks(conversation_id)
+
+
+def invalidating_fresh_sends(fresh: FreshSends, cache: ViewCache) -> FreshSends:
+    """The backend's one-step send behind cache; ``store_fresh`` only where it has one."""
+    if isinstance(fresh, StoringFreshSends):
+        return InvalidatingStoringFreshSends(fresh, cache)
+    return InvalidatingFreshSends(fresh, cache)
+
+
+class InvalidatingReadMarks:
+    """A ReadMarks decorator: the backend's fused mark-read, then the changed seqs invalidated.
+
+    It invalidates what ``CachedMessageStore.mark_read`` invalidates around the store's
+    mark-read: seqs, unless the write reported no change, also when it raised. The read seq
+    it raises is not part of the cached watermarks, so no watermark is dropped.
+    """
+
+    def __init__(self, marks: ReadMarks, cache: ViewCache) -> None:
+        self.marks = marks
+        self.cache = cache
+
+    def mark_read(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> int:
+        """The backend's mark-read, then seqs invalidated if any changed."""
+        changed: int | None = None
+        try:
+            changed = self.marks.mark_read(conversation_id, seqs, reader_id, guard)
+            return changed
+        finally:
+            unique = list(dict.fromkeys(seqs))
+            if unique and (changed is None or changed):  # None: the write raised
+                self.cache.invalidate(conversation_id, unique)

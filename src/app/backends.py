@@ -331,7 +331,7 @@ def read_marks_of(backend: Backend) -> ReadMarks | None:
 
 
 def fresh_sends_of(backend: Backend) -> FreshSends | None:
-    """The backend's one-step claim of a fresh send, if it has one (a cached backend: none)."""
+    """The backend's one-step claim of a fresh send, if it has one (else the general path)."""
     return backend.fresh_sends
 
 
@@ -454,13 +454,20 @@ def cached(
     """The backend behind cache: the one wiring of a cached backend (container and tests).
 
     The store reads through the cache and invalidates after each write; the seq store drops
-    the cached watermarks after each write that moves one; pulls ask the cache first and,
-    on a miss, the backend's fused reads (else the bare store and seq store, separately).
+    the cached watermarks after each write that moves one, and so does the backend's one-step
+    send (``fresh_sends``) after its step; the backend's fused mark-read invalidates the seqs
+    it changed; pulls ask the cache first and, on a miss, the backend's fused reads (else the
+    bare store and seq store, separately).
     When the backend keeps an invalidation log, what the cache refuses goes through it
     (``RelayedCache``, bound staleness_seconds); probe answers the service's health call.
     """
     from imbucket.adapters.cached_store import CachedMessageStore
-    from imbucket.adapters.cached_views import CachedViews, InvalidatingSeqStore
+    from imbucket.adapters.cached_views import (
+        CachedViews,
+        InvalidatingReadMarks,
+        InvalidatingSeqStore,
+        invalidating_fresh_sends,
+    )
     from imbucket.adapters.relayed_cache import RelayedCache
     from imbucket.app.views import pull_reads
 
@@ -469,10 +476,13 @@ def cached(
             cache, backend.invalidation_log, staleness=staleness_seconds, ttl_seconds=ttl_seconds
         )
     fallback = pull_reads(backend.store, backend.seqs, backend.views)
+    marks, fresh = backend.read_marks, backend.fresh_sends
     return Backend(
         CachedMessageStore(backend.store, cache),
         InvalidatingSeqStore(backend.seqs, cache),
         backend.version,
         CachedViews(fallback, backend.store, cache),
+        None if marks is None else InvalidatingReadMarks(marks, cache),
         cache_probe=probe,
+        fresh_sends=None if fresh is None else invalidating_fresh_sends(fresh, cache),
     )

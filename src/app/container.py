@@ -123,7 +123,7 @@ class Container(containers.DeclarativeContainer):
         settings.provided.service.coalesce_pulls,
         providers.Callable(call_bound, timeouts),
     )
-    # A cached backend has none: its tag writes go through the cache (to invalidate).
+    # Behind a cache both invalidate after their writes (``backends.cached``).
     read_marks = providers.Callable(backends.read_marks_of, served)
     fresh_sends = providers.Callable(backends.fresh_sends_of, served)
     version = providers.Callable(backends.version_of, backend)

@@ -12,7 +12,7 @@ from imbucket.ports.seq_store import SeqStore
 class SeparateReadMarks:
     """``ReadMarks`` from a message store and a seq store: the raise is a write of its own.
 
-    The path of memory, a store behind a cache and a third-party backend (MongoDB's
+    The path of memory (cached or not) and of a third-party backend without one (MongoDB's
     ``imbucket.adapters.mongo.read_marks.MongoReadMarks`` also writes twice, but reads less).
     """
 

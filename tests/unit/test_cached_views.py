@@ -1,20 +1,27 @@
-"""CachedViews' and InvalidatingSeqStore's decisions, on a recording cache (a port stub)."""
+"""CachedViews and the invalidating decorators decide, on a recording cache (a port stub)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
 from imbucket.adapters.bucket import BucketMessageStore
-from imbucket.adapters.cached_views import CachedViews, InvalidatingSeqStore
+from imbucket.adapters.cached_views import (
+    CachedViews,
+    InvalidatingReadMarks,
+    InvalidatingSeqStore,
+    invalidating_fresh_sends,
+)
 from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
 from imbucket.app.views import SeparateViews
 from imbucket.domain.errors import StoreUnavailable
-from imbucket.domain.model import Pick, Slot, Watermarks
+from imbucket.domain.model import InsertResult, Message, Pick, Slot, Watermarks
+from imbucket.domain.tags import Guard
+from imbucket.ports.fresh_sends import FreshSends, StoringFreshSends
 from imbucket.ports.message_cache import ViewCache, ViewRead
 from imbucket.ports.seq_store import SeqStore
-from imbucket.testing.factories import CONV, messages
+from imbucket.testing.factories import CONV, message, messages
 from tests.unit.test_cached_store import RecordingCache
 
 
@@ -144,3 +151,116 @@ def test_a_write_that_fails_half_way_still_drops(cache: RecordingViews) -> None:
         seqs.raise_user_min_seq(CONV, "bob", 4)
     assert cache.dropped == ["bob"]
     assert seqs.user_min_seq(CONV, "bob") == 4
+
+
+class Step:
+    """A fresh step that notes what the cache had dropped while it ran (its transaction)."""
+
+    def __init__(self, cache: RecordingViews, fails: bool = False) -> None:
+        self.cache = cache
+        self.fails = fails
+        self.dropped_inside: list[list[str | None]] = []
+
+    def claim_fresh(
+        self, conversation_id: str, client_msg_ids: Sequence[str], at: int, since: int = 0
+    ) -> dict[str, int] | None:
+        self.dropped_inside.append(list(self.cache.dropped))
+        if self.fails:
+            raise StoreUnavailable("connection lost")
+        return {cid: seq for seq, cid in enumerate(client_msg_ids, 7)}
+
+
+class StoringStep(Step):
+    """A Step that also stores the messages through the caller's insert."""
+
+    def store_fresh(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        at: int,
+        insert: Callable[[str, list[Message]], InsertResult],
+    ) -> int | None:
+        self.dropped_inside.append(list(self.cache.dropped))
+        insert(conversation_id, list(messages))
+        self.dropped_inside.append(list(self.cache.dropped))
+        if self.fails:
+            raise StoreUnavailable("connection lost")
+        return 7
+
+
+def stored(conversation_id: str, pending: list[Message]) -> InsertResult:
+    return InsertResult(inserted=tuple(m.seq for m in pending))
+
+
+def test_store_fresh_is_offered_only_where_the_backend_stores(cache: RecordingViews) -> None:
+    claiming = invalidating_fresh_sends(Step(cache), cache)
+    storing = invalidating_fresh_sends(StoringStep(cache), cache)
+    assert isinstance(claiming, FreshSends) and not isinstance(claiming, StoringFreshSends)
+    assert isinstance(storing, StoringFreshSends)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returned", "raised"])
+def test_a_fresh_claim_drops_the_watermarks_after_the_step(
+    cache: RecordingViews, fails: bool
+) -> None:
+    step = Step(cache, fails)
+    fresh = invalidating_fresh_sends(step, cache)
+    cache.marks = Watermarks(6, 0, 0)
+    if fails:
+        with pytest.raises(StoreUnavailable):
+            fresh.claim_fresh(CONV, ["a", "b"], at=1)
+    else:
+        assert fresh.claim_fresh(CONV, ["a", "b"], at=1) == {"a": 7, "b": 8}
+    assert step.dropped_inside == [[]]  # nothing dropped inside the step's transaction
+    assert cache.dropped == [None] and cache.marks is None
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returned", "raised"])
+def test_a_stored_fresh_send_drops_the_watermarks_after_the_step(
+    cache: RecordingViews, fails: bool
+) -> None:
+    step = StoringStep(cache, fails)
+    fresh = invalidating_fresh_sends(step, cache)
+    assert isinstance(fresh, StoringFreshSends)
+    cache.marks = Watermarks(6, 0, 0)
+    if fails:
+        with pytest.raises(StoreUnavailable):
+            fresh.store_fresh(CONV, [message(7)], 1, stored)
+    else:
+        assert fresh.store_fresh(CONV, [message(7)], 1, stored) == 7
+    assert step.dropped_inside == [[], []]  # not before the insert, nor after it
+    assert cache.dropped == [None] and cache.marks is None
+
+
+class Marks:
+    """A fused mark-read that changes what it was told to (raises after writing when told)."""
+
+    def __init__(self, changed: int, fails: bool = False) -> None:
+        self.changed = changed
+        self.fails = fails
+
+    def mark_read(
+        self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None
+    ) -> int:
+        if self.fails:
+            raise StoreUnavailable("connection lost")
+        return self.changed
+
+
+@pytest.mark.parametrize(
+    ("marks", "invalidated"),
+    [(Marks(2), [3, 4]), (Marks(0), None), (Marks(0, fails=True), [3, 4])],
+    ids=["changed", "unchanged", "raised"],
+)
+def test_a_fused_mark_read_invalidates_the_seqs_it_may_have_changed(
+    cache: RecordingViews, marks: Marks, invalidated: list[int] | None
+) -> None:
+    cached = InvalidatingReadMarks(marks, cache)
+    cache.marks = Watermarks(6, 0, 0)
+    try:
+        cached.mark_read(CONV, [3, 4, 3], "bob", None)
+    except StoreUnavailable:
+        assert marks.fails
+    expected = [] if invalidated is None else [("invalidate", invalidated)]
+    assert cache.calls == expected
+    assert cache.dropped == []  # the read seq is not a cached watermark
