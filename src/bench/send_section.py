@@ -27,7 +27,7 @@ CALLERS = (1, 8, 64)
 # Calls per arm and round at each scale: bounded so that `make bench` keeps its budget.
 CALLS = {"tiny": 16, "small": 64, "medium": 400, "large": 800}
 SCENARIO_TITLES = {"many": "many conversations", "hot": "one hot group"}
-RAW_ENGINES = frozenset({"sqlite", "postgresql", "mysql"})  # the engines RawSend speaks
+RAW_ENGINES = frozenset({"sqlite", "postgresql", "mysql", "mariadb"})  # RawSend speaks these
 HEADERS = (
     "scenario",
     "callers",

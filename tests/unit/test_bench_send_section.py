@@ -115,11 +115,13 @@ def test_only_uncached_sql_backends_at_their_default_encoding_are_measured() -> 
     base = typed(bench_fakes.results()).backends[1]
     found = {
         "sql": send_section.unmeasured(base),
+        "mariadb": send_section.unmeasured(_as(base, engine="mariadb")),
+        "postgresql": send_section.unmeasured(_as(base, engine="postgresql")),
         "cached": send_section.unmeasured(_as(base, cache="redis")),
         "mongo": send_section.unmeasured(_as(base, family="mongo", engine="mongodb")),
         "variant": send_section.unmeasured(_as(base, encoding="openim")),
     }
-    assert found["sql"] is None
+    assert found["sql"] is found["mariadb"] is found["postgresql"] is None
     assert found["cached"] is not None and "behind redis" in found["cached"]
     assert found["mongo"] is not None and "mongodb" in found["mongo"]
     assert found["variant"] is not None and "encoding variant" in found["variant"]
