@@ -98,6 +98,14 @@ _ContentionOption = Annotated[
     ),
 ]
 
+_SendsOption = Annotated[
+    bool,
+    typer.Option(
+        "--sends/--no-sends",
+        help="measure sends through the service against the raw driver (1, 8 and 64 threads)",
+    ),
+]
+
 _TrialsOption = Annotated[
     int,
     typer.Option(min=1, help="split each workload's timed operations into K trials"),
@@ -146,6 +154,7 @@ def bench(
     bucket_size: _BucketSizeOption = None,
     traffic: _TrafficOption = None,
     contention: _ContentionOption = True,
+    sends: _SendsOption = True,
     trials: _TrialsOption = 5,
     rate: _RateOption = "50%,70%,90%",
     memory_budget: _MemoryBudgetOption = None,
@@ -170,7 +179,8 @@ def bench(
         )
     except (OSError, ValueError) as error:
         refuse("bench", error, 2)
-    _report_run(specs, replace(options, contention=contention, trials=trials), previous, rate, out)
+    chosen = replace(options, contention=contention, sends=sends, trials=trials)
+    _report_run(specs, chosen, previous, rate, out)
 
 
 def _report_run(

@@ -27,3 +27,4 @@ BUCKET_BYTES_MAX = 1.0  # bucket data+index bytes per message vs the row layout'
 TAG_MAX_TRIPS = 2  # a tag write: the permission read and one conditional write
 CLEAR_GROWTH_MAX = 1.5  # clear_history p50 on the largest conversation vs a small one
 INDEX_SHARE_MAX = 1 / 20  # sql-bucket index bytes per message vs sql-row's
+SEND_OVERHEAD_MAX = 2.0  # raw driver's send calls/s vs the service's, every cell of a backend

@@ -15,6 +15,7 @@ from imbucket.bench import (
     machine,
     offered_load,
     pages_section,
+    send_section,
     sweep,
 )
 from imbucket.bench.analysis import pairs
@@ -103,6 +104,7 @@ def build(results: RunResults, previous: RunResults | None = None) -> list[Block
     blocks += capacity.blocks(results)
     blocks += amplification.blocks(results)
     blocks += _contention(results)
+    blocks += send_section.blocks(results)
     blocks += _backends(results)
     blocks += _parameters(results)
     if previous is not None:

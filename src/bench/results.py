@@ -169,6 +169,40 @@ class ContentionRun:
     error_samples: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class SendRun:
+    """Sends through the service against the raw driver at one scenario and caller count.
+
+    Both arms ran ``rounds`` alternating rounds of ``calls`` fresh drafts each; calls per
+    second are over all of an arm's rounds, p99 over all of its calls.
+    """
+
+    scenario: str  # many: each call its own conversation; hot: one group takes every call
+    callers: int
+    calls: int  # per arm and round
+    rounds: int
+    service_calls_per_s: float
+    service_p99_ms: float
+    raw_calls_per_s: float
+    raw_p99_ms: float
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """What a send through the service costs against the raw driver's (raw ÷ service)."""
+        if self.service_calls_per_s <= 0:
+            return None
+        return self.raw_calls_per_s / self.service_calls_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class SendPlan:
+    """The send section's size: caller counts, calls per arm and round, and rounds."""
+
+    callers: tuple[int, ...]
+    calls: int  # per arm and round; at least one per caller
+    rounds: int
+
+
 @dataclass(slots=True)
 class BackendResult:
     """One backend of a run: what it is and, when it ran, what it measured."""
@@ -204,6 +238,11 @@ class BackendResult:
     duration_s: float | None = None
     # Latency at fixed offered rates (imbucket.bench.offered_load), when the run had a load section.
     offered: list[OfferedRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
+    # Sends through the service against the raw driver (imbucket.bench.send_section), or why
+    # this backend's were not measured.
+    sends: list[SendRun] = field(default_factory=list, metadata=_OMIT_EMPTY)
+    sends_missing: str | None = None
+    sends_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -298,6 +337,7 @@ class Parameters:
     contention: Plan | None = None  # None: no contention runs
     trials: int | None = None  # each workload's timed operations split into this many trials
     offered_load: list[str] | None = None  # the offered-load section's rates
+    sends: SendPlan | None = None  # None: no section of sends against the raw driver
 
     def titles(self, layouts_only: bool = False) -> dict[str, str]:
         """Workload name -> title, in run order; layouts_only leaves out the raw-driver arm."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from imbucket.adapters.extras import needs_extra
 from imbucket.app.service import MessageService
-from imbucket.bench import bulk, contention, offered_load
+from imbucket.bench import bulk, contention, offered_load, send_section
 from imbucket.bench.dataset import SCALES, Batch, Dataset
 from imbucket.bench.instrument import received
 from imbucket.bench.instrument.maintenance import routine_maintenance
@@ -42,6 +42,7 @@ from imbucket.bench.results import (
     Plan,
     Received,
     RunResults,
+    SendPlan,
     WorkloadInfo,
 )
 from imbucket.bench.setups import (
@@ -73,6 +74,7 @@ class Options:
     traffic: Traffic | None = None  # None: the built-in shape of the scale
     bucket_sizes: tuple[int, ...] = ()  # the sweep's sizes (the specs are already expanded)
     contention: bool = True  # run the contention workloads after the others
+    sends: bool = True  # sends against the raw driver, after everything else
     trials: int = DEFAULT_TRIALS  # each workload's timed operations split into this many
     # The offered-load section's rates (empty: no such section).
     rates: tuple[offered_load.Rate, ...] = offered_load.parse_rates(offered_load.DEFAULT_RATES)
@@ -148,14 +150,7 @@ def run(
             backend.result.footprint.end = footprint(backend.subject.service)
         if options.rates and not _past(options.deadline):
             _offered_load(backends, plans, options, observer)
-        for backend in backends if plan is not None else ():
-            assert plan is not None
-            if backend.setup.spec.encoding is not None:
-                continue  # an encoding variant: its layout's contention is the default's
-            clock = time.perf_counter()
-            backend.result.contention = _contend(backend, plan, run_id, observer)
-            backend.result.contention_s = round(time.perf_counter() - clock, 2)
-            backend.seconds += time.perf_counter() - clock
+        _concurrent_sections(backends, plan, options, run_id, observer)
         for backend in backends:
             backend.result.status = "ok"
             backend.result.duration_s = round(backend.seconds, 2)
@@ -470,6 +465,26 @@ def _offered_load(
         backend.seconds += share
 
 
+def _concurrent_sections(
+    backends: list[_Open], plan: Plan | None, options: Options, run_id: str, observer: Observer
+) -> None:
+    """The contention runs, then the sends against the raw driver: after every workload.
+
+    Both run many threads at once; they come last so their writes (to conversations of
+    their own) never meet a single-threaded workload's timing or a footprint.
+    """
+    # an encoding variant: its layout's contention is the default's
+    contended = [b for b in backends if b.setup.spec.encoding is None] if plan else []
+    for backend in contended:
+        assert plan is not None
+        clock = time.perf_counter()
+        backend.result.contention = _contend(backend, plan, run_id, observer)
+        backend.result.contention_s = round(time.perf_counter() - clock, 2)
+        backend.seconds += time.perf_counter() - clock
+    for backend in backends if options.sends else ():
+        _sends(backend, send_section.plan(options.scale), observer)
+
+
 def _parameters(
     options: Options,
     dataset: Dataset,
@@ -489,6 +504,7 @@ def _parameters(
         contention=plan,
         trials=options.trials,
         offered_load=[_rate_text(r) for r in options.rates] or None,
+        sends=send_section.plan(options.scale) if options.sends else None,
     )
 
 
@@ -505,6 +521,26 @@ def _contend(backend: _Open, plan: Plan, run_id: str, observer: Observer) -> lis
         f"c{run_id}{_digits(label)}",
         lambda title: observer.workload(label, f"contention: {title}", 0),
     )
+
+
+def _sends(backend: _Open, plan: SendPlan, observer: Observer) -> None:
+    """Backend's sends against the raw driver, or why they were not measured.
+
+    A measurement that fails is recorded as the reason, so the rest of the report stands.
+    """
+    result, label = backend.result, backend.setup.label
+    result.sends_missing = send_section.unmeasured(result)
+    if result.sends_missing is not None:
+        return
+    clock = time.perf_counter()
+    try:
+        result.sends = send_section.measure(
+            backend.subject.service, plan, lambda title: observer.workload(label, title, 0)
+        )
+    except Exception as error:  # the section's failure is reported, never the run's
+        result.sends_missing = f"failed: {type(error).__name__}: {error}"
+    result.sends_s = round(time.perf_counter() - clock, 2)
+    backend.seconds += time.perf_counter() - clock
 
 
 def _digits(label: str) -> str:

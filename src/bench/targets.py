@@ -13,7 +13,7 @@ Thresholds live in ``imbucket.bench.defaults``.
 
 from __future__ import annotations
 
-from imbucket.bench import stats
+from imbucket.bench import send_section, stats
 from imbucket.bench.analysis import Pair, nearest_default, pairs, ratio, variants
 from imbucket.bench.defaults import (
     BUCKET_BYTES_MAX,
@@ -25,6 +25,7 @@ from imbucket.bench.defaults import (
     OVERHEAD_MAX,
     PULL_MAX_TRIPS,
     ROW_OVERHEAD_MAX,
+    SEND_OVERHEAD_MAX,
     TAG_MAX_TRIPS,
 )
 from imbucket.bench.formatting import fmt_num, fmt_ratio, fmt_us
@@ -51,6 +52,11 @@ _DELETERS = f"pull bytes with many deleters ≤ {DELETER_BYTES_MAX}× with none"
 _BUCKET_BYTES = "bucket data+index bytes/msg ≤ row's"
 _TAGS = f"tag writes ≤ {TAG_MAX_TRIPS} round trips"
 _INDEX = f"sql-bucket index bytes/msg ≤ 1/{1 / INDEX_SHARE_MAX:.0f} of sql-row"
+_SEND = f"send through the service ≤ {SEND_OVERHEAD_MAX:g}× raw driver"
+_SEND_WHY = (
+    "the service validates each draft and makes its send retry-safe (the claim's idempotence"
+    " check, the message built and returned) beyond the raw arm's bare statements"
+)
 _DURATION = "make bench < 3 min on 2 cores"
 _STRADDLES = "inconclusive: the 95 % interval straddles the limit"
 
@@ -69,6 +75,7 @@ def targets(results: RunResults) -> list[TargetLine]:
     found += _bucket_bytes_targets(results)
     found += _tag_targets(backends, titles)
     found += _clear_targets(backends)
+    found += _send_targets(results, backends)
     found += _index_targets(results)
     found.append(_duration_target(results))
     return found
@@ -359,6 +366,43 @@ def _clear_targets(backends: list[BackendResult]) -> list[TargetLine]:
             )
         )
     return found
+
+
+def _send_targets(results: RunResults, backends: list[BackendResult]) -> list[TargetLine]:
+    """Sends through the service within SEND_OVERHEAD_MAX of the raw driver, every cell.
+
+    Judged per backend on its worst cell's point ratio of calls/s (raw ÷ service, over the
+    rounds). A backend the section left out is n/a with the reason (cached ones are covered
+    by their store); one it should have measured but did not is a FAIL.
+    """
+    found = results.parameters.sends
+    if found is None:
+        return [TargetLine(_SEND, "–", "not run", None, "the run left the section out")]
+    lines = []
+    for b in backends:
+        why = send_section.unmeasured(b)
+        if why is not None:
+            if b.cache == "none":
+                lines.append(TargetLine(_SEND, b.label, "not measured", None, why))
+            continue
+        lines.append(_send_line(b, found.rounds))
+    return lines or [TargetLine(_SEND, "–", "no backend to measure", None)]
+
+
+def _send_line(b: BackendResult, rounds: int) -> TargetLine:
+    worst = send_section.worst(b.sends)
+    if worst is None or worst.cost_ratio is None:
+        return TargetLine(_SEND, b.label, "not measured", False, b.sends_missing)
+    over = [r for r in b.sends if (r.cost_ratio or 0.0) > SEND_OVERHEAD_MAX]
+    measured = (
+        f"worst: {send_section.cell_name(worst)}, raw {fmt_num(worst.raw_calls_per_s, 0)} vs "
+        f"service {fmt_num(worst.service_calls_per_s, 0)} calls/s = "
+        f"{fmt_ratio(worst.cost_ratio)}; {len(over)} of {len(b.sends)} cells over "
+        f"{SEND_OVERHEAD_MAX:g}×"
+    )
+    how = f"point ratios of calls/s over {rounds} alternating rounds, judged per cell"
+    note = f"{how}; {_SEND_WHY}" if over else how
+    return TargetLine(_SEND, b.label, measured, not over, note)
 
 
 def _store_writes(workload: WorkloadResult) -> float:

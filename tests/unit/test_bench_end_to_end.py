@@ -134,6 +134,36 @@ def test_every_workload_and_backend_is_in_both_reports(tiny_report: tuple[Path, 
     assert f"report: {folder / 'report.html'}" in output.replace("\n        ", " ")
 
 
+def test_sends_against_the_raw_driver_are_in_the_results_and_both_reports(
+    tiny_report: tuple[Path, str],
+) -> None:
+    folder, _ = tiny_report
+    results = json.loads((folder / "results.json").read_text())
+    assert results["parameters"]["sends"] == {"callers": [1, 8, 64], "calls": 16, "rounds": 3}
+    measured = [b for b in results["backends"] if b.get("sends")]
+    assert [b["label"] for b in measured] == ["sql-row/sqlite", "sql-bucket/sqlite"]
+    for backend in measured:
+        cells = {(r["scenario"], r["callers"]): r for r in backend["sends"]}
+        assert set(cells) == {(s, n) for s in ("many", "hot") for n in (1, 8, 64)}
+        assert cells[("many", 64)]["calls"] == 64  # every caller sends at least once a round
+        assert all(
+            r["service_calls_per_s"] > 0 and r["raw_calls_per_s"] > 0 for r in cells.values()
+        )
+    left_out = {b["label"]: b["sends_missing"] for b in results["backends"] if "sends_missing" in b}
+    assert set(left_out) == {"memory", "sql-bucket/sqlite[openim]"}
+    markdown, html = (folder / "report.md").read_text(), (folder / "report.html").read_text()
+    for text in (markdown, html):
+        assert "Sends against the raw driver" in text and "raw/service" in text
+    lines = [t for t in results["analysis"]["targets"] if t["target"].startswith("send through")]
+    assert {t["scope"]: t["passed"] is not None for t in lines} == {
+        "memory": False,
+        "sql-row/sqlite": True,
+        "sql-bucket/sqlite": True,
+        "sql-bucket/sqlite[openim]": False,
+    }
+    assert markdown.count("| send through the service ≤ 2× raw driver |") == 4
+
+
 def test_compare_with_an_earlier_run(tiny_report: tuple[Path, str], tmp_path: Path) -> None:
     folder, _ = tiny_report
     args = ["bench", "--scale", "tiny", "--backend", "memory", "-w", "pull_latest"]

@@ -99,6 +99,7 @@ def test_boolean_options_are_shown_as_flags(command: list[str]) -> None:
         assert "--verify / --no-verify" in out
     if command == ["bench"]:
         assert "--contention / --no-contention" in out
+        assert "--sends / --no-sends" in out
 
 
 def test_verify_has_a_negative_form(tmp_path: Path) -> None:
