@@ -48,9 +48,14 @@ def scratch_store(url: str, name: str) -> Iterator[str]:
 def _sql_scratch(url: str, name: str, postgres: bool) -> Iterator[str]:
     from sqlalchemy import create_engine, make_url, text
     from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.pool import NullPool
 
     base = make_url(url)
-    admin = create_engine(_first_host(base, postgres), isolation_level="AUTOCOMMIT")
+    # No pool: the cleanup connects afresh, so a server restarted meanwhile (a cold run of
+    # the memory budget) is reached again rather than through a connection it closed.
+    admin = create_engine(
+        _first_host(base, postgres), isolation_level="AUTOCOMMIT", poolclass=NullPool
+    )
     kind = "SCHEMA" if postgres else "DATABASE"
     try:
         with admin.connect() as conn:
