@@ -54,22 +54,33 @@ def reading(pair: Pair, workload: str, title: str) -> tuple[str, str] | None:
         f"{title} on {pair.name}: p50 {fmt_us(bucket)} (bucket) vs {fmt_us(row)} (row), "
         f"ratio {stats.fmt_interval(found)} (95 % interval): {verdict}."
     )
-    second = f"{_why(pair, workload, value)} {MEANING.get(workload, '')}".strip()
+    second = f"{_why(pair, workload, value, word)} {MEANING.get(workload, '')}".strip()
     return first, second
 
 
-def _why(pair: Pair, workload: str, value: float) -> str:
-    """Whether round trips explain the gap, or the work per round trip does."""
+def _why(pair: Pair, workload: str, value: float, word: str) -> str:
+    """Whether round trips explain the gap, or the work per round trip does.
+
+    Only a gap the verdict found (faster or slower) is explained: on par or inconclusive,
+    the round trips are stated and no direction is read into the point estimate.
+    """
     tb, tr = pair.bucket.trips(workload), pair.row.trips(workload)
     if tb is None or tr is None or abs(tb - tr) < 0.05:
-        return f"Both need {fmt_num(tb)} round trips per op, so the gap is the work per round trip."
+        both = f"Both need {fmt_num(tb)} round trip{'' if tb == 1 else 's'} per op"
+        return both + (", so the gap is the work per round trip." if _gap(word) else ".")
     fewer, faster = tb < tr, value < 1
     more = "fewer" if fewer else "more"
     why = f"It needs {more} round trips ({fmt_num(tb)} vs {fmt_num(tr)})"
+    if not _gap(word):
+        return why + " per op."
     if fewer == faster:
         return why + ", which accounts for part of the gap."
     cost = "cheaper" if faster else "dearer"
     return why + f", so each of its round trips is {cost} than the row layout's."
+
+
+def _gap(word: str) -> bool:
+    return word in (stats.FASTER, stats.SLOWER)
 
 
 def verdict_summary(pair: Pair, titles: dict[str, str]) -> str:

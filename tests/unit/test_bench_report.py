@@ -63,6 +63,16 @@ def test_reading_states_the_ratio_and_who_wins() -> None:
     assert second.startswith("Both need 2 round trips per op")
 
 
+def test_a_reading_reads_no_direction_into_a_ratio_on_par() -> None:
+    results = bench_fakes.results(row_latest=100, bucket_latest=95)
+    results["backends"][2]["workloads"]["pull_latest"] = bench_fakes.run(95, per_op=3)
+    ratios = analysis(typed(results)).ratios
+    first, second = next(r for r in ratios if r.workload == "pull_latest").reading
+    assert "on par" in first
+    assert second.startswith("It needs more round trips (3 vs 2) per op.")
+    assert "cheaper" not in second and "gap" not in second
+
+
 def test_report_files_hold_every_backend_and_workload(tmp_path: Path) -> None:
     results = bench_fakes.results()
     files = report.write(typed(results), tmp_path / "r")
