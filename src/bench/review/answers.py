@@ -128,16 +128,47 @@ def _word(ratio: float) -> str:
     return "rows need fewer pages" if ratio > ON_PAR_HIGH else "pages on par"
 
 
-def _clustered(bucket: float | None, row: float | None, clustered: float | None) -> str:
-    """Whether PostgreSQL's rows clustered by (conversation, seq) change the pages word."""
+def _clustered(
+    bucket: float | None, row: float | None, clustered: float | None, worse_in: str = ""
+) -> str:
+    """Whether PostgreSQL's rows clustered by (conversation, seq) change the pages word.
+
+    worse_in names the workload where the clustered rows read the most pages more than the
+    rows, said when the clustered figure is the higher one.
+    """
     if bucket is None or row is None or clustered is None or min(bucket, row, clustered) <= 0:
         return ""
     before, after = _word(bucket / row), _word(bucket / clustered)
     verdict = "the same answer" if before == after else f"it changes the answer: {after}"
     return (
-        f"; rows clustered by (conversation, seq): {fmt_num(clustered, 1)}, bucket/clustered "
+        f"; rows clustered by (conversation, seq): {fmt_num(clustered, 1)}"
+        f"{_why_more(worse_in) if clustered > row and worse_in else ''}, bucket/clustered "
         f"{bucket / clustered:.2f}×, {verdict}"
     )
+
+
+def _why_more(workload: str) -> str:
+    """Why clustered rows read more pages than the rows, in workload."""
+    if workload == "pull_scattered":
+        # Once clustered and analyzed, the planner finds the conversation's rows contiguous
+        # and gives the prepared statement a generic plan: an index range over the whole
+        # conversation, the 20 seqs a filter, instead of 20 probes.
+        return (
+            " (more than the rows' in pull_scattered: PostgreSQL runs it with the prepared"
+            " statement's generic plan, which reads the whole conversation)"
+        )
+    return f" (more than the rows' in {workload})"
+
+
+def _worse_in(row: Mapping[str, Pass], clustered: Mapping[str, Pass]) -> str:
+    """The workload where clustered reads the most pages per op more than row cold, or ''."""
+    extra = {
+        name: found.read_per_op - row[name].read_per_op
+        for name, found in clustered.items()
+        if name in row and found.ops and row[name].ops
+    }
+    worst = max(extra, key=lambda name: extra[name], default="")
+    return worst if worst and extra[worst] > 0 else ""
 
 
 def _passes(passes: Mapping[str, Pass], mix: Mapping[str, float]) -> tuple[float | None, ...]:
@@ -161,7 +192,9 @@ def out_of_memory(review: Review, engine: str) -> str:
         return "not measured (a layout is missing)" + cut
     share = run.buffer_bytes / max(run.dataset_bytes, 1)
     clustered = by.get(CLUSTERED_ROWS)
-    ordered = _clustered(bucket[0], row[0], clustered[0] if clustered else None)
+    passes = {layout.store: layout.cold for layout in run.layouts}
+    worse_in = _worse_in(passes["sql-row"], passes.get(CLUSTERED_ROWS, {}))
+    ordered = _clustered(bucket[0], row[0], clustered[0] if clustered else None, worse_in)
     return (
         f"{_pages_word(bucket[0], row[0], 'read per op cold')}{ordered}; cold p50 bucket/row "
         f"{_ratio_text(bucket[2], row[2])} (one pass, no interval; buffer "
