@@ -37,6 +37,7 @@ from imbucket.adapters.sql.row_reads import (
     bound_seqs,
     message_part,
     pulled_at,
+    pulled_rows,
     row_slots,
 )
 from imbucket.adapters.sql.schema import RowSchema, check_keys
@@ -140,27 +141,30 @@ def _herd_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
     """
     w = _counters(schema)
     at = pulled_at(w, db, shape)
+    source = pulled_rows(db, shape)
     width = len(ROW_COLUMNS)
     no_marks = [null() for _ in range(3)]
     blank = [null() for _ in range(width)]
-    messages, deletions, readers = schema.messages, schema.deletions, schema.readers
-    rows = message_part(w, messages, at)
+    rows = message_part(w, source(schema.messages), at)
     viewers: Any = bindparam("viewers", expanding=True)
+    found, deletions = source(schema.deletions)
     own = (
         select(*no_marks, literal_column(str(DELETION)), deletions.c.seq, deletions.c.user_id)
         .add_columns(*blank)
-        .select_from(w.join(deletions, at(deletions) & deletions.c.user_id.in_(viewers)))
+        .select_from(w.join(found, at(deletions) & deletions.c.user_id.in_(viewers)))
     )
+    found, deletions = source(schema.deletions)
     others = (
         select(*no_marks, literal_column(str(DELETION)), deletions.c.seq)
         .add_columns(cast(literal(OTHER_DELETERS), String), *blank)
-        .select_from(w.join(deletions, at(deletions)))
+        .select_from(w.join(found, at(deletions)))
         .group_by(deletions.c.seq)
     )
+    found, readers = source(schema.readers)
     read = (
         select(*no_marks, literal_column(str(READER)), readers.c.seq, readers.c.user_id)
         .add_columns(*blank)
-        .select_from(w.join(readers, at(readers)))
+        .select_from(w.join(found, at(readers)))
     )
     users = schema.user_seqs
     floors = (

@@ -31,7 +31,8 @@ from sqlalchemy import (
     true,
     union_all,
 )
-from sqlalchemy.sql.selectable import CTE, Subquery
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.sql.selectable import CTE, FromClause, LateralFromClause, Subquery
 
 from imbucket.adapters.codec import push_from_doc
 from imbucket.adapters.sql.engine import Database
@@ -61,13 +62,14 @@ class Reads:
     """The read statements, built once per store and bound per call (see ``bound_seqs``).
 
     Each comes in two shapes, indexed by "scattered": consecutive seqs read a key range
-    (``seq BETWEEN :first AND :last``), other seqs an ``IN`` list (an expanding parameter).
+    (``seq BETWEEN :first AND :last``), other seqs a list (``bound_lookup``).
     """
 
     def __init__(self, schema: RowSchema, db: Database) -> None:
-        self.tagged = tuple(_tagged_read(schema, scattered) for scattered in (False, True))
-        self.viewed = tuple(_tagged_read(schema, scattered, True) for scattered in (False, True))
-        self.state = tuple(_state_read(schema, scattered) for scattered in (False, True))
+        lookups = tuple(bound_lookup(db, scattered) for scattered in (False, True))
+        self.tagged = tuple(_tagged_read(schema, lookup) for lookup in lookups)
+        self.viewed = tuple(_tagged_read(schema, lookup, True) for lookup in lookups)
+        self.state = tuple(_state_read(schema, lookup) for lookup in lookups)
         # The pulls, watermarks included (``SqlRowRepository.view``).
         self.marks = watermarks_query(schema)
         self.latest = _pull_read(schema, db, "latest")
@@ -81,12 +83,53 @@ class Reads:
         self.prepared_range = Prepared(self.pulled[False], dialect)
 
 
-def _bound_at(table: Table, scattered: bool) -> ColumnElement[bool]:
-    """The rows of the bound seqs in the bound conversation (a key range or an IN list)."""
-    of = table.c.conversation_id == bindparam("conversation_id")
-    if scattered:
-        return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)))
-    return and_(of, table.c.seq.between(bindparam("first"), bindparam("last")))
+# What a read selects a table's rows from, whose columns (``.c``) it reads, and its WHERE.
+Lookup = Callable[[Table], tuple[FromClause, Any, ColumnElement[bool]]]
+
+
+def bound_lookup(db: Database, scattered: bool) -> Lookup:
+    """A table's rows of the bound seqs in the bound conversation.
+
+    A key range, or an IN list (an expanding parameter); on PostgreSQL a scattered list is
+    one array parameter looked up seq by seq (``seq_lookup``).
+    """
+
+    def lookup(table: Table) -> tuple[FromClause, Any, ColumnElement[bool]]:
+        of = table.c.conversation_id == bindparam("conversation_id")
+        if not scattered:
+            key_range = table.c.seq.between(bindparam("first"), bindparam("last"))
+            return table, table, and_(of, key_range)
+        if db.kind == "postgresql":
+            rows, found = seq_lookup(table)
+            return rows, found, true()
+        return table, table, and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)))
+
+    return lookup
+
+
+def seq_lookup(table: Table) -> tuple[FromClause, LateralFromClause]:
+    """PostgreSQL: table's rows at the bound ``seqs`` of the bound conversation, per seq.
+
+    ``unnest(:seqs) AS wanted(seq) JOIN LATERAL (SELECT … WHERE conversation_id =
+    :conversation_id AND seq = wanted.seq OFFSET 0)``: each seq is a primary-key lookup.
+    The seqs must stay in the index condition under every plan. A generic plan (psycopg
+    prepares a statement it runs often) sizes a conversation at the table's average, and
+    then reading the whole conversation by its id and filtering the seqs, or joining the
+    seqs to it, can look cheaper than a descent per seq: for a large conversation it reads
+    every page of it. The OFFSET keeps the subquery from being flattened into such a join;
+    planned alone, a lookup by the whole key is always the cheapest. Returns the FROM item
+    and the subquery, whose columns are the table's.
+    """
+    seqs = cast(bindparam("seqs"), ARRAY(BigInteger))
+    wanted = func.unnest(seqs).table_valued("seq").render_derived(name="wanted")
+    found = (
+        select(table)
+        .where(table.c.conversation_id == bindparam("conversation_id"))
+        .where(table.c.seq == wanted.c.seq)
+        .offset(literal_column("0"))
+        .lateral(f"{table.name}_at")
+    )
+    return wanted.join(found, true()), found
 
 
 def bound_seqs(conversation_id: str, seqs: Sequence[int]) -> tuple[bool, dict[str, Any]]:
@@ -98,7 +141,7 @@ def bound_seqs(conversation_id: str, seqs: Sequence[int]) -> tuple[bool, dict[st
     return True, {"conversation_id": conversation_id, "seqs": sorted(distinct)}
 
 
-def _tagged_read(schema: RowSchema, scattered: bool, viewed: bool = False) -> CompoundSelect[Any]:
+def _tagged_read(schema: RowSchema, lookup: Lookup, viewed: bool = False) -> CompoundSelect[Any]:
     """Message rows, then deleter and reader rows, of the bound seqs in one UNION ALL.
 
     Every row is (kind, seq, user_id, *ROW_COLUMNS); tag rows carry NULL message columns.
@@ -106,38 +149,34 @@ def _tagged_read(schema: RowSchema, scattered: bool, viewed: bool = False) -> Co
     among the deleters, else OTHER_DELETERS (``''``, which sorts before every id).
     """
     width = len(ROW_COLUMNS)
-    messages = schema.messages
-    tags = [
-        select(
-            literal_column(str(kind)).label("kind"),
-            table.c.seq,
-            table.c.user_id,
-            *(null() for _ in range(width)),
-        ).where(_bound_at(table, scattered))
-        for kind, table in ((DELETION, schema.deletions), (READER, schema.readers))
-    ]
+    tags = []
+    for kind, table in ((DELETION, schema.deletions), (READER, schema.readers)):
+        found, t, where = lookup(table)
+        tag = select(literal_column(str(kind)).label("kind"), t.c.seq, t.c.user_id)
+        tag = tag.add_columns(*(null() for _ in range(width))).select_from(found)
+        tags.append(tag.where(where))
     if viewed:
-        deletions = schema.deletions.c
-        mine = case(
-            (deletions.user_id == bindparam("viewer"), deletions.user_id), else_=OTHER_DELETERS
-        )
+        found, t, where = lookup(schema.deletions)
+        mine = case((t.c.user_id == bindparam("viewer"), t.c.user_id), else_=OTHER_DELETERS)
         tags[0] = (
             select(
                 literal_column(str(DELETION)).label("kind"),
-                deletions.seq,
+                t.c.seq,
                 func.max(mine).label("user_id"),
                 *(null() for _ in range(width)),
             )
-            .where(_bound_at(schema.deletions, scattered))
-            .group_by(deletions.seq)
+            .select_from(found)
+            .where(where)
+            .group_by(t.c.seq)
         )
+    found, messages, where = lookup(schema.messages)
     rows = select(
         literal_column(str(MESSAGE)).label("kind"),
         messages.c.seq,
         cast(null(), String).label("user_id"),
         *(messages.c[name] for name in ROW_COLUMNS),
-    ).where(_bound_at(messages, scattered))
-    return union_all(rows, *tags)
+    ).select_from(found)
+    return union_all(rows.where(where), *tags)
 
 
 def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[Any]:
@@ -149,12 +188,13 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
     ``pulled_at`` (by shape), clamped to the viewer's visible range.
     """
     w: Subquery | CTE
+    source = pulled_rows(db, shape)
     if shape != "scattered" and db.kind in _BOUNDS_ONCE:
         w = _bounds(schema, db, shape)
         at = _within(w)
 
-        def tagged(table: Table) -> Any:
-            return table  # the CTE's scalar subqueries in ``at`` bound it alone
+        def tagged(table: Table) -> tuple[FromClause, Any]:
+            return table, table  # the CTE's scalar subqueries in ``at`` bound it alone
 
     else:
         # Not ``derived``: PostgreSQL then computes each bound once per part (an InitPlan)
@@ -163,16 +203,17 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
         w = watermarks_query(schema).subquery("w")
         at = pulled_at(w, db, shape)
 
-        def tagged(table: Table) -> Any:
-            return w.join(table, true())  # the part's WHERE holds the condition
+        def tagged(table: Table) -> tuple[FromClause, Any]:
+            found, rows = source(table)
+            return w.join(found, true()), rows  # the part's WHERE holds the condition
 
     width = len(ROW_COLUMNS)
     no_marks = [null() for _ in range(3)]
-    messages, deletions, readers = schema.messages, schema.deletions, schema.readers
+    found, deletions = tagged(schema.deletions)
     mine = case(
         (deletions.c.user_id == bindparam("viewer"), deletions.c.user_id), else_=OTHER_DELETERS
     )
-    rows = message_part(w, messages, at)
+    rows = message_part(w, source(schema.messages), at)
     deleted = (
         select(
             *no_marks,
@@ -181,10 +222,11 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
             func.max(mine),
             *(null() for _ in range(width)),
         )
-        .select_from(tagged(deletions))
+        .select_from(found)
         .where(at(deletions))
         .group_by(deletions.c.seq)
     )
+    found, readers = tagged(schema.readers)
     read = (
         select(
             *no_marks,
@@ -193,20 +235,22 @@ def _pull_read(schema: RowSchema, db: Database, shape: str) -> CompoundSelect[An
             readers.c.user_id,
             *(null() for _ in range(width)),
         )
-        .select_from(tagged(readers))
+        .select_from(found)
         .where(at(readers))
     )
     return union_all(rows, deleted, read)
 
 
 def message_part(
-    w: Subquery | CTE, messages: Table, at: Callable[[Table], ColumnElement[bool]]
+    w: Subquery | CTE, source: tuple[FromClause, Any], at: Callable[[Any], ColumnElement[bool]]
 ) -> Select[Any]:
     """The message part of a pull: the messages at selects, with the watermarks of w.
 
+    source is the FROM item of the messages and whose columns are theirs (``pulled_rows``).
     Rows are (max_seq, min_seq, user_min_seq, kind, seq, user_id, *ROW_COLUMNS). A LEFT JOIN
     from w: one row, with NULL message columns, even when no message is found.
     """
+    found, messages = source
     return select(
         w.c.max_seq,
         w.c.min_seq,
@@ -215,7 +259,7 @@ def message_part(
         messages.c.seq,
         cast(null(), String).label("user_id"),
         *(messages.c[name] for name in ROW_COLUMNS),
-    ).select_from(w.outerjoin(messages, at(messages)))
+    ).select_from(w.outerjoin(found, at(messages)))
 
 
 # Engines whose bounded pulls read the watermarks once, from a CTE (``_bounds``).
@@ -248,22 +292,37 @@ def _within(w: CTE) -> Callable[[Table], ColumnElement[bool]]:
     return at
 
 
-def pulled_at(w: Subquery, db: Database, shape: str) -> Callable[[Table], ColumnElement[bool]]:
+def pulled_rows(db: Database, shape: str) -> Callable[[Table], tuple[FromClause, Any]]:
+    """What a pull of shape selects a table's rows from, and whose columns are theirs.
+
+    The table itself, but for a scattered pull on PostgreSQL: the seq-by-seq lookup of the
+    bound seqs (``seq_lookup``), which ``pulled_at`` then only clamps.
+    """
+    if shape == "scattered" and db.kind == "postgresql":
+        return seq_lookup
+    return lambda table: (table, table)
+
+
+def pulled_at(w: Subquery, db: Database, shape: str) -> Callable[[Any], ColumnElement[bool]]:
     """The condition on a table's rows that a pull of shape reads, clamped by ``w``.
 
     - ``latest``: the newest ``:count`` seqs, ``greatest(max_seq - count + 1, floor, 1)``
       to ``max_seq`` (the range depends on max_seq, so it is computed in the engine);
-    - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list).
+    - ``range``: ``:first`` to ``:last``; ``scattered``: the ``:seqs`` (an IN list, or on
+      PostgreSQL the clamp alone of the rows ``pulled_rows`` looked up).
     """
     low, high = _range(w, db, shape)
+    looked_up = shape == "scattered" and db.kind == "postgresql"
 
-    def at(table: Table) -> ColumnElement[bool]:
+    def at(table: Any) -> ColumnElement[bool]:
         of = table.c.conversation_id == bindparam("conversation_id")
         if shape != "scattered":
             return and_(of, table.c.seq.between(low, high))
-        # The IN list finds the rows; the clamp, hidden in a CASE, only filters them (as a
+        # The seqs find the rows; the clamp, hidden in a CASE, only filters them (as a
         # plain range, SQLite would scan from the floor to max_seq instead).
         visible = case((table.c.seq.between(low, high), 1), else_=0) == 1
+        if looked_up:
+            return visible
         return and_(of, table.c.seq.in_(bindparam("seqs", expanding=True)), visible)
 
     return at
@@ -283,11 +342,11 @@ def _range(w: Subquery, db: Database, shape: str) -> tuple[ColumnElement[Any], C
     return low, high
 
 
-def _state_read(schema: RowSchema, scattered: bool) -> Select[Any]:
+def _state_read(schema: RowSchema, lookup: Lookup) -> Select[Any]:
     """The message rows alone of the bound seqs: (seq, *ROW_COLUMNS)."""
-    table = schema.messages
+    found, table, where = lookup(schema.messages)
     columns = (table.c.seq, *(table.c[name] for name in ROW_COLUMNS))
-    return select(*columns).where(_bound_at(table, scattered))
+    return select(*columns).select_from(found).where(where)
 
 
 # Positions of the ROW_COLUMNS in a row of the read statements, from the first (at start).
