@@ -148,15 +148,7 @@ def _clustered(
 
 
 def _why_more(workload: str) -> str:
-    """Why clustered rows read more pages than the rows, in workload."""
-    if workload == "pull_scattered":
-        # Once clustered and analyzed, the planner finds the conversation's rows contiguous
-        # and gives the prepared statement a generic plan: an index range over the whole
-        # conversation, the 20 seqs a filter, instead of 20 probes.
-        return (
-            " (more than the rows' in pull_scattered: PostgreSQL runs it with the prepared"
-            " statement's generic plan, which reads the whole conversation)"
-        )
+    """Where clustered rows read more pages than the rows."""
     return f" (more than the rows' in {workload})"
 
 
