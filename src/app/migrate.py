@@ -31,7 +31,7 @@ from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import load_settings, read_config_file
 from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
-from imbucket.domain.migration import normalized, reachable
+from imbucket.domain.migration import normalized, reachable, sizes_need_checking
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
 from imbucket.domain.scan import Counters, ScannedSlot, UserSeqs
 from imbucket.ports.bulk_load import BulkCounterLoad, BulkLoad
@@ -246,6 +246,7 @@ class _Copier:
         self.tally = Tally()
         self.bulk = self.store if isinstance(self.store, BulkLoad) else None
         self.bulk_counters = self.seqs if isinstance(self.seqs, BulkCounterLoad) else None
+        self.sized = sizes_need_checking(source.limits, target.limits)
 
     def run(self) -> None:
         # The source is read one page ahead, while the target writes the page before.
@@ -300,11 +301,10 @@ class _Copier:
         """
         wanted: dict[str, dict[int, Slot]] = {}
         for conversation_id, items in page.items():
-            slots = wanted[conversation_id] = {}
-            for item in items:
-                slot = normalized(item.slot)
-                if slot.message is None or self._refused(slot) is None:
-                    slots[item.seq] = slot
+            slots = wanted[conversation_id] = {item.seq: normalized(item.slot) for item in items}
+            if self.sized:
+                for seq in [seq for seq, slot in slots.items() if self._refused(slot)]:
+                    del slots[seq]
         loaded = bulk.load_new(wanted)
         rest: dict[str, list[ScannedSlot]] = {}
         for conversation_id, items in page.items():
@@ -359,7 +359,7 @@ class _Copier:
 
     def _refused(self, slot: Slot) -> str | None:
         """Why the target's limits refuse slot's message (its buckets are sized by them)."""
-        if slot.message is None:
+        if slot.message is None or not self.sized:
             return None
         limits = self.target.limits
         if message_bytes_at_most(slot.message) <= limits.max_message_bytes:
