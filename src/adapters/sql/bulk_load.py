@@ -103,7 +103,9 @@ class RowBulkLoad:
         params = {"conversations": list(slots), "first": min(seqs), "last": max(seqs)}
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            held = {(c, int(s)) for c, s in connection.execute(self._held, params)}
+            # The driver's rows (key tuples as they are): a continued conversation's earlier
+            # rows come back too, and need no SQLAlchemy row each.
+            held = set(map(tuple, connection.execute(self._held, params).cursor.fetchall()))
             return self._write(connection, slots, held)
 
         return self.db.run(work, atomic=True)
@@ -162,17 +164,22 @@ class BucketBulkLoad:
         """See ``BulkLoad.load_new``: one doc_id read, then the buckets it did not find."""
         buckets: dict[str, dict[int, Slot]] = {}
         seqs: dict[str, tuple[str, list[int]]] = {}
-        layout = self.layout
+        place, doc_id_for_index = self.layout.place, self.layout.doc_id_for_index
         for conversation_id, by_seq in slots.items():
             check_key(conversation_id, "conversation_id")
+            current = -1
+            bucket: dict[int, Slot] = {}
+            loaded: list[int] = []
             for seq, slot in by_seq.items():
-                doc_id = layout.doc_id(conversation_id, seq)
-                bucket = buckets.get(doc_id)
-                if bucket is None:
-                    bucket = buckets[doc_id] = {}
-                    seqs[doc_id] = (conversation_id, [])
-                bucket[layout.slot_index(seq)] = slot
-                seqs[doc_id][1].append(seq)
+                index, position = place(seq)
+                if index != current:  # a conversation's seqs come mostly in order
+                    current = index
+                    doc_id = doc_id_for_index(conversation_id, index)
+                    if doc_id not in buckets:
+                        buckets[doc_id], seqs[doc_id] = {}, (conversation_id, [])
+                    bucket, loaded = buckets[doc_id], seqs[doc_id][1]
+                bucket[position] = slot
+                loaded.append(seq)
         fitting = [doc_id for doc_id, bucket in buckets.items() if self._inline(bucket)]
         if not fitting:
             return {}
