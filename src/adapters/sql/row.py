@@ -67,7 +67,7 @@ from imbucket.domain.model import (
     StoreStats,
     Watermarks,
 )
-from imbucket.domain.scan import ScannedSlot, SlotPage
+from imbucket.domain.scan import ScannedSlot, SlotPage, scanned_slot
 from imbucket.domain.tags import Decision, Guard
 from imbucket.ports.view_reads import View
 
@@ -322,7 +322,7 @@ class SqlRowRepository:
         scanned: list[ScannedSlot] = []
         for conversation_id, rows in by_conversation.items():
             slots = row_slots(conversation_id, rows, 1)
-            scanned += [ScannedSlot(conversation_id, s, slots[s]) for s in sorted(slots)]
+            scanned += [scanned_slot(conversation_id, s, slots[s]) for s in sorted(slots)]
         cursor = json.dumps([last_conversation, last_seq]) if len(keys) == limit else None
         return SlotPage(tuple(scanned), cursor)
 
