@@ -10,7 +10,7 @@ nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -116,28 +116,34 @@ class RowBulkLoad:
         slots: Mapping[str, Mapping[int, Slot]],
         held: set[tuple[str, int]],
     ) -> dict[str, set[int]]:
-        """The rows of every slot whose key is not held, table by table."""
-        messages: list[tuple[Any, ...]] = []
+        """The rows of every slot whose key is not held, table by table.
+
+        The message rows are built as the COPY draws them (``write_rows``); the tag rows
+        are gathered on the way and written after.
+        """
         deletions: list[tuple[Any, ...]] = []
         readers: list[tuple[Any, ...]] = []
         written: dict[str, set[int]] = {}
-        for conversation_id, by_seq in slots.items():
-            done: set[int] = set()
-            for seq, slot in by_seq.items():
-                if held and (conversation_id, seq) in held:
-                    continue
-                row = message_row(conversation_id, seq, slot)
-                if row is not None:
-                    messages.append(row)
-                if slot.deleted_by:
-                    deletions += [(conversation_id, seq, user) for user in slot.deleted_by]
-                if slot.read_by:
-                    readers += [(conversation_id, seq, user) for user in slot.read_by]
-                done.add(seq)
-            if done:
-                written[conversation_id] = done
+
+        def messages() -> Iterator[tuple[Any, ...]]:
+            for conversation_id, by_seq in slots.items():
+                done: set[int] = set()
+                for seq, slot in by_seq.items():
+                    if held and (conversation_id, seq) in held:
+                        continue
+                    row = message_row(conversation_id, seq, slot)
+                    if row is not None:
+                        yield row
+                    if slot.deleted_by:
+                        deletions.extend((conversation_id, seq, user) for user in slot.deleted_by)
+                    if slot.read_by:
+                        readers.extend((conversation_id, seq, user) for user in slot.read_by)
+                    done.add(seq)
+                if done:
+                    written[conversation_id] = done
+
         schema = self.schema
-        write_rows(connection, schema.messages, MESSAGE_ROW, messages)
+        write_rows(connection, schema.messages, MESSAGE_ROW, messages())
         write_rows(connection, schema.deletions, MARK_ROW, deletions)
         write_rows(connection, schema.readers, MARK_ROW, readers)
         return written
@@ -187,18 +193,20 @@ class BucketBulkLoad:
 
         def work(connection: Connection) -> dict[str, set[int]]:
             held = {row[0] for row in connection.execute(self._held, {"doc_ids": fitting})}
-            rows: list[tuple[Any, ...]] = []
             written: dict[str, set[int]] = {}
-            for doc_id in fitting:
-                if doc_id in held:
-                    continue
-                whole = self._whole(buckets[doc_id])
-                if connection.dialect.name != "postgresql" and len(whole) * 4 >= budget:
-                    continue  # one INSERT must carry it: left to create_bucket's path
-                rows.append((doc_id, whole))
-                conversation_id, loaded = seqs[doc_id]
-                written.setdefault(conversation_id, set()).update(loaded)
-            write_rows(connection, self.docs, ("doc_id", "msgs"), rows)
+
+            def rows() -> Iterator[tuple[str, str]]:  # encoded as the COPY draws them
+                for doc_id in fitting:
+                    if doc_id in held:
+                        continue
+                    whole = self._whole(buckets[doc_id])
+                    if connection.dialect.name != "postgresql" and len(whole) * 4 >= budget:
+                        continue  # one INSERT must carry it: left to create_bucket's path
+                    yield doc_id, whole
+                    conversation_id, loaded = seqs[doc_id]
+                    written.setdefault(conversation_id, set()).update(loaded)
+
+            write_rows(connection, self.docs, ("doc_id", "msgs"), rows())
             return written
 
         return self.db.run(work, atomic=True)

@@ -10,7 +10,8 @@ overwritten, so callers write only keys they found absent in the same transactio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Table, text
@@ -31,13 +32,21 @@ _binary_types: dict[tuple[Table, tuple[str, ...]], list[str] | None] = {}
 
 
 def write_rows(
-    connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    connection: Connection, table: Table, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
 ) -> None:
-    """Insert rows (values in the order of columns) into table by the engine's bulk path."""
-    if not rows:
-        return
+    """Insert rows (values in the order of columns) into table by the engine's bulk path.
+
+    On PostgreSQL rows are drawn one by one while the COPY is open, so that a caller
+    building them lazily (a generator) builds each while the server stores those sent.
+    """
     if connection.dialect.name == "postgresql":
-        _copy(connection, table, columns, rows)
+        stream = iter(rows)
+        first = next(stream, None)
+        if first is not None:
+            _copy(connection, table, columns, itertools.chain((first,), stream))
+        return
+    listed = list(rows)
+    if not listed:
         return
     # Bound untyped: the values are as the columns store them (a JSON column's text is not
     # encoded again), as COPY sends them.
@@ -46,11 +55,11 @@ def write_rows(
         f"INSERT INTO {table.fullname} ({', '.join(columns)})"
         f" VALUES ({', '.join(':' + key for key in keys)})"
     )
-    connection.execute(statement, [dict(zip(keys, row, strict=True)) for row in rows])
+    connection.execute(statement, [dict(zip(keys, row, strict=True)) for row in listed])
 
 
 def _copy(
-    connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    connection: Connection, table: Table, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
 ) -> None:
     """``COPY … FROM STDIN`` of rows on the connection's psycopg connection."""
     names = ", ".join(f'"{name}"' for name in columns)
