@@ -185,6 +185,7 @@ _CREATE_TIME = _AFTER_SEQ.index("create_time")
 _ROLE = 1  # position of the role in a compact revoke
 _attributes_after_seq = attrgetter(*_AFTER_SEQ)  # a message's fields after seq, in one call
 _ENUM_POSITIONS = tuple(_AFTER_SEQ.index(name) for name in ("session_type", "content_type"))
+_push_values = attrgetter(*OFFLINE_PUSH_FIELDS)  # push_to_doc's values, in one call
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +226,12 @@ def compact_slot_to_doc(slot: Slot) -> Doc:
     create_time as an offset from send_time and its trailing default fields trimmed; a
     revoke is ``[user_id, role, nickname, time]``. An empty slot is ``{}``.
     """
+    message = slot.message
+    if message is not None and slot.revoke is None and _untagged(slot):
+        return {"m": _compact_message(message)}  # the usual slot, without the general walk
     doc: Doc = {}
-    if slot.message is not None:
-        doc["m"] = _compact_message(slot.message)
+    if message is not None:
+        doc["m"] = _compact_message(message)
     if slot.revoke is not None:
         doc["r"] = list(revoke_to_doc(slot.revoke).values())
     for key, value in (("d", slot.deleted_by), ("b", slot.read_by)):
@@ -239,18 +243,29 @@ def compact_slot_to_doc(slot: Slot) -> Doc:
     return doc
 
 
+def _untagged(slot: Slot) -> bool:
+    """Whether slot has no deleter, early reader or flag."""
+    return not (slot.deleted_by or slot.read_by or slot.is_read or slot.purged or slot.spilled)
+
+
 def _compact_message(message: Message) -> list[Any]:
     """A message's fields after seq as ``message_to_doc`` gives them, compacted (see above)."""
     values = list(_attributes_after_seq(message))
     for position in _ENUM_POSITIONS:
-        values[position] = int(values[position])
-    values[_OPTIONS] = dict(values[_OPTIONS])
-    push = push_to_doc(values[_PUSH])
-    values[_PUSH] = None if push is None else list(push.values())
-    values[_AT_USERS] = list(values[_AT_USERS])
+        if type(values[position]) is not int:
+            values[position] = int(values[position])
+    options = values[_OPTIONS]
+    values[_OPTIONS] = dict(options) if options else {}
+    push = values[_PUSH]
+    if push is not None:
+        values[_PUSH] = list(_push_values(push))
+    users = values[_AT_USERS]
+    values[_AT_USERS] = list(users) if users else []
     values[_CREATE_TIME] -= values[_SEND_TIME]
-    while values and values[-1] == _COMPACT_DEFAULTS[len(values) - 1]:
-        values.pop()
+    kept = len(values)
+    while kept and values[kept - 1] == _COMPACT_DEFAULTS[kept - 1]:
+        kept -= 1
+    del values[kept:]
     return values
 
 

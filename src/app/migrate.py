@@ -26,14 +26,14 @@ from imbucket.app.migrate_check import Checker
 from imbucket.app.migrate_tally import Difference as Difference
 from imbucket.app.migrate_tally import Progress as Progress
 from imbucket.app.migrate_tally import Tally as Tally
-from imbucket.app.migrate_tally import by_conversation, pages, pages_ahead, show
+from imbucket.app.migrate_tally import pages, pages_ahead, show, slots_by_conversation
 from imbucket.app.registry import REGISTRY
 from imbucket.app.service import MessageService
 from imbucket.app.settings import load_settings, read_config_file
 from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
-from imbucket.domain.migration import normalized, reachable
+from imbucket.domain.migration import normalized, reachable, sizes_need_checking
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
-from imbucket.domain.scan import Counters, ScannedSlot, UserSeqs
+from imbucket.domain.scan import Counters, UserSeqs
 from imbucket.ports.bulk_load import BulkCounterLoad, BulkLoad
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.seq_store import SeqStore
@@ -246,13 +246,13 @@ class _Copier:
         self.tally = Tally()
         self.bulk = self.store if isinstance(self.store, BulkLoad) else None
         self.bulk_counters = self.seqs if isinstance(self.seqs, BulkCounterLoad) else None
+        self.sized = sizes_need_checking(source.limits, target.limits)
 
     def run(self) -> None:
         # The source is read one page ahead, while the target writes the page before.
         for page in pages_ahead(self.source.store.scan, self.batch):
-            for item in page.slots:
-                self.tally.saw(item)
-            grouped = by_conversation(page.slots)
+            self.tally.saw_all(page.slots)
+            grouped = slots_by_conversation(page.slots)
             self._retrying(self.store.batch, partial(self._copy_page, grouped))
             self.progress(self.tally)
         self.tally.phase = "watermarks"
@@ -285,49 +285,43 @@ class _Copier:
                 if attempt == _ATTEMPTS:
                     raise
 
-    def _copy_page(self, page: dict[str, list[ScannedSlot]]) -> None:
+    def _copy_page(self, page: dict[str, dict[int, Slot]]) -> None:
         """The units the target lacks by its bulk path, if it has one; the rest slot by slot."""
         rest = page if self.bulk is None else self._load_new(self.bulk, page)
         if rest:
             self._copy_slots(rest)
 
     def _load_new(
-        self, bulk: BulkLoad, page: dict[str, list[ScannedSlot]]
-    ) -> dict[str, list[ScannedSlot]]:
+        self, bulk: BulkLoad, page: dict[str, dict[int, Slot]]
+    ) -> dict[str, dict[int, Slot]]:
         """Load the slots whose target unit holds nothing (``BulkLoad``); returns the others.
 
         A slot the target's limits refuse is left to ``_copy_slots``, which reports it.
         """
-        wanted: dict[str, dict[int, Slot]] = {}
-        for conversation_id, items in page.items():
-            slots = wanted[conversation_id] = {}
-            for item in items:
-                slot = normalized(item.slot)
-                if slot.message is None or self._refused(slot) is None:
-                    slots[item.seq] = slot
+        wanted = page
+        if self.sized:
+            wanted = {
+                conversation_id: {s: v for s, v in slots.items() if self._refused(v) is None}
+                for conversation_id, slots in page.items()
+            }
         loaded = bulk.load_new(wanted)
-        rest: dict[str, list[ScannedSlot]] = {}
-        for conversation_id, items in page.items():
+        rest: dict[str, dict[int, Slot]] = {}
+        for conversation_id, slots in page.items():
             done = loaded.get(conversation_id)
             if done is None:
-                rest[conversation_id] = items
+                rest[conversation_id] = slots
                 continue
             self.tally.written += len(done)
-            left = [item for item in items if item.seq not in done]
-            if left:
-                rest[conversation_id] = left
+            if len(done) < len(slots):
+                rest[conversation_id] = {s: v for s, v in slots.items() if s not in done}
         return rest
 
-    def _copy_slots(self, page: dict[str, list[ScannedSlot]]) -> None:
+    def _copy_slots(self, wanted: dict[str, dict[int, Slot]]) -> None:
         """Complete each target slot of a page to the source's; conflicts are reported.
 
         The target's slots of the whole page are read in one ``get_many`` before and one
         after the writes.
         """
-        wanted = {
-            conversation_id: {item.seq: normalized(item.slot) for item in items}
-            for conversation_id, items in page.items()
-        }
         before = self.store.get_many({conv: list(slots) for conv, slots in wanted.items()})
         todo: dict[str, dict[int, tuple[Slot, Slot]]] = {}
         for conversation_id, slots in wanted.items():
@@ -359,7 +353,7 @@ class _Copier:
 
     def _refused(self, slot: Slot) -> str | None:
         """Why the target's limits refuse slot's message (its buckets are sized by them)."""
-        if slot.message is None:
+        if slot.message is None or not self.sized:
             return None
         limits = self.target.limits
         if message_bytes_at_most(slot.message) <= limits.max_message_bytes:

@@ -6,10 +6,11 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from imbucket.domain.migration import normalized
 from imbucket.domain.model import Slot
 from imbucket.domain.scan import ScannedSlot
 
@@ -56,6 +57,21 @@ class Tally:
             self._last_conversation = item.conversation_id
         self.slots += 1
         self.messages += item.slot.message is not None
+
+    def saw_all(self, items: Sequence[ScannedSlot]) -> None:
+        """Count a page's scanned slots, as ``saw`` does one by one."""
+        last = self._last_conversation
+        conversations = messages = 0
+        for item in items:
+            if item.conversation_id != last:
+                conversations += 1
+                last = item.conversation_id
+            if item.slot.message is not None:
+                messages += 1
+        self._last_conversation = last
+        self.conversations += conversations
+        self.slots += len(items)
+        self.messages += messages
 
     def differ(self, difference: Difference) -> None:
         """Count a difference; keep the first REPORTED of them."""
@@ -128,6 +144,18 @@ def by_conversation(items: tuple[ScannedSlot, ...]) -> dict[str, list[ScannedSlo
     grouped: dict[str, list[ScannedSlot]] = defaultdict(list)
     for item in items:
         grouped[item.conversation_id].append(item)
+    return grouped
+
+
+def slots_by_conversation(items: Sequence[ScannedSlot]) -> dict[str, dict[int, Slot]]:
+    """A page's slots by conversation and seq, as ``MessageStore.get`` shows them."""
+    grouped: dict[str, dict[int, Slot]] = {}
+    for item in items:
+        slots = grouped.get(item.conversation_id)
+        if slots is None:
+            slots = grouped[item.conversation_id] = {}
+        slot = item.slot
+        slots[item.seq] = normalized(slot) if slot.spilled else slot
     return grouped
 
 

@@ -51,6 +51,10 @@ class BucketLayout:
         """Position of seq inside its bucket: ``(seq - 1) % size``."""
         return (check_seq(seq) - 1) % self.size
 
+    def place(self, seq: int) -> tuple[int, int]:
+        """``(doc_index(seq), slot_index(seq))`` with one check of seq."""
+        return divmod(check_seq(seq) - 1, self.size)
+
     def doc_id(self, conversation_id: str, seq: int) -> str:
         """Document id of the bucket holding seq: ``"{conversation_id}:{doc_index}"``."""
         return self.doc_id_for_index(conversation_id, self.doc_index(seq))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from imbucket.domain.model import Slot, Watermarks
+from imbucket.domain.model import Limits, Slot, Watermarks
 from imbucket.domain.projection import Entry, project
 
 ANONYMOUS = ""  # a viewer who is nobody in particular: sees what any non-deleter sees
@@ -41,6 +41,18 @@ def reachable(target: Slot, source: Slot) -> bool:
         return False
     # Early readers can only be added while the slot has no message.
     return target.message is None or target.read_by == source.read_by
+
+
+def sizes_need_checking(source: Limits, target: Limits) -> bool:
+    """Whether a copy must size each message against the target's limits.
+
+    Every message a store holds passed its own limits on the way in (``check_message``), and
+    a stored message's size does not depend on ``max_id_length``: so when the source's
+    ``max_message_bytes`` is no larger than the target's, none can be too large for the
+    target. This trusts the source's configured limits; a source whose limits were lowered
+    after it was written needs a target with its former ones.
+    """
+    return source.max_message_bytes > target.max_message_bytes
 
 
 def viewers(slots: Iterable[Slot], users: Iterable[str] = ()) -> list[str]:

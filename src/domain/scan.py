@@ -7,10 +7,12 @@ Cursors are opaque strings: only the store that made one reads it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from imbucket.domain.model import Slot
+from imbucket.domain.quick_constructors import quick_constructor
 
 T = TypeVar("T")
 
@@ -22,6 +24,10 @@ class ScannedSlot:
     conversation_id: str
     seq: int
     slot: Slot
+
+
+# ScannedSlot(conversation_id, seq, slot) for scans that build one per stored slot.
+scanned_slot: Callable[[str, int, Slot], ScannedSlot] = quick_constructor(ScannedSlot)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,6 +89,19 @@ def test_a_conflicting_target_is_reported_and_left_as_it_was(source: MessageServ
     assert raised.value.tally.differences == 4
     assert target.store.get(GROUP, [10, 11]) == before
     assert target.store.get(GROUP, [12]) == source.store.get(GROUP, [12])  # the rest is copied
+
+
+def test_a_message_too_large_for_the_target_is_reported_not_copied(tmp_path: Path) -> None:
+    source = memory()
+    source.ingest(GROUP, [message(1, GROUP), message(2, GROUP, content="x" * 12_000)])
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    target = open_service({"store": {"backend": "sql-row", "url": url}, "limits": SMALL_MESSAGES})
+    with target, pytest.raises(TargetConflict) as raised:
+        migrate(source, target)
+    with target:
+        assert [d.what for d in raised.value.tally.first] == ["seq 2"]
+        assert "too large for the target" in raised.value.tally.first[0].target
+        assert list(target.store.get(GROUP, [1, 2])) == [1]
 
 
 def test_verify_catches_each_planted_difference(source: MessageService) -> None:

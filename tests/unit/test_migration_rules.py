@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from imbucket.domain.migration import reachable, same_views
-from imbucket.domain.model import EMPTY_SLOT, PURGED_SLOT, Revoke, Role, SessionType, Slot
+from imbucket.domain.migration import reachable, same_views, sizes_need_checking
+from imbucket.domain.model import (
+    EMPTY_SLOT,
+    PURGED_SLOT,
+    Limits,
+    Revoke,
+    Role,
+    SessionType,
+    Slot,
+)
 from imbucket.testing.factories import message
 
 MESSAGE = message(1)
@@ -66,3 +74,18 @@ def test_same_views_compares_what_shows_later_too() -> None:
     assert not same_views(1, Slot(single, is_read=True), Slot(single))
     assert same_views(1, PURGED_SLOT, PURGED_SLOT)
     assert same_views(1, EMPTY_SLOT, None)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "checked"),
+    [
+        (Limits(), Limits(), False),
+        (Limits(max_message_bytes=10_000), Limits(), False),
+        (Limits(max_message_bytes=10_000, max_id_length=500), Limits(max_id_length=50), False),
+        (Limits(), Limits(max_message_bytes=10_000), True),
+    ],
+)
+def test_sizes_are_checked_only_when_the_source_allows_larger_messages(
+    source: Limits, target: Limits, checked: bool
+) -> None:
+    assert sizes_need_checking(source, target) is checked

@@ -384,7 +384,9 @@ class SqlBucketRepository(BucketTagWrites):
     def whole(self, slots: Mapping[int, Slot]) -> str:
         """The JSON text of a whole bucket holding slots (every other slot empty)."""
         to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
-        return dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
+        docs = [to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)]
+        # orjson writes what ``dumps`` does (compact, non-ASCII kept), in C.
+        return orjson.dumps(docs).decode()
 
     def _slot(self, doc_id: str, index: int, value: Any) -> Slot:
         """The slot stored at index of bucket doc_id, from its decoded JSON value."""

@@ -10,7 +10,7 @@ nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -103,7 +103,9 @@ class RowBulkLoad:
         params = {"conversations": list(slots), "first": min(seqs), "last": max(seqs)}
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            held = {(c, int(s)) for c, s in connection.execute(self._held, params)}
+            # The driver's rows (key tuples as they are): a continued conversation's earlier
+            # rows come back too, and need no SQLAlchemy row each.
+            held = set(map(tuple, connection.execute(self._held, params).cursor.fetchall()))
             return self._write(connection, slots, held)
 
         return self.db.run(work, atomic=True)
@@ -114,28 +116,34 @@ class RowBulkLoad:
         slots: Mapping[str, Mapping[int, Slot]],
         held: set[tuple[str, int]],
     ) -> dict[str, set[int]]:
-        """The rows of every slot whose key is not held, table by table."""
-        messages: list[tuple[Any, ...]] = []
+        """The rows of every slot whose key is not held, table by table.
+
+        The message rows are built as the COPY draws them (``write_rows``); the tag rows
+        are gathered on the way and written after.
+        """
         deletions: list[tuple[Any, ...]] = []
         readers: list[tuple[Any, ...]] = []
         written: dict[str, set[int]] = {}
-        for conversation_id, by_seq in slots.items():
-            done: set[int] = set()
-            for seq, slot in by_seq.items():
-                if held and (conversation_id, seq) in held:
-                    continue
-                row = message_row(conversation_id, seq, slot)
-                if row is not None:
-                    messages.append(row)
-                if slot.deleted_by:
-                    deletions += [(conversation_id, seq, user) for user in slot.deleted_by]
-                if slot.read_by:
-                    readers += [(conversation_id, seq, user) for user in slot.read_by]
-                done.add(seq)
-            if done:
-                written[conversation_id] = done
+
+        def messages() -> Iterator[tuple[Any, ...]]:
+            for conversation_id, by_seq in slots.items():
+                done: set[int] = set()
+                for seq, slot in by_seq.items():
+                    if held and (conversation_id, seq) in held:
+                        continue
+                    row = message_row(conversation_id, seq, slot)
+                    if row is not None:
+                        yield row
+                    if slot.deleted_by:
+                        deletions.extend((conversation_id, seq, user) for user in slot.deleted_by)
+                    if slot.read_by:
+                        readers.extend((conversation_id, seq, user) for user in slot.read_by)
+                    done.add(seq)
+                if done:
+                    written[conversation_id] = done
+
         schema = self.schema
-        write_rows(connection, schema.messages, MESSAGE_ROW, messages)
+        write_rows(connection, schema.messages, MESSAGE_ROW, messages())
         write_rows(connection, schema.deletions, MARK_ROW, deletions)
         write_rows(connection, schema.readers, MARK_ROW, readers)
         return written
@@ -162,17 +170,22 @@ class BucketBulkLoad:
         """See ``BulkLoad.load_new``: one doc_id read, then the buckets it did not find."""
         buckets: dict[str, dict[int, Slot]] = {}
         seqs: dict[str, tuple[str, list[int]]] = {}
-        layout = self.layout
+        place, doc_id_for_index = self.layout.place, self.layout.doc_id_for_index
         for conversation_id, by_seq in slots.items():
             check_key(conversation_id, "conversation_id")
+            current = -1
+            bucket: dict[int, Slot] = {}
+            loaded: list[int] = []
             for seq, slot in by_seq.items():
-                doc_id = layout.doc_id(conversation_id, seq)
-                bucket = buckets.get(doc_id)
-                if bucket is None:
-                    bucket = buckets[doc_id] = {}
-                    seqs[doc_id] = (conversation_id, [])
-                bucket[layout.slot_index(seq)] = slot
-                seqs[doc_id][1].append(seq)
+                index, position = place(seq)
+                if index != current:  # a conversation's seqs come mostly in order
+                    current = index
+                    doc_id = doc_id_for_index(conversation_id, index)
+                    if doc_id not in buckets:
+                        buckets[doc_id], seqs[doc_id] = {}, (conversation_id, [])
+                    bucket, loaded = buckets[doc_id], seqs[doc_id][1]
+                bucket[position] = slot
+                loaded.append(seq)
         fitting = [doc_id for doc_id, bucket in buckets.items() if self._inline(bucket)]
         if not fitting:
             return {}
@@ -180,18 +193,20 @@ class BucketBulkLoad:
 
         def work(connection: Connection) -> dict[str, set[int]]:
             held = {row[0] for row in connection.execute(self._held, {"doc_ids": fitting})}
-            rows: list[tuple[Any, ...]] = []
             written: dict[str, set[int]] = {}
-            for doc_id in fitting:
-                if doc_id in held:
-                    continue
-                whole = self._whole(buckets[doc_id])
-                if connection.dialect.name != "postgresql" and len(whole) * 4 >= budget:
-                    continue  # one INSERT must carry it: left to create_bucket's path
-                rows.append((doc_id, whole))
-                conversation_id, loaded = seqs[doc_id]
-                written.setdefault(conversation_id, set()).update(loaded)
-            write_rows(connection, self.docs, ("doc_id", "msgs"), rows)
+
+            def rows() -> Iterator[tuple[str, str]]:  # encoded as the COPY draws them
+                for doc_id in fitting:
+                    if doc_id in held:
+                        continue
+                    whole = self._whole(buckets[doc_id])
+                    if connection.dialect.name != "postgresql" and len(whole) * 4 >= budget:
+                        continue  # one INSERT must carry it: left to create_bucket's path
+                    yield doc_id, whole
+                    conversation_id, loaded = seqs[doc_id]
+                    written.setdefault(conversation_id, set()).update(loaded)
+
+            write_rows(connection, self.docs, ("doc_id", "msgs"), rows())
             return written
 
         return self.db.run(work, atomic=True)

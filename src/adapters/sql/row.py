@@ -67,7 +67,7 @@ from imbucket.domain.model import (
     StoreStats,
     Watermarks,
 )
-from imbucket.domain.scan import ScannedSlot, SlotPage
+from imbucket.domain.scan import ScannedSlot, SlotPage, scanned_slot
 from imbucket.domain.tags import Decision, Guard
 from imbucket.ports.view_reads import View
 
@@ -83,6 +83,7 @@ class SqlRowRepository:
         self._messages = schema.messages
         self._reads = Reads(schema, db)
         self._spans = (_span(schema, after=False), _span(schema, after=True))
+        self._key_pages = (_key_page(schema, after=False), _key_page(schema, after=True))
         db.limits()  # asked at open, so that no insert pays the round trip
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
@@ -304,37 +305,26 @@ class SqlRowRepository:
         then one reads every row of the key range they span (built once, bound per page).
         """
         start = None if after is None else tuple(json.loads(after))
-        keys = [(row[0], int(row[1])) for row in self.db.fetch_raw(self._keys(start, limit))]
-        if not keys:
-            return SlotPage((), None)
-        (last_conversation, last_seq) = keys[-1]
-        params: dict[str, Any] = {"last_conversation": last_conversation, "last_seq": last_seq}
+        params: dict[str, Any] = {"limit": limit}
         if start is not None:
             params.update(first_conversation=start[0], first_seq=start[1])
+        keys = self.db.fetch_raw(self._key_pages[start is not None], params)
+        if not keys:
+            return SlotPage((), None)
+        last_conversation, last_seq = keys[-1][0], int(keys[-1][1])
+        params.update(last_conversation=last_conversation, last_seq=last_seq)
         by_conversation: dict[str, list[Sequence[Any]]] = {}
         for row in self.db.fetch_raw(self._spans[start is not None], params):
-            found = by_conversation.get(row[1])
+            found = by_conversation.get(row[0])
             if found is None:
-                found = by_conversation[row[1]] = []
-            found.append((row[0], *row[2:]))
+                found = by_conversation[row[0]] = []
+            found.append(row)
         scanned: list[ScannedSlot] = []
         for conversation_id, rows in by_conversation.items():
-            slots = row_slots(conversation_id, rows)
-            scanned += [ScannedSlot(conversation_id, s, slots[s]) for s in sorted(slots)]
-        cursor = json.dumps(list(keys[-1])) if len(keys) == limit else None
+            slots = row_slots(conversation_id, rows, 1)
+            scanned += [scanned_slot(conversation_id, s, slots[s]) for s in sorted(slots)]
+        cursor = json.dumps([last_conversation, last_seq]) if len(keys) == limit else None
         return SlotPage(tuple(scanned), cursor)
-
-    def _keys(self, start: tuple[Any, ...] | None, limit: int) -> Select[Any]:
-        """The first ``limit`` (conversation_id, seq) keys after start held by any table."""
-        parts = []
-        for table in (self._messages, self.schema.deletions, self.schema.readers):
-            key = (table.c.conversation_id, table.c.seq)
-            part = select(*key).order_by(*key).limit(limit)
-            if start is not None:
-                part = part.where(tuple_(*key) > tuple_(*start))
-            parts.append(select(part.subquery()))
-        keys = union(*parts).subquery()
-        return select(keys.c.conversation_id, keys.c.seq).order_by(*keys.c).limit(limit)
 
     def stats(self) -> StoreStats:
         """Exact message and row counts, bytes from the engine's catalog."""
@@ -460,10 +450,27 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
 
 
+def _key_page(schema: RowSchema, *, after: bool) -> Select[Any]:
+    """The first bound ``limit`` (conversation_id, seq) keys any table holds.
+
+    After the bound first key when after (built once per shape, bound per page).
+    """
+    parts = []
+    for table in (schema.messages, schema.deletions, schema.readers):
+        key = (table.c.conversation_id, table.c.seq)
+        part = select(*key).order_by(*key).limit(bindparam("limit"))
+        if after:
+            first = tuple_(bindparam("first_conversation"), bindparam("first_seq"))
+            part = part.where(tuple_(*key) > first)
+        parts.append(select(part.subquery()))
+    keys = union(*parts).subquery()
+    return select(keys.c.conversation_id, keys.c.seq).order_by(*keys.c).limit(bindparam("limit"))
+
+
 def _span(schema: RowSchema, *, after: bool) -> CompoundSelect[Any]:
     """Every row of the three tables in a bound key range, as ``read_many`` reads them.
 
-    Rows are (kind, conversation_id, seq, user_id, *ROW_COLUMNS), keys up to the bound
+    Rows are (conversation_id, kind, seq, user_id, *ROW_COLUMNS), keys up to the bound
     last key and (after) beyond the bound first key. The plain conversation_id bounds give
     every engine a range of the primary key to scan; the key comparisons make it exact.
     """
@@ -483,7 +490,7 @@ def _span(schema: RowSchema, *, after: bool) -> CompoundSelect[Any]:
             else [table.c.user_id, *(null() for _ in range(width))]
         )
         kinds: Any = literal_column(str(kind)).label("kind")
-        parts.append(select(kinds, table.c.conversation_id, table.c.seq, *columns).where(*where))
+        parts.append(select(table.c.conversation_id, kinds, table.c.seq, *columns).where(*where))
     return union_all(*parts)
 
 

@@ -411,7 +411,7 @@ def row_slots(
     if not users:  # the usual pull: message rows only, no set of users to build per seq
         for seq, row in found.items():
             slot = row_slot(conversation_id, seq, row, start)
-            if not slot.is_empty:
+            if slot.message is not None or not slot.is_empty:  # a message answers at once
                 slots[seq] = slot
         return slots
     for seq in {*found, *(seq for _, seq in users)}:
