@@ -45,6 +45,7 @@ from imbucket.adapters.sql.bucket_writes import (
 from imbucket.adapters.sql.bulk_load import BucketBulkLoad
 from imbucket.adapters.sql.dialects import Kind
 from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.prepared import PreparedTexts
 from imbucket.adapters.sql.json_sql import (
     MARIADB,
     MARIADB_VIEW,
@@ -102,6 +103,8 @@ class SqlBucketRepository(BucketTagWrites):
         self._table = schema.docs.name
         self._spill = schema.spill
         self._views = _Views(schema, layout, _VIEW[db.kind], self._codec.key("del_list"))
+        self._texts = PreparedTexts(db.engine.dialect)
+        self._empty_slot = dumps(self._codec.to_doc(EMPTY_SLOT))
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -119,10 +122,12 @@ class SqlBucketRepository(BucketTagWrites):
 
     def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
         """``write_messages`` of message JSON docs by slot index."""
-        parts = [self._filling(doc_id, part) for part in self._parts(docs)]
+        parts = self._parts(docs)
         if len(parts) == 1:
-            return self.db.execute(parts[0]).rowcount == 1
-        return self._all_or_nothing(parts)
+            changes, free, params = self._filled(parts[0])
+            update = self._texts.get(self._update_sql(doc_id, changes, free))
+            return self.db.write(update, {"doc_id": doc_id, **params}).rowcount == 1
+        return self._all_or_nothing([self._filling(doc_id, part) for part in parts])
 
     def fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """``write_messages``, or the bucket created holding messages if it does not exist.
@@ -144,8 +149,8 @@ class SqlBucketRepository(BucketTagWrites):
         changes, free, params = self._filled(docs)
         where = all_of(["doc_id = :doc_id", *free])
         sql = template.format(table=self._table, document=self._json.set(changes), where=where)
-        found = self.db.execute(_statement(sql), {"doc_id": doc_id, "whole": whole, **params})
-        return len(found.rows) == 1
+        found = self.db.fetch(self._texts.get(sql), {"doc_id": doc_id, "whole": whole, **params})
+        return len(found) == 1
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """Insert the whole bucket; False when doc_id exists (the primary key says so).
@@ -383,8 +388,10 @@ class SqlBucketRepository(BucketTagWrites):
 
     def whole(self, slots: Mapping[int, Slot]) -> str:
         """The JSON text of a whole bucket holding slots (every other slot empty)."""
-        to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
-        return dumps([to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)])
+        # The compact JSON of the list, joined from its items' (the empty slot's dumped once).
+        to_doc, empty = self._codec.to_doc, self._empty_slot
+        items = (dumps(to_doc(slots[i])) if i in slots else empty for i in range(self.layout.size))
+        return f"[{','.join(items)}]"
 
     def _slot(self, doc_id: str, index: int, value: Any) -> Slot:
         """The slot stored at index of bucket doc_id, from its decoded JSON value."""

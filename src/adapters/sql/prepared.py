@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ClauseElement, Dialect
+from sqlalchemy import ClauseElement, Dialect, text
 from sqlalchemy.sql.compiler import SQLCompiler
 
 # The most rows a PreparedRows statement takes; a larger batch goes through SQLAlchemy.
@@ -78,6 +78,29 @@ class PreparedRows:
         found = self._by_count.get(count)
         if found is None:
             found = self._by_count[count] = Prepared(self._build(count), self._dialect)
+        return found
+
+
+class PreparedTexts:
+    """SQL texts (``:name`` binds) compiled once each, the most recent ``most`` kept.
+
+    For statements whose text depends on the call's shape (a bucket's slot indexes) but
+    repeats across calls.
+    """
+
+    def __init__(self, dialect: Dialect, most: int = 1024) -> None:
+        self._dialect = dialect
+        self._most = most
+        self._by_text: dict[str, Prepared] = {}
+
+    def get(self, sql: str) -> Prepared:
+        """The statement of sql, compiled on first use."""
+        found = self._by_text.pop(sql, None)
+        if found is None:
+            found = Prepared(text(sql), self._dialect)
+            if len(self._by_text) >= self._most:
+                del self._by_text[next(iter(self._by_text))]  # the least recently used
+        self._by_text[sql] = found
         return found
 
 
