@@ -40,6 +40,7 @@ from imbucket.adapters.codec import message_to_doc
 from imbucket.adapters.row import RowMessageStore
 from imbucket.adapters.sql.bulk_load import RowBulkLoad
 from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.prepared import PreparedRows, row_binds
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from imbucket.adapters.sql.row_reads import (
     DELETION,
@@ -54,7 +55,6 @@ from imbucket.adapters.sql.row_reads import (
     row_slots,
 )
 from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
-from imbucket.adapters.sql.prepared import PreparedRows, row_binds
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, row_bytes, row_bytes_at_most
 from imbucket.adapters.sql.sizing import batches as batches_of
 from imbucket.adapters.sql.stats import footprint
@@ -393,10 +393,10 @@ class SqlRowRepository:
         rows = [_message_row(conversation_id, m) for m in messages]
         limits = self.db.limits()
         params = len(MESSAGE_COLUMNS) + 2
-        if len(rows) * params <= limits.max_params:
-            # A cheap bound of row_bytes settles nearly every batch without scanning values.
-            if sum(map(row_bytes_at_most, rows)) + STATEMENT_OVERHEAD <= limits.max_bytes:
-                return iter((rows,))
+        # A cheap bound of row_bytes settles nearly every batch without scanning values.
+        fits = sum(map(row_bytes_at_most, rows)) + STATEMENT_OVERHEAD <= limits.max_bytes
+        if fits and len(rows) * params <= limits.max_params:
+            return iter((rows,))
         sizes = [row_bytes(row) for row in rows]
         return batches(rows, sizes, params, limits)
 
