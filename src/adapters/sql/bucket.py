@@ -172,7 +172,7 @@ class SqlBucketRepository(BucketTagWrites):
             return self.db.write(self._create, {"doc_id": doc_id, "msgs": whole}).rowcount == 1
         empty = self.whole({})
         docs = {index: dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
-        statements = [self._new_bucket(doc_id, empty)]
+        statements: list[Executable] = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
         return self._all_or_nothing(statements)
 

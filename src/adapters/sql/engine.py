@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -163,7 +163,9 @@ class Database:
         the rows are the driver's own, without SQLAlchemy's result types.
         """
         bound = statement.params(params)
-        return self.run(lambda c: on_cursor(c, statement.sql, bound).rows, idempotent=idempotent)
+        return self.run(
+            lambda c: list(on_cursor(c, statement.sql, bound).rows), idempotent=idempotent
+        )
 
     def write(
         self, statement: Prepared, params: Mapping[str, Any], *, idempotent: bool = True
@@ -495,10 +497,19 @@ def on_cursor(connection: Connection, sql: str, params: Any) -> Outcome:
     cursor = connection.connection.cursor()
     try:
         connection._cursor_execute(cursor, sql, params)
-        rows = prepared.fetch_all(cursor) if cursor.description is not None else []
-        return Outcome(rows, cursor.rowcount)
-    finally:
-        cursor.close()
+        try:
+            rows = prepared.fetch_all(cursor) if cursor.description is not None else []
+        except BaseException as error:  # translated as SQLAlchemy's result fetching does
+            connection._handle_dbapi_exception(error, sql, params, cursor, None)
+        outcome = Outcome(rows, cursor.rowcount)
+    except BaseException:
+        # A failed statement may have ended the connection (a cancelled call on asyncio):
+        # closing its cursor then must not hide the error.
+        with suppress(Exception):
+            cursor.close()
+        raise
+    cursor.close()
+    return outcome
 
 
 def _driver_rows(result: Any) -> Sequence[Any]:

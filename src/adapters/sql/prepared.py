@@ -44,7 +44,7 @@ class Prepared:
         self.sql = compiled.string
         self._compiled = compiled
         # private: no public way to ask which parameters a type processes
-        processors: Mapping[str, Callable[[Any], Any]] = compiled._bind_processors
+        processors: Mapping[str, Any] = compiled._bind_processors
         self._processors = tuple(processors.items())
         self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
 

@@ -35,6 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from imbucket.adapters.codec import message_to_doc
 from imbucket.adapters.row import RowMessageStore
@@ -423,7 +424,7 @@ class SqlRowRepository:
         defaults = {
             c.name: c.default.arg
             for c in table.c
-            if c.name not in _ROW_KEYS and c.default is not None and c.default.is_scalar
+            if c.name not in _ROW_KEYS and isinstance(c.default, ScalarElementColumnDefault)
         }
         binds = [
             {key: bindparam(f"{key}_{i}", type_=table.c[key].type) for key in _ROW_KEYS}
