@@ -410,8 +410,10 @@ class MessageService:
         sent_at = self._clock()
         stamped = [sending.stamp(conversation_id, d, 0, self._new_id(), sent_at) for d in drafts]
         given_up: list[bool] = []
+        stored: list[list[Message]] = []  # the numbered messages the step stored
 
         def insert(conversation: str, pending: list[Message]) -> InsertResult:
+            stored[:] = [pending]
             try:
                 return self._insert(conversation, pending)
             except (WriteRefused, InvalidArgument):
@@ -424,7 +426,11 @@ class MessageService:
             if given_up:
                 raise
             return None
-        return None if first is None else sending.numbered(stamped, first)
+        if first is None:
+            return None
+        if stored and stored[0] and stored[0][0].seq == first:
+            return list(stored[0])  # numbered already: not built twice
+        return sending.numbered(stamped, first)
 
     def _claims(
         self, conversation_id: str, drafts: list[Draft], now: int

@@ -181,6 +181,8 @@ SHORT_TEXT_FIELDS: tuple[str, ...] = tuple(
 INT_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is int)
 _STR_FIELDS: tuple[str, ...] = tuple(name for name in MESSAGE_FIELDS if _TYPES[name] is str)
 _str_values = attrgetter(*_STR_FIELDS)  # the str fields' values in one call
+_draft_str_values = attrgetter(*(name for name in _STR_FIELDS if name in DRAFT_FIELDS))
+_STAMPED_STRS = sum(1 for name in _STR_FIELDS if name not in DRAFT_FIELDS)
 # message_bytes beyond the characters of its strings, options and at-list entries (see
 # message_bytes_at_most): every field's key, every int at its largest, the flags, the
 # options', at-list's and offline push's framing and the push's keys.
@@ -429,13 +431,17 @@ def message_bytes(item: Message | Draft, max_id_length: int) -> int:
     return fields_bytes(values, max_id_length)
 
 
-def message_bytes_at_most(message: Message) -> int:
+def message_bytes_at_most(message: Message | Draft, max_id_length: int = 0) -> int:
     """A cheap bound of ``message_bytes`` (never below it): every character at its largest.
 
-    Skips the UTF-8 encoding ``message_bytes`` does, for bulk paths where nearly every
-    message is far below the limit; compute ``message_bytes`` when this bound is over it.
+    Skips the UTF-8 encoding ``message_bytes`` does, for paths where nearly every message is
+    far below the limit; compute ``message_bytes`` when this bound is over it. A Draft's
+    stamped texts count as max_id_length characters each, as ``message_bytes`` counts them.
     """
-    chars = sum(map(len, _str_values(message)))
+    if isinstance(message, Message):
+        chars = sum(map(len, _str_values(message)))
+    else:
+        chars = sum(map(len, _draft_str_values(message))) + _STAMPED_STRS * max_id_length
     options = message.options
     if options:
         chars += sum(map(len, options))

@@ -201,8 +201,8 @@ def _check_offline_push(push: object, limits: Limits) -> None:
 
 
 def _check_size(item: Message | Draft, limits: Limits) -> None:
-    if isinstance(item, Message) and message_bytes_at_most(item) <= limits.max_message_bytes:
-        return  # the cheap bound settles nearly every message
+    if message_bytes_at_most(item, limits.max_id_length) <= limits.max_message_bytes:
+        return  # the cheap bound settles nearly every message and draft
     size = message_bytes(item, limits.max_id_length)
     if size > limits.max_message_bytes:
         raise ContentTooLarge(

@@ -18,6 +18,7 @@ from imbucket.domain.budget import BucketBounds, TagBudget
 from imbucket.domain.errors import ConfigError
 from imbucket.domain.model import (
     DEFAULT_LIMITS,
+    Draft,
     Limits,
     Message,
     Revoke,
@@ -76,6 +77,13 @@ def test_message_bytes_bound_every_encoding(message: Message) -> None:
 @given(messages)
 def test_the_cheap_bound_is_never_below_message_bytes(message: Message) -> None:
     assert message_bytes(message, L) <= message_bytes_at_most(message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages)
+def test_the_cheap_bound_of_a_draft_is_never_below_its_message_bytes(message: Message) -> None:
+    drafted = Draft(**{name: getattr(message, name) for name in _DRAFT_FIELDS})
+    assert message_bytes(drafted, L) <= message_bytes_at_most(drafted, L)
 
 
 def test_the_cheap_bound_counts_every_character_at_four_bytes() -> None:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     Executable,
     Text,
+    bindparam,
     cast,
     column,
     func,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
@@ -57,6 +59,7 @@ from imbucket.adapters.sql.json_sql import (
     Path,
     ViewSql,
 )
+from imbucket.adapters.sql.prepared import Prepared, PreparedTexts
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from imbucket.adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from imbucket.adapters.sql.seq import watermarks_sql
@@ -102,6 +105,8 @@ class SqlBucketRepository(BucketTagWrites):
         self._table = schema.docs.name
         self._spill = schema.spill
         self._views = _Views(schema, layout, _VIEW[db.kind], self._codec.key("del_list"))
+        self._texts = PreparedTexts(db.engine.dialect)
+        self._create = Prepared(self._new_bucket(bindparam("doc_id"), None), db.engine.dialect)
         db.limits()  # asked at open, so that no write pays the round trip
 
     def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
@@ -119,10 +124,12 @@ class SqlBucketRepository(BucketTagWrites):
 
     def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
         """``write_messages`` of message JSON docs by slot index."""
-        parts = [self._filling(doc_id, part) for part in self._parts(docs)]
+        parts = self._parts(docs)
         if len(parts) == 1:
-            return self.db.execute(parts[0]).rowcount == 1
-        return self._all_or_nothing(parts)
+            changes, free, params = self._filled(parts[0])
+            update = self._texts.get(self._update_sql(doc_id, changes, free))
+            return self.db.write(update, {"doc_id": doc_id, **params}).rowcount == 1
+        return self._all_or_nothing([self._filling(doc_id, part) for part in parts])
 
     def fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """``write_messages``, or the bucket created holding messages if it does not exist.
@@ -134,7 +141,12 @@ class SqlBucketRepository(BucketTagWrites):
         """
         template = self._json.fill_or_create_sql
         if template is None:
-            return self.write_messages(doc_id, messages)
+            # MariaDB: a batch holding a bucket's first slot most likely opens the bucket,
+            # so it is created whole first (an existing one is then filled).
+            created = 0 in messages and self.create_bucket(
+                doc_id, {index: Slot(message=m) for index, m in messages.items()}
+            )
+            return created or self.write_messages(doc_id, messages)
         docs = self._message_docs(messages)
         whole = self.whole({index: Slot(message=m) for index, m in messages.items()})
         size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
@@ -144,8 +156,8 @@ class SqlBucketRepository(BucketTagWrites):
         changes, free, params = self._filled(docs)
         where = all_of(["doc_id = :doc_id", *free])
         sql = template.format(table=self._table, document=self._json.set(changes), where=where)
-        found = self.db.execute(_statement(sql), {"doc_id": doc_id, "whole": whole, **params})
-        return len(found.rows) == 1
+        found = self.db.fetch(self._texts.get(sql), {"doc_id": doc_id, "whole": whole, **params})
+        return len(found) == 1
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """Insert the whole bucket; False when doc_id exists (the primary key says so).
@@ -156,10 +168,10 @@ class SqlBucketRepository(BucketTagWrites):
         check_key(conversation_of(doc_id), "conversation_id")
         whole = self.whole(slots)
         if value_bytes(whole) + STATEMENT_OVERHEAD <= self.db.limits().max_bytes:
-            return self.db.execute(self._new_bucket(doc_id, whole)).rowcount == 1
+            return self.db.write(self._create, {"doc_id": doc_id, "msgs": whole}).rowcount == 1
         empty = self.whole({})
         docs = {index: dumps(self._codec.to_doc(slot)) for index, slot in sorted(slots.items())}
-        statements = [self._new_bucket(doc_id, empty)]
+        statements: list[Executable] = [self._new_bucket(doc_id, empty)]
         statements += [self._replacing(doc_id, part) for part in self._parts(docs)]
         return self._all_or_nothing(statements)
 
@@ -393,17 +405,22 @@ class SqlBucketRepository(BucketTagWrites):
         seq = self.layout.seq_at(doc_id, index)
         return self._codec.from_doc(conversation_of(doc_id), seq, value)
 
-    def _new_bucket(self, doc_id: str, msgs: str) -> Executable:
-        """INSERT of a bucket whose msgs is the JSON text msgs, unless doc_id exists."""
+    def _new_bucket(self, doc_id: Any, msgs: str | None) -> Insert:
+        """INSERT of a bucket whose msgs is the JSON text msgs, unless doc_id exists.
+
+        msgs None binds it as ``msgs`` (a statement prepared once).
+        """
         return self.db.insert_ignore(self.schema.docs).values(
             doc_id=doc_id, msgs=self._document(msgs)
         )
 
-    def _document(self, msgs: str) -> ColumnElement[Any]:
-        """The JSON text msgs as the value of the msgs column."""
+    def _document(self, msgs: str | None) -> ColumnElement[Any]:
+        """The JSON text msgs (None: the bound ``msgs``) as the value of the msgs column."""
         # Bound as text in the compact form the JSON functions write, so that a bucket's
         # stored size does not depend on which write created it.
-        document: ColumnElement[Any] = literal(msgs, Text)
+        document: ColumnElement[Any] = (
+            bindparam("msgs", type_=Text) if msgs is None else literal(msgs, Text)
+        )
         if self.db.kind == "postgresql":
             document = cast(document, postgresql.JSONB)
         return document

@@ -274,11 +274,17 @@ class BucketTagWrites:
         params: dict[str, Any],
     ) -> TextClause:
         """The UPDATE of the bucket's msgs where all conditions hold."""
+        statement = text(self._update_sql(doc_id, changes, conditions))
+        return statement.bindparams(doc_id=doc_id, **params)
+
+    def _update_sql(
+        self, doc_id: str, changes: Sequence[tuple[Path, str]], conditions: Sequence[str]
+    ) -> str:
+        """The SQL of ``_updating``, its values bound by name (``:doc_id`` and the changes')."""
         check_key(conversation_of(doc_id), "conversation_id")
         document = self._json.set(changes) if changes else "msgs"
         where = all_of(["doc_id = :doc_id", *conditions])
-        statement = text(f"UPDATE {self._table} SET msgs = {document} WHERE {where}")
-        return statement.bindparams(doc_id=doc_id, **params)
+        return f"UPDATE {self._table} SET msgs = {document} WHERE {where}"
 
 
 def all_of(conditions: Sequence[str]) -> str:

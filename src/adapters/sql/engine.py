@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -154,25 +154,25 @@ class Database:
         """
         return self.run(lambda c: _driver_rows(c.execute(statement, params)))
 
-    def fetch(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
-        """The driver's rows of a prepared read (``imbucket.adapters.sql.prepared``).
+    def fetch(
+        self, statement: Prepared, params: Mapping[str, Any], *, idempotent: bool = True
+    ) -> list[Any]:
+        """The driver's rows of a prepared statement (``imbucket.adapters.sql.prepared``).
 
-        Run as ``execute`` runs a read (same events, retries and error translation); the
-        rows are the driver's own, without SQLAlchemy's result types.
+        Run as ``execute`` runs one statement (same events, retries and error translation);
+        the rows are the driver's own, without SQLAlchemy's result types.
         """
         bound = statement.params(params)
+        return self.run(
+            lambda c: list(on_cursor(c, statement.sql, bound).rows), idempotent=idempotent
+        )
 
-        def work(connection: Connection) -> list[Any]:
-            cursor = connection.connection.cursor()
-            try:
-                # The cursor-level execution: the statement's events and error handling,
-                # without an execution context or result object per call.
-                connection._cursor_execute(cursor, statement.sql, bound)
-                return prepared.fetch_all(cursor)
-            finally:
-                cursor.close()
-
-        return self.run(work)
+    def write(
+        self, statement: Prepared, params: Mapping[str, Any], *, idempotent: bool = True
+    ) -> Outcome:
+        """``fetch``, with the row count of a write."""
+        bound = statement.params(params)
+        return self.run(lambda c: on_cursor(c, statement.sql, bound), idempotent=idempotent)
 
     def run(
         self,
@@ -472,7 +472,8 @@ def _in_transaction(connection: Connection, begin: str, work: Callable[[Connecti
 @contextmanager
 def _transaction(connection: Connection, begin: str) -> Iterator[Connection]:
     """BEGIN … COMMIT; a failure before COMMIT rolls back, a failed COMMIT is CommitFailed."""
-    connection.exec_driver_sql(begin)
+    # BEGIN and COMMIT at the cursor level, as a prepared statement runs (events included).
+    on_cursor(connection, begin, ())
     try:
         yield connection
     except BaseException:
@@ -482,9 +483,33 @@ def _transaction(connection: Connection, begin: str) -> Iterator[Connection]:
             connection.invalidate()  # never hand a connection with an open transaction back
         raise
     try:
-        connection.exec_driver_sql("COMMIT")
+        on_cursor(connection, "COMMIT", ())
     except SQLAlchemyError as error:
         raise CommitFailed(error) from error
+
+
+def on_cursor(connection: Connection, sql: str, params: Any) -> Outcome:
+    """Run sql on a cursor of connection; its rows (fetched) and row count.
+
+    The cursor-level execution: the statement's events and error handling, without an
+    execution context or result object per call (``imbucket.adapters.sql.prepared``).
+    """
+    cursor = connection.connection.cursor()
+    try:
+        connection._cursor_execute(cursor, sql, params)
+        try:
+            rows = prepared.fetch_all(cursor) if cursor.description is not None else []
+        except BaseException as error:  # translated as SQLAlchemy's result fetching does
+            connection._handle_dbapi_exception(error, sql, params, cursor, None)
+        outcome = Outcome(rows, cursor.rowcount)
+    except BaseException:
+        # A failed statement may have ended the connection (a cancelled call on asyncio):
+        # closing its cursor then must not hide the error.
+        with suppress(Exception):
+            cursor.close()
+        raise
+    cursor.close()
+    return outcome
 
 
 def _driver_rows(result: Any) -> Sequence[Any]:

@@ -34,11 +34,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from imbucket.adapters.codec import message_to_doc
 from imbucket.adapters.row import RowMessageStore
 from imbucket.adapters.sql.bulk_load import RowBulkLoad
 from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.prepared import PreparedRows, row_binds
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
 from imbucket.adapters.sql.row_reads import (
     DELETION,
@@ -53,7 +56,7 @@ from imbucket.adapters.sql.row_reads import (
     row_slots,
 )
 from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
-from imbucket.adapters.sql.sizing import batches, row_bytes
+from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, row_bytes, row_bytes_at_most
 from imbucket.adapters.sql.sizing import batches as batches_of
 from imbucket.adapters.sql.stats import footprint
 from imbucket.adapters.sql.store import SqlStore
@@ -84,6 +87,7 @@ class SqlRowRepository:
         self._reads = Reads(schema, db)
         self._spans = (_span(schema, after=False), _span(schema, after=True))
         self._key_pages = (_key_page(schema, after=False), _key_page(schema, after=True))
+        self._new_rows = PreparedRows(self._inserting, db.engine.dialect)
         db.limits()  # asked at open, so that no insert pays the round trip
 
     def insert_new(self, conversation_id: str, messages: Sequence[Message]) -> set[int]:
@@ -378,20 +382,46 @@ class SqlRowRepository:
     ) -> Iterator[Sequence[dict[str, Any]]]:
         """The rows of messages in INSERTs that fit the server's limits (docs/sql.md)."""
         rows = [_message_row(conversation_id, m) for m in messages]
+        limits = self.db.limits()
+        params = len(MESSAGE_COLUMNS) + 2
+        # A cheap bound of row_bytes settles nearly every batch without scanning values.
+        fits = sum(map(row_bytes_at_most, rows)) + STATEMENT_OVERHEAD <= limits.max_bytes
+        if fits and len(rows) * params <= limits.max_params:
+            return iter((rows,))
         sizes = [row_bytes(row) for row in rows]
-        return batches(rows, sizes, len(MESSAGE_COLUMNS) + 2, self.db.limits())
+        return batches(rows, sizes, params, limits)
 
     def _insert_new(self, rows: Sequence[dict[str, Any]]) -> set[int]:
         """INSERT message rows for seqs that have none yet; returns the seqs inserted.
 
-        The rows go as executemany parameters, not as ``values()``: SQLAlchemy then sends
-        them as one multi-row INSERT (its "insertmanyvalues") from a statement compiled once,
-        where a ``values()`` list is compiled again on every call, one bound parameter at a
-        time (most of an ingest's time on SQLite).
+        A batch of up to ``prepared.MAX_ROWS`` rows runs prepared (compiled once per row
+        count). A larger one goes as executemany parameters, not as ``values()``:
+        SQLAlchemy then sends them as one multi-row INSERT (its "insertmanyvalues") from a
+        statement compiled once, where a ``values()`` list is compiled again on every call,
+        one bound parameter at a time (most of an ingest's time on SQLite).
         """
+        statement = self._new_rows.get(len(rows))
+        if statement is not None and all(row.keys() == _ROW_KEYS for row in rows):
+            return {int(row[0]) for row in self.db.fetch(statement, row_binds(rows))}
         table = self._messages
-        statement = self.db.insert_ignore(table).returning(table.c.seq)
-        return {row.seq for row in self.db.execute(statement, list(rows)).rows}
+        inserting = self.db.insert_ignore(table).returning(table.c.seq)
+        return {row.seq for row in self.db.execute(inserting, list(rows)).rows}
+
+    def _inserting(self, count: int) -> Insert:
+        """The INSERT of count message rows (bound as ``{column}_{i}``) returning their seqs."""
+        table = self._messages
+        # The columns a message row leaves out, at their defaults, as an executemany sets them.
+        defaults = {
+            c.name: c.default.arg
+            for c in table.c
+            if c.name not in _ROW_KEYS and isinstance(c.default, ScalarElementColumnDefault)
+        }
+        binds = [
+            {key: bindparam(f"{key}_{i}", type_=table.c[key].type) for key in _ROW_KEYS}
+            for i in range(count)
+        ]
+        rows = [{**bound, **defaults} for bound in binds]
+        return self.db.insert_ignore(table).values(rows).returning(table.c.seq)
 
     def _add_marks(
         self, marks: Table, conversation_id: str, users: Mapping[int, str | None]
@@ -448,6 +478,8 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
 
 
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
+# The keys of a message row (``_message_row``), in its order.
+_ROW_KEYS = {"conversation_id": None, "seq": None, **dict.fromkeys(MESSAGE_COLUMNS)}.keys()
 
 
 def _key_page(schema: RowSchema, *, after: bool) -> Select[Any]:

@@ -17,7 +17,7 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 one transaction (joined: the store's statements run on the step's connection), so a fresh
 send commits once; on PostgreSQL each autocommitted (see ``_claim_then_store``).
 
-The statements are built once per store and bound per call.
+The statements are compiled once per store and bound per call (``prepared``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ import functools
 import json
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, Executable, TextClause, bindparam, text
+from sqlalchemy import ClauseElement, Connection, bindparam, text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
 
-from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.engine import Database, on_cursor
+from imbucket.adapters.sql.prepared import Prepared, PreparedRows, row_binds
 from imbucket.adapters.sql.schema import Schema, check_key, check_keys
 from imbucket.domain import sending
 from imbucket.domain.errors import ImbucketError
@@ -48,8 +49,24 @@ class SqlFreshSends:
 
     def __init__(self, db: Database, schema: Schema) -> None:
         self.db = db
-        self._statement = _statement(db, schema)
+        dialect = db.engine.dialect
+        self._statement = Prepared(_statement(db, schema), dialect)
         table = schema.sends
+
+        def claims(count: int) -> ClauseElement:
+            return table.insert().values(
+                [
+                    {
+                        "conversation_id": bindparam(f"conversation_id_{i}"),
+                        "client_msg_id": bindparam(f"client_msg_id_{i}"),
+                        "seq": bindparam(f"seq_{i}"),
+                        "claimed_at": bindparam(f"at_{i}"),
+                    }
+                    for i in range(count)
+                ]
+            )
+
+        self._prepared_claims = PreparedRows(claims, dialect)
         self._insert_claims = table.insert().values(
             conversation_id=bindparam("conversation_id"),
             client_msg_id=bindparam("client_msg_id"),
@@ -151,26 +168,36 @@ class SqlFreshSends:
         return first, None
 
     def _claim(self, connection: Connection, conversation_id: str, ids: list[str], at: int) -> int:
-        """Claim ids and allocate their seqs on connection; the first seq."""
+        """Claim ids and allocate their seqs on connection; the first seq.
+
+        The statements run prepared, on the connection's cursor (``prepared``).
+        """
         n = len(ids)
+        statement = self._statement
         if self.db.kind == "postgresql":
             params = {"conversation_id": conversation_id, "n": n, "ids": ids, "at": at}
-            return int(connection.execute(self._statement, params).scalar_one()) + 1
+            (row,) = on_cursor(connection, statement.sql, statement.params(params)).rows
+            return int(row[0]) + 1
         if self.db.kind == "sqlite":
             params = {"conversation_id": conversation_id, "ids": json.dumps(ids), "at": at}
-            seqs = [int(row[0]) for row in connection.execute(self._statement, params)]
-            return min(seqs)
-        last = connection.execute(self._statement, {"conversation_id": conversation_id, "n": n})
-        first = int(last.scalar_one()) - n + 1
+            found = on_cursor(connection, statement.sql, statement.params(params)).rows
+            return min(int(row[0]) for row in found)
+        params = {"conversation_id": conversation_id, "n": n}
+        (last,) = on_cursor(connection, statement.sql, statement.params(params)).rows
+        first = int(last[0]) - n + 1
         rows = [
             {"conversation_id": conversation_id, "client_msg_id": cid, "seq": seq, "at": at}
             for seq, cid in enumerate(ids, first)
         ]
-        connection.execute(self._insert_claims, rows)
+        claims = self._prepared_claims.get(n)
+        if claims is None:
+            connection.execute(self._insert_claims, rows)
+        else:
+            on_cursor(connection, claims.sql, claims.params(row_binds(rows)))
         return first
 
 
-def _statement(db: Database, schema: Schema) -> TextClause | Executable:
+def _statement(db: Database, schema: Schema) -> ClauseElement:
     """The engine's first (PostgreSQL, SQLite: only) statement of a fresh claim."""
     seqs, sends = schema.seqs.name, schema.sends.name
     if db.kind == "postgresql":
@@ -188,7 +215,7 @@ def _statement(db: Database, schema: Schema) -> TextClause | Executable:
         conversation_id=bindparam("conversation_id"), max_seq=bindparam("n"), min_seq=0
     )
     upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
-    returning: Executable = upsert.returning(table.c.max_seq)
+    returning: ClauseElement = upsert.returning(table.c.max_seq)
     return returning
 
 
