@@ -51,9 +51,13 @@ def test_a_batch_opening_a_bucket_stores_it_in_one_write(service: MessageService
     with counter(service) as trips:
         assert service.ingest(CONV, messages(101, 150)).inserted == tuple(range(101, 151))
     # The batch's write and the raise of max_seq. A bucket store creates the missing bucket
-    # in the write that would fill it; MariaDB, whose upsert cannot tell a bucket left as it
-    # was from a new one, creates it first since the batch holds the bucket's first slot.
-    assert (trips.writes, trips.total) == (2, 2), trips.statements
+    # in the write that would fill it, except on MariaDB, whose upsert cannot tell a bucket
+    # left as it was from a new one: there the fill finds no bucket, a read says it is
+    # missing, and the create follows.
+    store = service.store
+    on_mariadb = isinstance(store, SqlBucketStore) and store.repository.db.kind == "mariadb"
+    assert trips.writes == (3 if on_mariadb else 2), trips.statements
+    assert trips.total == trips.writes + (1 if on_mariadb else 0), trips.statements
 
 
 def test_redelivery_of_a_batch_costs_a_constant_number_of_statements(
@@ -90,9 +94,11 @@ def test_a_batch_of_100_drafts_costs_what_one_costs(service: MessageService) -> 
     with counter(service) as trips:
         sent = service.send(CONV, [draft(n) for n in range(1, 101)])
     assert [m.seq for m in sent] == list(range(2, 102))
-    # A bucket store writes each bucket the batch touches (here the first and a new one,
-    # created in its one write: on MariaDB an INSERT, the batch holding its first slot).
-    buckets = 1 if isinstance(service.store, SqlBucketStore) else 0
+    # A bucket store writes each bucket the batch touches (here the first and a new one:
+    # on MariaDB the fill finds no bucket, a read says so, and the create follows).
+    buckets = 0
+    if isinstance(service.store, SqlBucketStore):
+        buckets = 3 if kind_of(service) == "mariadb" else 1
     assert trips.total == FRESH[kind_of(service)] + buckets, trips.statements
 
 

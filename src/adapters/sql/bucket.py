@@ -141,12 +141,7 @@ class SqlBucketRepository(BucketTagWrites):
         """
         template = self._json.fill_or_create_sql
         if template is None:
-            # MariaDB: a batch holding a bucket's first slot most likely opens the bucket,
-            # so it is created whole first (an existing one is then filled).
-            created = 0 in messages and self.create_bucket(
-                doc_id, {index: Slot(message=m) for index, m in messages.items()}
-            )
-            return created or self.write_messages(doc_id, messages)
+            return self.write_messages(doc_id, messages)
         docs = self._message_docs(messages)
         whole = self.whole({index: Slot(message=m) for index, m in messages.items()})
         size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
