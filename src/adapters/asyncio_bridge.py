@@ -13,6 +13,7 @@ a store opens asyncio drivers is not decided here: the composition root passes
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import threading
 import time
@@ -23,15 +24,29 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def _optional(module: str, name: str) -> Any:
+    """module.name, or None when module cannot be imported (an optional extra not installed)."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        return None
+
+
+# greenlet comes with the asyncio extra: whether it is installed is settled once here, since a
+# failed import is not cached and would search the path again on every call.
+_current_greenlet = _optional("greenlet", "getcurrent")
+_sqlalchemy_in_greenlet = _current_greenlet and _optional(
+    "sqlalchemy.util.concurrency", "in_greenlet"
+)
+
+
 def in_greenlet() -> bool:
     """Whether this code runs in a greenlet that can wait for the event loop."""
-    try:
-        from sqlalchemy.util.concurrency import in_greenlet as inside
-    except ImportError:  # pragma: no cover - SQLAlchemy without its asyncio support
+    if not _sqlalchemy_in_greenlet:
         return False
     try:
-        return bool(inside())
-    except (ImportError, NotImplementedError):  # no greenlet installed: nothing runs in one
+        return bool(_sqlalchemy_in_greenlet())
+    except (ImportError, NotImplementedError):  # SQLAlchemy without its asyncio support
         return False
 
 
@@ -65,11 +80,9 @@ class TaskLocal:
 
 
 def _caller() -> Any:
-    try:
-        from greenlet import getcurrent
-    except ImportError:  # pragma: no cover - no greenlet installed: threads only
+    if _current_greenlet is None:
         return threading.current_thread()
-    return getcurrent()
+    return _current_greenlet()
 
 
 def pause(seconds: float) -> None:

@@ -190,3 +190,38 @@ def test_the_async_bench_verdict_names_both_peaks() -> None:
         "postgresql sql-bucket pull: tasks N=64 1041/s vs threads best N=4 1237/s: does not "
         "hold (tasks at their best, N=4: 1324/s)"
     ]
+
+
+def test_without_greenlet_the_bridge_answers_plain_threads_and_never_imports_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import sys
+    import threading
+    from importlib.abc import MetaPathFinder
+
+    from imbucket.adapters import asyncio_bridge
+
+    attempts: list[str] = []
+
+    class NoGreenlet(MetaPathFinder):
+        def find_spec(self, name: str, path: object, target: object = None) -> None:
+            if name == "greenlet":
+                attempts.append(name)
+                raise ModuleNotFoundError("No module named 'greenlet'", name="greenlet")
+
+    monkeypatch.delitem(sys.modules, "greenlet", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [NoGreenlet(), *sys.meta_path])
+    try:
+        bridge = importlib.reload(asyncio_bridge)
+        attempts.clear()
+        local = bridge.TaskLocal()
+        for value in range(50):
+            local.set(value)
+            assert local.get() == value
+            assert bridge.in_greenlet() is False
+        assert attempts == []
+        assert bridge._caller() is threading.current_thread()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(asyncio_bridge)
