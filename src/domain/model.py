@@ -8,7 +8,7 @@ from enum import IntEnum, StrEnum
 from operator import attrgetter
 from typing import get_type_hints
 
-from imbucket.domain.quick_constructors import quick_constructor
+from imbucket.domain.quick_constructors import init_order, quick_constructor, shared_fields
 from imbucket.domain.sizes import (
     BOOL_BYTES,
     CHAR_BYTES,
@@ -91,8 +91,36 @@ class OfflinePush:
 OFFLINE_PUSH_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(OfflinePush))
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+@shared_fields
+@dataclass(frozen=True, kw_only=True)
+class MessageExtras:
+    """The fields a Draft and its Message share after the ones each lists first.
+
+    The sender's profile and OpenIM's metadata, keyword-only in both, declared here once.
+    """
+
+    __slots__ = ()
+    sender_nickname: str = ""
+    sender_platform_id: int = 0
+    options: Mapping[str, bool] = field(default_factory=dict)
+    ex: str = ""
+    sender_face_url: str = ""
+    msg_from: int = 0
+    is_read: bool = (
+        False  # OpenIM's message-level flag, kept as stored (the slot's is the real one)
+    )
+    offline_push: OfflinePush | None = None
+    at_user_id_list: tuple[str, ...] = ()
+    attached_info: str = ""
+
+    def __repr__(self) -> str:
+        shown = (f"{f.name}={getattr(self, f.name)!r}" for f in init_order(type(self)) if f.repr)
+        return f"{type(self).__qualname__}({', '.join(shown)})"
+
+
+# repr=False: MessageExtras' __repr__ lists the fields in __init__'s order, the extras last.
+@dataclass(frozen=True, slots=True, repr=False)
+class Message(MessageExtras):
     """One stored message: the fact, never changed once stored (OpenIM's MsgData)."""
 
     conversation_id: str
@@ -108,22 +136,10 @@ class Message:
     send_time: int = 0
     create_time: int = 0
     status: int = 2
-    sender_nickname: str = ""
-    sender_platform_id: int = 0
-    options: Mapping[str, bool] = field(default_factory=dict)
-    ex: str = ""
-    sender_face_url: str = ""
-    msg_from: int = 0
-    is_read: bool = (
-        False  # OpenIM's message-level flag, kept as stored (the slot's is the real one)
-    )
-    offline_push: OfflinePush | None = None
-    at_user_id_list: tuple[str, ...] = ()
-    attached_info: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Draft:
+@dataclass(frozen=True, slots=True, repr=False)
+class Draft(MessageExtras):
     """What a sender submits; ``send`` turns it into a Message with a seq and server times."""
 
     send_id: str
@@ -133,18 +149,6 @@ class Draft:
     session_type: int = SessionType.SINGLE
     recv_id: str = ""
     group_id: str = ""
-    sender_nickname: str = ""
-    sender_platform_id: int = 0
-    options: Mapping[str, bool] = field(default_factory=dict)
-    ex: str = ""
-    sender_face_url: str = ""
-    msg_from: int = 0
-    is_read: bool = (
-        False  # OpenIM's message-level flag, kept as stored (the slot's is the real one)
-    )
-    offline_push: OfflinePush | None = None
-    at_user_id_list: tuple[str, ...] = ()
-    attached_info: str = ""
 
 
 _quick_message: Callable[..., Message] = quick_constructor(Message)
@@ -164,7 +168,7 @@ def stored_message(conversation_id: str, seq: int, values: Sequence[object]) -> 
 
 # The fields a store keeps for a message, in declaration order. conversation_id is left
 # out: the bucket or row holding the message implies it.
-MESSAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Message))[1:]
+MESSAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in init_order(Message))[1:]
 # What ``send`` stamps on a Draft to make it a Message (seq, server id, times, status).
 STAMPED_FIELDS: tuple[str, ...] = tuple(
     name for name in MESSAGE_FIELDS if name not in {f.name for f in fields(Draft)}

@@ -7,9 +7,24 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from imbucket.domain.model import Message, Revoke, Role, Slot, stored_message, stored_slot
+from imbucket.domain.model import (
+    MESSAGE_FIELDS,
+    Draft,
+    Message,
+    Revoke,
+    Role,
+    Slot,
+    stored_message,
+    stored_slot,
+)
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
-from imbucket.domain.quick_constructors import quick_constructor
+from imbucket.domain.quick_constructors import quick_constructor, shared_fields
+
+
+@dataclass(frozen=True, slots=True)
+class _KeywordOnly:
+    value: int = field(kw_only=True)
+
 
 MESSAGE = Message("si_a_b", 7, "a", "c-7", "hi", recv_id="b", options={"history": True})
 
@@ -22,6 +37,8 @@ MESSAGE = Message("si_a_b", 7, "a", "c-7", "hi", recv_id="b", options={"history"
         (Slot, (), {}),
         (MessageView, (7, MESSAGE), {"revoked": Revoke("a", Role.ADMIN), "is_read": False}),
         (Tombstone, (7, TombstoneReason.DELETED), {}),
+        (Draft, ("a", "hi", "c-1"), {"group_id": "g", "sender_nickname": "Al", "is_read": True}),
+        (_KeywordOnly, (), {"value": 3}),
     ],
 )
 def test_builds_what_the_class_builds(
@@ -50,7 +67,7 @@ def test_a_default_factory_gives_each_instance_its_own_value() -> None:
 
 
 def test_stored_message_takes_the_values_after_seq_in_field_order() -> None:
-    values = [getattr(MESSAGE, f.name) for f in dataclasses.fields(Message)][2:]
+    values = [getattr(MESSAGE, name) for name in MESSAGE_FIELDS[1:]]
     assert stored_message("si_a_b", 7, values) == MESSAGE
 
 
@@ -74,11 +91,32 @@ class _Checked:
 
 
 @dataclass(frozen=True, slots=True)
-class _KeywordOnly:
-    value: int = field(kw_only=True)
+class _Base:
+    value: int = 0
 
 
-@pytest.mark.parametrize("cls", [_NoSlots, _NotFrozen, _Checked, _KeywordOnly, int])
+@dataclass(frozen=True, slots=True)
+class _OnAStoringBase(_Base):
+    other: int = 0
+
+
+@pytest.mark.parametrize("cls", [_NoSlots, _NotFrozen, _Checked, _OnAStoringBase, int])
 def test_refuses_classes_it_could_build_wrong(cls: type) -> None:
     with pytest.raises(TypeError):
         quick_constructor(cls)
+
+
+def test_shared_fields_refuses_a_class_that_stores_them_itself() -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Stores:
+        value: int = 0
+
+    with pytest.raises(TypeError, match="__slots__"):
+        shared_fields(Stores)
+
+
+def test_a_message_takes_its_extras_by_keyword_and_keeps_them_last() -> None:
+    with pytest.raises(TypeError):
+        Message("c", 1, "a", "m-1", "x", "", "", "", 1, 101, 0, 0, 2, "nick")  # type: ignore[misc]
+    assert repr(MESSAGE).startswith("Message(conversation_id='si_a_b', seq=7, send_id='a',")
+    assert MESSAGE_FIELDS[-1] == "attached_info"
