@@ -421,7 +421,9 @@ class MessageService:
                 raise
 
         try:
-            first = self._storing.store_fresh(conversation_id, stamped, now, insert)
+            first = self._storing.store_fresh(
+                conversation_id, stamped, now, insert, store_insert=self.store.insert
+            )
         except (WriteRefused, InvalidArgument):
             if given_up:
                 raise
