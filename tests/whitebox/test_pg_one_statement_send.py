@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from imbucket.adapters.sql.row import FRESH_BYTES
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, StatementLimits
 from imbucket.app import MessageService
 from imbucket.bench.instrument.roundtrips import EngineStatements
@@ -116,6 +117,20 @@ def test_rows_too_large_for_one_statement_take_the_step_and_the_split_insert(
     assert [m.seq for m in sent] == [2, 3, 4]
     assert (trips.total, trips.writes) == (4, 4), trips.statements  # the step, 3 INSERTs
     assert all(isinstance(e, MessageView) for e in service.pull(CONV, "bob", [2, 3, 4]))
+
+
+def test_rows_beyond_the_array_budget_take_the_step_and_the_insert(
+    service: MessageService,
+) -> None:
+    service.send(CONV, [draft(0)])
+    # Bound as arrays, each value goes in the text of one literal: past FRESH_BYTES the rows
+    # go as the store's scalar rows instead (one INSERT here).
+    content = "x" * (FRESH_BYTES // 20)
+    batch = [replace(draft(n), content=content) for n in range(1, 9)]
+    with counter(service) as trips:
+        sent = service.send(CONV, batch)
+    assert [m.seq for m in sent] == list(range(2, 10))
+    assert (trips.total, trips.writes) == (2, 2), trips.statements
 
 
 def test_a_service_storing_through_another_insert_takes_the_step_and_that_insert(

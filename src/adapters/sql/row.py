@@ -129,13 +129,14 @@ class SqlRowRepository:
     ) -> dict[str, Any] | None:
         """The values of ``fresh_insert`` for messages, in the order given (seqs ignored).
 
-        None when the rows would not fit one statement (docs/sql.md): ``insert_new`` splits
-        them, or refuses a value no statement holds, before anything is sent.
+        None when the rows are larger than ``FRESH_BYTES`` (then ``insert_new`` sends them as
+        scalar rows, split to the server's limits, or refuses a value no statement holds,
+        before anything is sent: docs/sql.md).
         """
         check_keys(conversation_id)
         rows = [_message_row(conversation_id, m) for m in messages]
-        limits = self.db.limits()
-        if sum(map(row_bytes_at_most, rows)) + STATEMENT_OVERHEAD > limits.max_bytes:
+        most = min(FRESH_BYTES, self.db.limits().max_bytes - STATEMENT_OVERHEAD)
+        if sum(map(row_bytes_at_most, rows)) > most:
             return None
         binds: dict[str, Any] = {
             f"row_{name}": [row[name] for row in rows] for name in MESSAGE_COLUMNS
@@ -529,6 +530,10 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
         return self._apply_read(found, conversation_id, seqs, decide, guard)
 
 
+# The most value bytes (``row_bytes_at_most``) of a fresh send's rows bound as arrays. An
+# array travels as one text literal the server parses whole, which for tens of megabytes
+# takes longer than the same values as scalar rows and can outlast the statement timeout.
+FRESH_BYTES = 1 << 20
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
 # The keys of a message row (``_message_row``), in its order.
 _ROW_KEYS = {"conversation_id": None, "seq": None, **dict.fromkeys(MESSAGE_COLUMNS)}.keys()
