@@ -246,14 +246,17 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
         messages: Sequence[Message],
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
+        store_insert: Callable[[str, list[Message]], InsertResult] | None = None,
     ) -> int | None:
         """Claim, allocate and store in the backend's step, then drop the cached watermarks.
 
         Also when it returned None: on PostgreSQL the claims and seqs are committed before
-        an insert that did not store every message.
+        an insert that did not store every message. store_insert is passed on: the cached
+        store's insert, which invalidates, is never the backend's own, so the backend
+        stores through insert.
         """
         try:
-            return self.storing.store_fresh(conversation_id, messages, at, insert)
+            return self.storing.store_fresh(conversation_id, messages, at, insert, store_insert)
         finally:
             self.cache.invalidate_marks(conversation_id)
 

@@ -150,7 +150,10 @@ def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
     log_of_store = SqlInvalidationLog(seqs.db, seqs.schema.cache_log)
     marks = SqlReadMarks(store, seqs)
-    fresh = SqlFreshSends(seqs.db, store.schema)
+    from imbucket.adapters.sql.row import SqlRowStore
+
+    # sql-row's rows ride in the step's statement where the engine has one (PostgreSQL).
+    fresh = SqlFreshSends(seqs.db, store.schema, store if isinstance(store, SqlRowStore) else None)
     version = seqs.db.server_version
     return Backend(
         store,

@@ -400,10 +400,13 @@ class MessageService:
         """The common send claimed, allocated and stored in one step, when the backend can.
 
         The step stores through _insert, so a batch the store refuses for good gives its
-        seqs up as on the general path. None when the general path must run: a
-        client_msg_id was claimed before, a seq already held something, or the engine
-        refused the step's transaction (nothing written: the general path claims the batch
-        again, is refused, and gives its seqs up).
+        seqs up as on the general path. Where the backend can, the step writes the store's
+        rows itself in its one statement instead, only for the store's own insert
+        (``store_insert``; a refusal of that statement undoes it whole). None when the
+        general path must run: a client_msg_id was claimed before, a seq already held
+        something, or the engine refused the step's transaction or statement (nothing
+        written: the general path claims the batch again, is refused, and gives its seqs
+        up).
         """
         if self._storing is None:
             return None
@@ -421,7 +424,9 @@ class MessageService:
                 raise
 
         try:
-            first = self._storing.store_fresh(conversation_id, stamped, now, insert)
+            first = self._storing.store_fresh(
+                conversation_id, stamped, now, insert, store_insert=self.store.insert
+            )
         except (WriteRefused, InvalidArgument):
             if given_up:
                 raise

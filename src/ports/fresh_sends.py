@@ -56,12 +56,19 @@ class StoringFreshSends(FreshSends, Protocol):
         messages: Sequence[Message],
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
+        store_insert: Callable[[str, list[Message]], InsertResult] | None = None,
     ) -> int | None:
         """Claim the messages' client_msg_ids at time at, allocate and store them by insert.
 
         messages are stamped but not numbered (their seq is ignored): they go to the next
         seqs, consecutive in the order given, and max_seq moves to the last; insert (the
         caller's, whose store statements join the step's transaction) stores them numbered.
+        store_insert is the ``MessageStore.insert`` that insert runs: where it is the own
+        insert of the store the step writes to, the step may write the rows that insert
+        would write in its own statement, without calling insert (so whatever insert adds
+        around it, such as giving up seqs after a refusal, does not run: the step does so
+        only for messages that store would accept, and a refusal of that statement leaves
+        nothing written, like a client_msg_id found claimed).
         Returns the first seq, or None when a client_msg_id has a claim (live or expired) or
         insert did not store every message. In one transaction, None and a failure of the
         engine leave nothing written (but a reply lost after the commit: see

@@ -179,6 +179,7 @@ class StoringStep(Step):
         messages: Sequence[Message],
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
+        store_insert: Callable[[str, list[Message]], InsertResult] | None = None,
     ) -> int | None:
         self.dropped_inside.append(list(self.cache.dropped))
         insert(conversation_id, list(messages))

@@ -15,7 +15,9 @@ from imbucket.testing.factories import CONV, draft
 
 CACHE = "redis"
 
-# The step and the insert: on SQLite one transaction, on PostgreSQL each autocommitted.
+# The step and the insert: on SQLite one transaction, on PostgreSQL each autocommitted
+# (sql-row's rows ride in the step only when the service stores through the store's own
+# insert; the cached store's insert invalidates the new seqs after it).
 ROWS = [
     pytest.param("sql_bucket_sqlite_redis_config", id="sql-bucket-sqlite+redis"),
     pytest.param("sql_row_postgres_redis_config", id="sql-row-postgres+redis"),

@@ -14,7 +14,7 @@ from sqlalchemy.sql import coercions
 
 from imbucket.adapters.sql.engine import Database
 from imbucket.app import MessageService
-from imbucket.testing.factories import CONV, messages
+from imbucket.testing.factories import CONV, draft, messages
 from tests.contract.conftest import SQL, backends
 
 pytestmark = pytest.mark.parametrize("backend_config", backends(SQL), indirect=True)
@@ -73,4 +73,14 @@ def test_a_watermark_upsert_is_built_once_per_store(
     write(service.seqs, 0)  # builds the statement
     coerced = count_coercions(monkeypatch)
     write(service.seqs, 1)
+    assert coerced == [0]
+
+
+def test_a_fresh_send_builds_no_statement(
+    service: MessageService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fresh send's step (and on PostgreSQL sql-row its rows) is built once per store."""
+    service.send(CONV, [draft(0)])  # builds the statements
+    coerced = count_coercions(monkeypatch)
+    assert [m.seq for m in service.send(CONV, [draft(1)])] == [2]
     assert coerced == [0]

@@ -101,6 +101,49 @@ class SqlRowRepository:
             inserted |= self._insert_new(chunk)
         return {m.seq for m in messages} - inserted
 
+    def fresh_insert(self, base: str) -> str:
+        """PostgreSQL: the INSERT of a fresh send's rows, for a data-modifying CTE.
+
+        base is an SQL expression giving the seq before the first: the i-th message bound by
+        ``fresh_binds`` (from 1) goes to seq base + i. The rows are bound as one array per
+        column (``unnest``), so the text is the same whatever the batch's size. A seq
+        holding a row already is skipped, as by ``insert_new``; the INSERT returns the
+        seqs it stored.
+        """
+        table = self._messages
+        dialect = self.db.engine.dialect
+        names = ", ".join(MESSAGE_COLUMNS)
+        arrays = ", ".join(
+            f"CAST(:row_{name} AS {table.c[name].type.compile(dialect)}[])"
+            for name in MESSAGE_COLUMNS
+        )
+        return (
+            f"INSERT INTO {table.name} (conversation_id, seq, {names})"
+            f" SELECT :row_conversation_id, {base} + r.n, {names}"
+            f" FROM unnest({arrays}) WITH ORDINALITY AS r({names}, n)"
+            " ON CONFLICT DO NOTHING RETURNING seq"
+        )
+
+    def fresh_binds(
+        self, conversation_id: str, messages: Sequence[Message]
+    ) -> dict[str, Any] | None:
+        """The values of ``fresh_insert`` for messages, in the order given (seqs ignored).
+
+        None when the rows are larger than ``FRESH_BYTES`` (then ``insert_new`` sends them as
+        scalar rows, split to the server's limits, or refuses a value no statement holds,
+        before anything is sent: docs/sql.md).
+        """
+        check_keys(conversation_id)
+        rows = [_message_row(conversation_id, m) for m in messages]
+        most = min(FRESH_BYTES, self.db.limits().max_bytes - STATEMENT_OVERHEAD)
+        if sum(map(row_bytes_at_most, rows)) > most:
+            return None
+        binds: dict[str, Any] = {
+            f"row_{name}": [row[name] for row in rows] for name in MESSAGE_COLUMNS
+        }
+        binds["row_conversation_id"] = conversation_id
+        return binds
+
     def insert_new_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, set[int]]:
         """The rows of every conversation in as few INSERTs as the limits allow."""
         rows: list[dict[str, Any]] = []
@@ -455,6 +498,16 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
         """The repository's database (for instrumentation and white-box tests)."""
         return self.repository.db
 
+    def fresh_insert(self, base: str) -> str:
+        """See ``SqlRowRepository.fresh_insert`` (``adapters.sql.send`` composes it)."""
+        return self.repository.fresh_insert(base)
+
+    def fresh_binds(
+        self, conversation_id: str, messages: Sequence[Message]
+    ) -> dict[str, Any] | None:
+        """See ``SqlRowRepository.fresh_binds``."""
+        return self.repository.fresh_binds(conversation_id, messages)
+
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
         """The pull's reads in one statement; see ViewReads.view."""
         return self.repository.view(conversation_id, viewer_id, pick)
@@ -477,6 +530,10 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
         return self._apply_read(found, conversation_id, seqs, decide, guard)
 
 
+# The most value bytes (``row_bytes_at_most``) of a fresh send's rows bound as arrays. An
+# array travels as one text literal the server parses whole, which for tens of megabytes
+# takes longer than the same values as scalar rows and can outlast the statement timeout.
+FRESH_BYTES = 1 << 20
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
 # The keys of a message row (``_message_row``), in its order.
 _ROW_KEYS = {"conversation_id": None, "seq": None, **dict.fromkeys(MESSAGE_COLUMNS)}.keys()

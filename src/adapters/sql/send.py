@@ -6,7 +6,8 @@ the general path, which knows what to do with it. The counter is taken first, th
 claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 
 - PostgreSQL: one data-modifying CTE (autocommitted): the counter upsert, whose
-  ``RETURNING`` gives the first seq, and the claims inserted from it.
+  ``RETURNING`` gives the first seq, and the claims inserted from it; for ``store_fresh``
+  on a store that offers its rows' INSERT (``FreshRows``, sql-row), that INSERT too.
 - SQLite: one INSERT of the claims (autocommitted), each seq read from the counter in the
   statement (under the file's write lock, so no other writer moves it); the schema's
   trigger on the claims table raises max_seq to each claim's seq.
@@ -15,7 +16,8 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 
 ``store_fresh`` runs the same step and then the caller's insert: on SQLite and MariaDB in
 one transaction (joined: the store's statements run on the step's connection), so a fresh
-send commits once; on PostgreSQL each autocommitted (see ``_claim_then_store``).
+send commits once; on PostgreSQL in the step's statement when it can (``_in_one_statement``),
+else each autocommitted (see ``_claim_then_store``).
 
 The statements are compiled once per store and bound per call (``prepared``).
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from sqlalchemy import ClauseElement, Connection, bindparam, text
 from sqlalchemy.dialects import mysql
@@ -44,13 +47,43 @@ class _Claimed(Exception):
     """A client_msg_id of the batch has a claim already: the step is undone."""
 
 
-class SqlFreshSends:
-    """``FreshSends`` over a schema's counters and claims tables."""
+class FreshRows(Protocol):
+    """A store whose fresh rows' INSERT can ride in the step's statement (sql-row).
 
-    def __init__(self, db: Database, schema: Schema) -> None:
+    The row encoding stays the store's: it gives the INSERT's text and its values, and the
+    step composes them with its counter and claims.
+    """
+
+    def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
+        """The store's own insert (``MessageStore.insert``)."""
+        ...
+
+    def fresh_insert(self, base: str) -> str:
+        """The INSERT of rows numbered from base; see ``SqlRowRepository.fresh_insert``."""
+        ...
+
+    def fresh_binds(
+        self, conversation_id: str, messages: Sequence[Message]
+    ) -> dict[str, Any] | None:
+        """Its values, or None when they do not fit one statement."""
+        ...
+
+
+class SqlFreshSends:
+    """``FreshSends`` over a schema's counters and claims tables.
+
+    rows: the store whose rows a fresh send on PostgreSQL inserts in the step's statement
+    (none: the step, then the caller's insert).
+    """
+
+    def __init__(self, db: Database, schema: Schema, rows: FreshRows | None = None) -> None:
         self.db = db
         dialect = db.engine.dialect
         self._statement = Prepared(_statement(db, schema), dialect)
+        self._rows = rows if db.kind == "postgresql" else None
+        self._storing: Prepared | None = None
+        if self._rows is not None:
+            self._storing = Prepared(_storing_statement(schema, self._rows), dialect)
         table = schema.sends
 
         def claims(count: int) -> ClauseElement:
@@ -102,7 +135,12 @@ class SqlFreshSends:
         return {cid: first + offset for offset, cid in enumerate(ids)}
 
     def store_fresh(
-        self, conversation_id: str, messages: Sequence[Message], at: int, insert: Insert
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        at: int,
+        insert: Insert,
+        store_insert: Insert | None = None,
     ) -> int | None:
         """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
         check_keys(conversation_id)
@@ -110,6 +148,9 @@ class SqlFreshSends:
         if not ids or self.db.in_batch:
             return None
         if self.db.kind == "postgresql":
+            binds = self._fresh_binds(conversation_id, messages, store_insert)
+            if binds is not None:
+                return self._in_one_statement(conversation_id, ids, at, binds)
             return self._claim_then_store(conversation_id, ids, messages, at, insert)
         step = functools.partial(self._claim_and_store, conversation_id, ids, messages, at, insert)
         try:
@@ -119,6 +160,52 @@ class SqlFreshSends:
         if refused is not None:
             raise refused  # after the commit of what the insert kept (see the port)
         return first
+
+    def _fresh_binds(
+        self, conversation_id: str, messages: Sequence[Message], store_insert: Insert | None
+    ) -> dict[str, Any] | None:
+        """The rows' values for the one-statement send, or None to take two statements.
+
+        Only when the caller's insert runs the insert of the store the statement writes to,
+        undecorated (no cache invalidating behind it, no other store): the statement then
+        writes what that insert would. And only when the rows fit one statement: otherwise
+        the store's insert splits them, or refuses a value before anything is sent, and the
+        caller gives the claimed seqs up (a refusal the engine returns for the statement
+        undoes it whole instead: the general path claims again, is refused, and does so).
+        """
+        rows = self._rows
+        if rows is None or store_insert is None:
+            return None
+        if not _is_own_insert(store_insert, rows):
+            return None
+        return rows.fresh_binds(conversation_id, messages)
+
+    def _in_one_statement(
+        self, conversation_id: str, ids: list[str], at: int, binds: dict[str, Any]
+    ) -> int | None:
+        """PostgreSQL: the counter, the claims and the rows in one autocommitted statement.
+
+        None when a client_msg_id has a claim (the statement is undone whole) or a seq held
+        a row already (the claims and seqs stay, as after ``_claim_then_store``: the general
+        path finds them and settles that seq).
+        """
+        statement = self._storing
+        assert statement is not None  # set whenever _fresh_binds gives binds
+        params = {"conversation_id": conversation_id, "n": len(ids), "ids": ids, "at": at}
+        bound = statement.params({**params, **binds})
+
+        def step(connection: Connection) -> tuple[int, int]:
+            try:
+                ((base, stored),) = on_cursor(connection, statement.sql, bound).rows
+            except IntegrityError:
+                raise _Claimed from None
+            return int(base), int(stored)
+
+        try:
+            base, stored = self.db.run(step, idempotent=True)
+        except _Claimed:
+            return None
+        return base + 1 if stored == len(ids) else None
 
     def _claim_then_store(
         self,
@@ -217,6 +304,25 @@ def _statement(db: Database, schema: Schema) -> ClauseElement:
     upsert = insert.on_duplicate_key_update({"max_seq": table.c.max_seq + insert.inserted.max_seq})
     returning: ClauseElement = upsert.returning(table.c.max_seq)
     return returning
+
+
+def _is_own_insert(store_insert: Insert, rows: FreshRows) -> bool:
+    """Whether store_insert is rows' own insert method, bound to rows, not replaced."""
+    bound_to = getattr(store_insert, "__self__", None)
+    method = getattr(store_insert, "__func__", None)
+    return bound_to is rows and method is getattr(type(rows), "insert", None)
+
+
+def _storing_statement(schema: Schema, rows: FreshRows) -> ClauseElement:
+    """PostgreSQL: the step's CTEs and the store's INSERT of the rows, numbered from base.
+
+    Returns the base and how many rows the INSERT stored.
+    """
+    stored = rows.fresh_insert("(SELECT base FROM counter)")
+    return text(
+        f"{_counter_and_claims(schema.seqs.name, schema.sends.name)}, stored AS ({stored})"
+        " SELECT base, (SELECT count(*) FROM stored) FROM counter"
+    )
 
 
 def _counter_and_claims(seqs: str, sends: str) -> str:
