@@ -10,15 +10,29 @@ nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    Select,
+    String,
+    Table,
+    any_,
+    bindparam,
+    cast,
+    select,
+    union_all,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from imbucket.adapters.codec import push_to_doc
 from imbucket.adapters.sql.bulk_rows import write_rows
-from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.engine import Database, on_cursor
+from imbucket.adapters.sql.prepared import Prepared
 from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS
 from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
 from imbucket.domain.budget import TagBudget
@@ -74,6 +88,44 @@ def message_row(conversation_id: str, seq: int, slot: Slot) -> tuple[Any, ...] |
     return (conversation_id, *plain, *encoded, *revoked, slot.is_read, slot.purged)
 
 
+Among = Callable[[ColumnElement[Any], str], ColumnElement[bool]]
+
+
+class _HeldRead:
+    """A load's read of which units exist: a column among a bound list of keys.
+
+    On PostgreSQL the list is one array parameter (``= ANY``), so the statement is compiled
+    and parsed once per store and run on the driver's cursor; elsewhere it is an expanding
+    IN list, rendered per call. Rows are the driver's own tuples either way.
+    """
+
+    def __init__(
+        self, db: Database, build: Callable[[Among], Select[Any] | CompoundSelect[Any]]
+    ) -> None:
+        self._prepared: Prepared | None = None
+        self._statement: Select[Any] | CompoundSelect[Any] | None = None
+        if db.kind == "postgresql":
+            self._prepared = Prepared(build(_any_of), db.engine.dialect)
+        else:
+            self._statement = build(_in_list)
+
+    def rows(self, connection: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
+        """The statement's rows for params (the keys' list bound by its name)."""
+        if self._prepared is not None:
+            return on_cursor(connection, self._prepared.sql, self._prepared.params(params)).rows
+        assert self._statement is not None
+        rows: Sequence[Any] = connection.execute(self._statement, params).cursor.fetchall()
+        return rows
+
+
+def _any_of(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+    return column == any_(cast(bindparam(name), ARRAY(String)))
+
+
+def _in_list(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+    return column.in_(bindparam(name, expanding=True))
+
+
 class RowBulkLoad:
     """``BulkLoad`` for sql-row: each ``(conversation_id, seq)`` none of its tables holds."""
 
@@ -83,14 +135,17 @@ class RowBulkLoad:
         tables = (schema.messages, schema.deletions, schema.readers)
         # The page's conversations over the page's seq range: a superset of its keys, found
         # with index range scans (a list of key pairs is planned as one OR per pair).
-        self._held = union_all(
-            *(
-                select(t.c.conversation_id, t.c.seq).where(
-                    t.c.conversation_id.in_(bindparam("conversations", expanding=True)),
-                    t.c.seq.between(bindparam("first"), bindparam("last")),
+        self._held = _HeldRead(
+            db,
+            lambda among: union_all(
+                *(
+                    select(t.c.conversation_id, t.c.seq).where(
+                        among(t.c.conversation_id, "conversations"),
+                        t.c.seq.between(bindparam("first"), bindparam("last")),
+                    )
+                    for t in tables
                 )
-                for t in tables
-            )
+            ),
         )
 
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
@@ -103,9 +158,8 @@ class RowBulkLoad:
         params = {"conversations": list(slots), "first": min(seqs), "last": max(seqs)}
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            # The driver's rows (key tuples as they are): a continued conversation's earlier
-            # rows come back too, and need no SQLAlchemy row each.
-            held = set(map(tuple, connection.execute(self._held, params).cursor.fetchall()))
+            # A continued conversation's earlier rows come back too.
+            held = set(map(tuple, self._held.rows(connection, params)))
             return self._write(connection, slots, held)
 
         return self.db.run(work, atomic=True)
@@ -162,8 +216,8 @@ class BucketBulkLoad:
     ) -> None:
         self.db, self.layout, self.docs, self.budget = db, layout, docs, budget
         self._whole = whole
-        self._held = select(docs.c.doc_id).where(
-            docs.c.doc_id.in_(bindparam("doc_ids", expanding=True))
+        self._held = _HeldRead(
+            db, lambda among: select(docs.c.doc_id).where(among(docs.c.doc_id, "doc_ids"))
         )
 
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
@@ -192,7 +246,7 @@ class BucketBulkLoad:
         budget = self.db.limits().max_bytes
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            held = {row[0] for row in connection.execute(self._held, {"doc_ids": fitting})}
+            held = {row[0] for row in self._held.rows(connection, {"doc_ids": fitting})}
             written: dict[str, set[int]] = {}
 
             def rows() -> Iterator[tuple[str, str]]:  # encoded as the COPY draws them
