@@ -10,33 +10,19 @@ nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    CompoundSelect,
-    Connection,
-    Select,
-    String,
-    Table,
-    any_,
-    bindparam,
-    cast,
-    select,
-    union_all,
-)
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Connection, Table, bindparam, select, union_all
 
 from imbucket.adapters.codec import push_to_doc
-from imbucket.adapters.sql.bulk_rows import write_rows
-from imbucket.adapters.sql.engine import Database, on_cursor
-from imbucket.adapters.sql.prepared import Prepared
+from imbucket.adapters.sql.bulk_rows import HeldRead, write_rows
+from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS
 from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
 from imbucket.domain.budget import TagBudget
-from imbucket.domain.layout import BucketLayout
+from imbucket.domain.layout import BucketLayout, check_seq
 from imbucket.domain.model import MESSAGE_FIELDS, Slot
 
 # sql-row's message columns in the order a bulk load sends them: the plain fields (seq
@@ -88,44 +74,6 @@ def message_row(conversation_id: str, seq: int, slot: Slot) -> tuple[Any, ...] |
     return (conversation_id, *plain, *encoded, *revoked, slot.is_read, slot.purged)
 
 
-Among = Callable[[ColumnElement[Any], str], ColumnElement[bool]]
-
-
-class _HeldRead:
-    """A load's read of which units exist: a column among a bound list of keys.
-
-    On PostgreSQL the list is one array parameter (``= ANY``), so the statement is compiled
-    and parsed once per store and run on the driver's cursor; elsewhere it is an expanding
-    IN list, rendered per call. Rows are the driver's own tuples either way.
-    """
-
-    def __init__(
-        self, db: Database, build: Callable[[Among], Select[Any] | CompoundSelect[Any]]
-    ) -> None:
-        self._prepared: Prepared | None = None
-        self._statement: Select[Any] | CompoundSelect[Any] | None = None
-        if db.kind == "postgresql":
-            self._prepared = Prepared(build(_any_of), db.engine.dialect)
-        else:
-            self._statement = build(_in_list)
-
-    def rows(self, connection: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
-        """The statement's rows for params (the keys' list bound by its name)."""
-        if self._prepared is not None:
-            return on_cursor(connection, self._prepared.sql, self._prepared.params(params)).rows
-        assert self._statement is not None
-        rows: Sequence[Any] = connection.execute(self._statement, params).cursor.fetchall()
-        return rows
-
-
-def _any_of(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
-    return column == any_(cast(bindparam(name), ARRAY(String)))
-
-
-def _in_list(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
-    return column.in_(bindparam(name, expanding=True))
-
-
 class RowBulkLoad:
     """``BulkLoad`` for sql-row: each ``(conversation_id, seq)`` none of its tables holds."""
 
@@ -135,7 +83,7 @@ class RowBulkLoad:
         tables = (schema.messages, schema.deletions, schema.readers)
         # The page's conversations over the page's seq range: a superset of its keys, found
         # with index range scans (a list of key pairs is planned as one OR per pair).
-        self._held = _HeldRead(
+        self._held = HeldRead(
             db,
             lambda among: union_all(
                 *(
@@ -162,7 +110,8 @@ class RowBulkLoad:
             held = set(map(tuple, self._held.rows(connection, params)))
             return self._write(connection, slots, held)
 
-        return self.db.run(work, atomic=True)
+        # A failed load fails the caller's batch, if any, whole (see ports.bulk_load).
+        return self.db.run(work, atomic=True, savepoint=False)
 
     def _write(
         self,
@@ -178,13 +127,18 @@ class RowBulkLoad:
         deletions: list[tuple[Any, ...]] = []
         readers: list[tuple[Any, ...]] = []
         written: dict[str, set[int]] = {}
+        held_seqs: dict[str, set[int]] = {}
+        for conversation_id, seq in held:
+            held_seqs.setdefault(conversation_id, set()).add(seq)
 
         def messages() -> Iterator[tuple[Any, ...]]:
             for conversation_id, by_seq in slots.items():
-                done: set[int] = set()
+                found = held_seqs.get(conversation_id)
+                if found is not None and not found.isdisjoint(by_seq):
+                    by_seq = {seq: slot for seq, slot in by_seq.items() if seq not in found}
+                if not by_seq:
+                    continue
                 for seq, slot in by_seq.items():
-                    if held and (conversation_id, seq) in held:
-                        continue
                     row = message_row(conversation_id, seq, slot)
                     if row is not None:
                         yield row
@@ -192,9 +146,7 @@ class RowBulkLoad:
                         deletions.extend((conversation_id, seq, user) for user in slot.deleted_by)
                     if slot.read_by:
                         readers.extend((conversation_id, seq, user) for user in slot.read_by)
-                    done.add(seq)
-                if done:
-                    written[conversation_id] = done
+                written[conversation_id] = set(by_seq)
 
         schema = self.schema
         write_rows(connection, schema.messages, MESSAGE_ROW, messages())
@@ -216,7 +168,7 @@ class BucketBulkLoad:
     ) -> None:
         self.db, self.layout, self.docs, self.budget = db, layout, docs, budget
         self._whole = whole
-        self._held = _HeldRead(
+        self._held = HeldRead(
             db, lambda among: select(docs.c.doc_id).where(among(docs.c.doc_id, "doc_ids"))
         )
 
@@ -224,14 +176,19 @@ class BucketBulkLoad:
         """See ``BulkLoad.load_new``: one doc_id read, then the buckets it did not find."""
         buckets: dict[str, dict[int, Slot]] = {}
         seqs: dict[str, tuple[str, list[int]]] = {}
-        place, doc_id_for_index = self.layout.place, self.layout.doc_id_for_index
+        tagged: set[str] = set()  # buckets with a deleter or an early reader
+        size, doc_id_for_index = self.layout.size, self.layout.doc_id_for_index
         for conversation_id, by_seq in slots.items():
             check_key(conversation_id, "conversation_id")
+            if not by_seq:
+                continue
+            check_seq(min(by_seq))  # the others are larger
             current = -1
             bucket: dict[int, Slot] = {}
             loaded: list[int] = []
+            doc_id = ""
             for seq, slot in by_seq.items():
-                index, position = place(seq)
+                index, position = divmod(seq - 1, size)  # BucketLayout.place
                 if index != current:  # a conversation's seqs come mostly in order
                     current = index
                     doc_id = doc_id_for_index(conversation_id, index)
@@ -240,7 +197,9 @@ class BucketBulkLoad:
                     bucket, loaded = buckets[doc_id], seqs[doc_id][1]
                 bucket[position] = slot
                 loaded.append(seq)
-        fitting = [doc_id for doc_id, bucket in buckets.items() if self._inline(bucket)]
+                if slot.deleted_by or slot.read_by:
+                    tagged.add(doc_id)
+        fitting = [d for d in buckets if d not in tagged or self._inline(buckets[d])]
         if not fitting:
             return {}
         budget = self.db.limits().max_bytes
@@ -263,7 +222,8 @@ class BucketBulkLoad:
             write_rows(connection, self.docs, ("doc_id", "msgs"), rows())
             return written
 
-        return self.db.run(work, atomic=True)
+        # A failed load fails the caller's batch, if any, whole (see ports.bulk_load).
+        return self.db.run(work, atomic=True, savepoint=False)
 
     def _inline(self, bucket: Mapping[int, Slot]) -> bool:
         """Whether the bucket's deleters and early readers all fit inline (no side table)."""
