@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from imbucket.adapters.sql import bulk_load
 from imbucket.app import MessageService, open_service
@@ -58,11 +59,26 @@ def _source(conversations: int, per_conversation: int) -> MessageService:
     return service
 
 
-def _copied(engine: str, layout: str, folder: Path, source: MessageService) -> list[str]:
-    """The data statements a migration of source sends to an empty target (verified)."""
+def _copied(
+    engine: str, layout: str, folder: Path, source: MessageService, every: list[str] | None = None
+) -> list[str]:
+    """The data statements a migration of source sends to an empty target (verified).
+
+    every, if given, receives every statement, transaction control included.
+    """
     with _target(engine, layout, folder) as target:
-        with EngineStatements(target.store.engine) as trips:  # type: ignore[attr-defined]
-            tally = migrate(source, target)
+        store_engine = target.store.engine  # type: ignore[attr-defined]
+
+        def seen(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if every is not None:
+                every.append(statement)
+
+        event.listen(store_engine, "before_cursor_execute", seen)
+        try:
+            with EngineStatements(store_engine) as trips:
+                tally = migrate(source, target)
+        finally:
+            event.remove(store_engine, "before_cursor_execute", seen)
         assert tally.differences == 0
         assert verify(source, target).differences == 0
         return list(trips.statements)
@@ -83,7 +99,8 @@ def test_an_empty_target_is_written_by_one_bulk_statement_per_table(
     engine: str, layout: str, tmp_path: Path
 ) -> None:
     small = _copied(engine, layout, tmp_path / "small", _source(5, 20))
-    large = _copied(engine, layout, tmp_path / "large", _source(40, 60))
+    every: list[str] = []
+    large = _copied(engine, layout, tmp_path / "large", _source(40, 60), every)
     assert [_verb(s) for s in small] == [_verb(s) for s in large]  # not one more per message
     bulk = "COPY" if engine == "postgres" else "INSERT"
     tables = (
@@ -97,6 +114,18 @@ def test_an_empty_target_is_written_by_one_bulk_statement_per_table(
     prefix = tables[0].rsplit("_", 1)[0]
     assert written.count(f"{bulk} {prefix}_seqs") == 1, written  # the counters
     assert not any(_verb(s) == "UPDATE" and tables[0] in s for s in large), large
+    for loaded in (tables[0], f"{prefix}_seqs"):
+        # Each load reads which units exist, then writes, with no savepoint of its own.
+        at = [_verb(s) for s in every].index(f"{bulk} {loaded}")
+        assert [_verb(s) for s in every[at - 2 : at]] != ["SAVEPOINT", "SELECT"], every[at - 2 :]
+        assert _verb(every[at - 1]) == "SELECT", every[at - 1]
+        if engine == "postgres":  # the read's text does not grow with the keys it binds
+            assert _held_read(small, f"COPY {loaded}") == _held_read(large, f"COPY {loaded}")
+
+
+def _held_read(statements: list[str], write: str) -> str:
+    """The statement just before the first bulk write of a table."""
+    return statements[[_verb(s) for s in statements].index(write) - 1]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -17,12 +17,12 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, select, union_all
 
 from imbucket.adapters.codec import push_to_doc
-from imbucket.adapters.sql.bulk_rows import write_rows
+from imbucket.adapters.sql.bulk_rows import HeldRead, write_rows
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS
 from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
 from imbucket.domain.budget import TagBudget
-from imbucket.domain.layout import BucketLayout
+from imbucket.domain.layout import BucketLayout, check_seq
 from imbucket.domain.model import MESSAGE_FIELDS, Slot
 
 # sql-row's message columns in the order a bulk load sends them: the plain fields (seq
@@ -83,14 +83,17 @@ class RowBulkLoad:
         tables = (schema.messages, schema.deletions, schema.readers)
         # The page's conversations over the page's seq range: a superset of its keys, found
         # with index range scans (a list of key pairs is planned as one OR per pair).
-        self._held = union_all(
-            *(
-                select(t.c.conversation_id, t.c.seq).where(
-                    t.c.conversation_id.in_(bindparam("conversations", expanding=True)),
-                    t.c.seq.between(bindparam("first"), bindparam("last")),
+        self._held = HeldRead(
+            db,
+            lambda among: union_all(
+                *(
+                    select(t.c.conversation_id, t.c.seq).where(
+                        among(t.c.conversation_id, "conversations"),
+                        t.c.seq.between(bindparam("first"), bindparam("last")),
+                    )
+                    for t in tables
                 )
-                for t in tables
-            )
+            ),
         )
 
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
@@ -103,12 +106,12 @@ class RowBulkLoad:
         params = {"conversations": list(slots), "first": min(seqs), "last": max(seqs)}
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            # The driver's rows (key tuples as they are): a continued conversation's earlier
-            # rows come back too, and need no SQLAlchemy row each.
-            held = set(map(tuple, connection.execute(self._held, params).cursor.fetchall()))
+            # A continued conversation's earlier rows come back too.
+            held = set(map(tuple, self._held.rows(connection, params)))
             return self._write(connection, slots, held)
 
-        return self.db.run(work, atomic=True)
+        # A failed load fails the caller's batch, if any, whole (see ports.bulk_load).
+        return self.db.run(work, atomic=True, savepoint=False)
 
     def _write(
         self,
@@ -124,13 +127,18 @@ class RowBulkLoad:
         deletions: list[tuple[Any, ...]] = []
         readers: list[tuple[Any, ...]] = []
         written: dict[str, set[int]] = {}
+        held_seqs: dict[str, set[int]] = {}
+        for conversation_id, seq in held:
+            held_seqs.setdefault(conversation_id, set()).add(seq)
 
         def messages() -> Iterator[tuple[Any, ...]]:
             for conversation_id, by_seq in slots.items():
-                done: set[int] = set()
+                found = held_seqs.get(conversation_id)
+                if found is not None and not found.isdisjoint(by_seq):
+                    by_seq = {seq: slot for seq, slot in by_seq.items() if seq not in found}
+                if not by_seq:
+                    continue
                 for seq, slot in by_seq.items():
-                    if held and (conversation_id, seq) in held:
-                        continue
                     row = message_row(conversation_id, seq, slot)
                     if row is not None:
                         yield row
@@ -138,9 +146,7 @@ class RowBulkLoad:
                         deletions.extend((conversation_id, seq, user) for user in slot.deleted_by)
                     if slot.read_by:
                         readers.extend((conversation_id, seq, user) for user in slot.read_by)
-                    done.add(seq)
-                if done:
-                    written[conversation_id] = done
+                written[conversation_id] = set(by_seq)
 
         schema = self.schema
         write_rows(connection, schema.messages, MESSAGE_ROW, messages())
@@ -162,22 +168,27 @@ class BucketBulkLoad:
     ) -> None:
         self.db, self.layout, self.docs, self.budget = db, layout, docs, budget
         self._whole = whole
-        self._held = select(docs.c.doc_id).where(
-            docs.c.doc_id.in_(bindparam("doc_ids", expanding=True))
+        self._held = HeldRead(
+            db, lambda among: select(docs.c.doc_id).where(among(docs.c.doc_id, "doc_ids"))
         )
 
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
         """See ``BulkLoad.load_new``: one doc_id read, then the buckets it did not find."""
         buckets: dict[str, dict[int, Slot]] = {}
         seqs: dict[str, tuple[str, list[int]]] = {}
-        place, doc_id_for_index = self.layout.place, self.layout.doc_id_for_index
+        tagged: set[str] = set()  # buckets with a deleter or an early reader
+        size, doc_id_for_index = self.layout.size, self.layout.doc_id_for_index
         for conversation_id, by_seq in slots.items():
             check_key(conversation_id, "conversation_id")
+            if not by_seq:
+                continue
+            check_seq(min(by_seq))  # the others are larger
             current = -1
             bucket: dict[int, Slot] = {}
             loaded: list[int] = []
+            doc_id = ""
             for seq, slot in by_seq.items():
-                index, position = place(seq)
+                index, position = divmod(seq - 1, size)  # BucketLayout.place
                 if index != current:  # a conversation's seqs come mostly in order
                     current = index
                     doc_id = doc_id_for_index(conversation_id, index)
@@ -186,13 +197,15 @@ class BucketBulkLoad:
                     bucket, loaded = buckets[doc_id], seqs[doc_id][1]
                 bucket[position] = slot
                 loaded.append(seq)
-        fitting = [doc_id for doc_id, bucket in buckets.items() if self._inline(bucket)]
+                if slot.deleted_by or slot.read_by:
+                    tagged.add(doc_id)
+        fitting = [d for d in buckets if d not in tagged or self._inline(buckets[d])]
         if not fitting:
             return {}
         budget = self.db.limits().max_bytes
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            held = {row[0] for row in connection.execute(self._held, {"doc_ids": fitting})}
+            held = {row[0] for row in self._held.rows(connection, {"doc_ids": fitting})}
             written: dict[str, set[int]] = {}
 
             def rows() -> Iterator[tuple[str, str]]:  # encoded as the COPY draws them
@@ -209,7 +222,8 @@ class BucketBulkLoad:
             write_rows(connection, self.docs, ("doc_id", "msgs"), rows())
             return written
 
-        return self.db.run(work, atomic=True)
+        # A failed load fails the caller's batch, if any, whole (see ports.bulk_load).
+        return self.db.run(work, atomic=True, savepoint=False)
 
     def _inline(self, bucket: Mapping[int, Slot]) -> bool:
         """Whether the bucket's deleters and early readers all fit inline (no side table)."""

@@ -5,17 +5,34 @@ binary format when every column is of a plain type: integers, booleans, text);
 ``executemany`` of one INSERT elsewhere (SQLite runs it in C inside the transaction;
 PyMySQL sends it as multi-row INSERTs within ``max_allowed_packet``). Plain INSERTs (no
 IGNORE, no ON CONFLICT): a row that exists makes the write fail rather than be skipped or
-overwritten, so callers write only keys they found absent in the same transaction.
+overwritten, so callers write only keys they found absent in the same transaction, read
+with a ``HeldRead``.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, Table, text
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    Dialect,
+    Select,
+    String,
+    Table,
+    any_,
+    bindparam,
+    cast,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
+
+from imbucket.adapters.sql.engine import Database, on_cursor
+from imbucket.adapters.sql.prepared import Prepared
 
 # PostgreSQL's types whose binary form psycopg writes from the Python values the stores
 # send (int, bool, str), by the type's name as the dialect spells it. Any other column
@@ -92,3 +109,41 @@ def binary_types(dialect: Dialect, table: Table, columns: Sequence[str]) -> list
         types = [_BINARY_TYPES.get(name) for name in names]
         _binary_types[key] = None if None in types else [t for t in types if t is not None]
     return _binary_types[key]
+
+
+Among = Callable[[ColumnElement[Any], str], ColumnElement[bool]]
+
+
+class HeldRead:
+    """A load's read of which units exist: a column among a bound list of keys.
+
+    On PostgreSQL the list is one array parameter (``= ANY``), so the statement is compiled
+    and parsed once per store and run on the driver's cursor; elsewhere it is an expanding
+    IN list, rendered per call. Rows are the driver's own tuples either way.
+    """
+
+    def __init__(
+        self, db: Database, build: Callable[[Among], Select[Any] | CompoundSelect[Any]]
+    ) -> None:
+        self._prepared: Prepared | None = None
+        self._statement: Select[Any] | CompoundSelect[Any] | None = None
+        if db.kind == "postgresql":
+            self._prepared = Prepared(build(_any_of), db.engine.dialect)
+        else:
+            self._statement = build(_in_list)
+
+    def rows(self, connection: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
+        """The statement's rows for params (the keys' list bound by its name)."""
+        if self._prepared is not None:
+            return on_cursor(connection, self._prepared.sql, self._prepared.params(params)).rows
+        assert self._statement is not None
+        rows: Sequence[Any] = connection.execute(self._statement, params).cursor.fetchall()
+        return rows
+
+
+def _any_of(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+    return column == any_(cast(bindparam(name), ARRAY(String)))
+
+
+def _in_list(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+    return column.in_(bindparam(name, expanding=True))

@@ -181,8 +181,14 @@ class Database:
         atomic: bool = False,
         idempotent: bool = True,
         joined: bool = False,
+        savepoint: bool = True,
     ) -> T:
         """Run work on one connection; atomic wraps it in a transaction.
+
+        Inside a batch (``batch``), atomic work runs under a SAVEPOINT of its own, so that its
+        failure undoes it alone; with savepoint False it runs without one (two round trips
+        fewer), for work whose failure fails the batch anyway: the batch is then rolled back
+        whole.
 
         joined (with atomic): every statement this thread issues while work runs, through
         this Database (a store's own calls included), joins work's transaction; atomic work
@@ -199,7 +205,8 @@ class Database:
         """
         held = self._holding()
         if held is not None:
-            return self._in_batch(held, work, atomic=atomic, idempotent=idempotent)
+            alone = atomic and savepoint
+            return self._in_batch(held, work, atomic=alone, idempotent=idempotent)
         if joined:
             work = self._joining(work)
         started = time.monotonic()

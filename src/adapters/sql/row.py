@@ -54,6 +54,7 @@ from imbucket.adapters.sql.row_reads import (
     bound_seqs,
     row_slot,
     row_slots,
+    scanned_slots,
 )
 from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, row_bytes, row_bytes_at_most
@@ -70,7 +71,7 @@ from imbucket.domain.model import (
     StoreStats,
     Watermarks,
 )
-from imbucket.domain.scan import ScannedSlot, SlotPage, scanned_slot
+from imbucket.domain.scan import SlotPage
 from imbucket.domain.tags import Decision, Guard
 from imbucket.ports.view_reads import View
 
@@ -360,16 +361,7 @@ class SqlRowRepository:
             return SlotPage((), None)
         last_conversation, last_seq = keys[-1][0], int(keys[-1][1])
         params.update(last_conversation=last_conversation, last_seq=last_seq)
-        by_conversation: dict[str, list[Sequence[Any]]] = {}
-        for row in self.db.fetch_raw(self._spans[start is not None], params):
-            found = by_conversation.get(row[0])
-            if found is None:
-                found = by_conversation[row[0]] = []
-            found.append(row)
-        scanned: list[ScannedSlot] = []
-        for conversation_id, rows in by_conversation.items():
-            slots = row_slots(conversation_id, rows, 1)
-            scanned += [scanned_slot(conversation_id, s, slots[s]) for s in sorted(slots)]
+        scanned = scanned_slots(self.db.fetch_raw(self._spans[start is not None], params))
         cursor = json.dumps([last_conversation, last_seq]) if len(keys) == limit else None
         return SlotPage(tuple(scanned), cursor)
 

@@ -39,7 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.selectable import TextualSelect
 
-from imbucket.adapters.sql.bulk_rows import write_rows
+from imbucket.adapters.sql.bulk_rows import HeldRead, write_rows
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.schema import Schema, check_key, check_keys
 from imbucket.adapters.sql.stats import footprint
@@ -495,8 +495,11 @@ class _CounterBulkLoad:
     def __init__(self, db: Database, schema: Schema) -> None:
         self.db = db
         self.seqs = schema.seqs
-        self._held = select(self.seqs.c.conversation_id).where(
-            self.seqs.c.conversation_id.in_(bindparam("ids", expanding=True))
+        self._held = HeldRead(
+            db,
+            lambda among: select(self.seqs.c.conversation_id).where(
+                among(self.seqs.c.conversation_id, "ids")
+            ),
         )
 
     def load_new_counters(self, rows: Sequence[Counters]) -> set[str]:
@@ -508,7 +511,7 @@ class _CounterBulkLoad:
 
         def work(connection: Connection) -> set[str]:
             ids = [row.conversation_id for row in rows]
-            held = {found[0] for found in connection.execute(self._held, {"ids": ids})}
+            held = {found[0] for found in self._held.rows(connection, {"ids": ids})}
             new = [
                 (r.conversation_id, r.max_seq, r.min_seq)
                 for r in rows
@@ -517,4 +520,5 @@ class _CounterBulkLoad:
             write_rows(connection, self.seqs, ("conversation_id", "max_seq", "min_seq"), new)
             return {row[0] for row in new}
 
-        return self.db.run(work, atomic=True)
+        # A failed load fails the caller's batch, if any, whole (see ports.bulk_load).
+        return self.db.run(work, atomic=True, savepoint=False)
