@@ -332,6 +332,9 @@ class InsertResult:
     @classmethod
     def of(cls, messages: Sequence[Message], outcome: Mapping[int, InsertOutcome]) -> InsertResult:
         """The result from each message's outcome by seq, seqs in the messages' order."""
+        if len(messages) == 1:  # a send's usual batch
+            [message] = messages
+            return cls(**{outcome[message.seq].value: (message.seq,)})
         seqs: dict[InsertOutcome, list[int]] = {kind: [] for kind in InsertOutcome}
         for message in messages:
             seqs[outcome[message.seq]].append(message.seq)
