@@ -26,6 +26,9 @@ from imbucket.domain.model import Draft, SessionType
 
 SCENARIOS = ("many", "hot")
 ROUNDS = 3  # alternating service/raw rounds per cell, so drift in the machine hits both
+# Calls per caller each arm makes, unmeasured, before a cell's rounds: the first round would
+# otherwise open the pool's connections, and the arm measured first would pay for both.
+WARM_UP = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ def measure(
         "raw": lambda conv, draft: raw.send(conv, draft, now_ms()),
     }
     totals: dict[str, tuple[float, list[float]]] = {name: (0.0, []) for name in arms}
+    for send in arms.values():  # unmeasured: the pool's connections open for both arms
+        run_arm(send, scenario, callers, WARM_UP * callers)
     for _ in range(ROUNDS):
         for name, send in arms.items():
             seconds, latencies = run_arm(send, scenario, callers, calls)
