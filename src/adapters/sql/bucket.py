@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -351,7 +350,7 @@ class SqlBucketRepository(BucketTagWrites):
         if not wanted:
             return []
         query, keys = self._select_sql(wanted, parts)
-        rows = self.db.execute(_statement(query), {**keys, **params}).rows
+        rows = self.db.fetch(self._texts.get(query), {**keys, **params})
         return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
 
     def _select_sql(
@@ -586,12 +585,6 @@ class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStor
         marks, found, spilled = self.repository.view(conversation_id, viewer_id, pick)
         seqs = pick.of(marks)
         return marks, self.viewed_seqs(conversation_id, seqs, found, viewer_id, spilled)
-
-
-@lru_cache(maxsize=1024)
-def _statement(sql: str) -> TextClause:
-    """The statement of a read's SQL text, parsed once per distinct text (bound per call)."""
-    return text(sql)
 
 
 def _decoded(rows: Sequence[Any]) -> Callable[[int], Any]:
