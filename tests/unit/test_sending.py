@@ -103,7 +103,7 @@ def test_insert_result_of_one_message_names_its_outcome() -> None:
 
 def test_numbered_messages_differ_from_theirs_only_by_seq() -> None:
     given = [sending.stamp(CONV, draft(n, options={"a": True}), 0, f"s{n}", 9) for n in (1, 2)]
-    assert sending.numbered(given, 41) == [replace(m, seq=s) for s, m in zip((41, 42), given)]
+    assert sending.numbered(given, 41) == [replace(m, seq=s) for s, m in enumerate(given, 41)]
 
 
 def test_the_pull_window_and_the_clear_floor() -> None:
