@@ -3,7 +3,8 @@
 Each run sends fresh drafts from N caller threads, either to many conversations (each call
 to a conversation of its own) or to one hot group (every call to the same one), through the
 service and through ``RawSend`` (the fewest hand-written statements), in alternating rounds
-on the same server, and reports calls per second and the p99 latency of each arm::
+on the same server after an unmeasured call per caller of each arm, and reports calls per
+second and the p99 latency of each arm::
 
     python -m imbucket.bench.send_bench --url postgresql+psycopg://... --layout sql-row
 
@@ -26,6 +27,9 @@ from imbucket.domain.model import Draft, SessionType
 
 SCENARIOS = ("many", "hot")
 ROUNDS = 3  # alternating service/raw rounds per cell, so drift in the machine hits both
+# Calls per caller each arm makes, unmeasured, before a cell's rounds: the first round would
+# otherwise open the pool's connections, and the arm measured first would pay for both.
+WARM_UP = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ def measure(
         "raw": lambda conv, draft: raw.send(conv, draft, now_ms()),
     }
     totals: dict[str, tuple[float, list[float]]] = {name: (0.0, []) for name in arms}
+    for send in arms.values():  # unmeasured: the pool's connections open for both arms
+        run_arm(send, scenario, callers, WARM_UP * callers)
     for _ in range(ROUNDS):
         for name, send in arms.items():
             seconds, latencies = run_arm(send, scenario, callers, calls)

@@ -158,10 +158,10 @@ def stored_message(conversation_id: str, seq: int, values: Sequence[object]) -> 
     """The Message a store holds, from its own stored values, without checking them again.
 
     values are the stored fields after seq, in MESSAGE_FIELDS order. Only for decoding what
-    a store itself wrote: everything entering a store is checked on the way in
-    (``check_message``, ``check_draft``), so a read does not pay for the checks again. The
-    values are passed positionally, with no per-field conversion, through Message's quick
-    constructor (``imbucket.domain.quick_constructors``).
+    a store itself wrote, or numbering a message already checked: everything entering a
+    store is checked on the way in (``check_message``, ``check_draft``), so a read does not
+    pay for the checks again. The values are passed positionally, with no per-field
+    conversion, through Message's quick constructor (``imbucket.domain.quick_constructors``).
     """
     return _quick_message(conversation_id, seq, *values)
 
@@ -336,6 +336,9 @@ class InsertResult:
     @classmethod
     def of(cls, messages: Sequence[Message], outcome: Mapping[int, InsertOutcome]) -> InsertResult:
         """The result from each message's outcome by seq, seqs in the messages' order."""
+        if len(messages) == 1:  # a send's usual batch
+            [message] = messages
+            return cls(**{outcome[message.seq].value: (message.seq,)})
         seqs: dict[InsertOutcome, list[int]] = {kind: [] for kind in InsertOutcome}
         for message in messages:
             seqs[outcome[message.seq]].append(message.seq)

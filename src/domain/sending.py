@@ -8,10 +8,22 @@ and which drafts an insert settled.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from operator import attrgetter
 
 from imbucket.domain.errors import InvalidMessage, WriteConflict
-from imbucket.domain.model import DRAFT_FIELDS, Draft, InsertResult, Message, Slot
+from imbucket.domain.model import (
+    DRAFT_FIELDS,
+    MESSAGE_FIELDS,
+    Draft,
+    InsertResult,
+    Message,
+    Slot,
+    stored_message,
+)
+
+# A send builds each message twice (stamped, then numbered): by position, in one call each.
+_draft_values = attrgetter(*DRAFT_FIELDS)
+_after_seq = attrgetter(*MESSAGE_FIELDS[1:])
 
 
 def check_unique(drafts: Sequence[Draft]) -> None:
@@ -19,6 +31,8 @@ def check_unique(drafts: Sequence[Draft]) -> None:
 
     Two drafts of one batch cannot be a retry of each other.
     """
+    if len(drafts) < 2:
+        return
     ids = [draft.client_msg_id for draft in drafts]
     if len(set(ids)) != len(ids):
         raise InvalidMessage("a batch must not hold the same client_msg_id twice")
@@ -26,8 +40,8 @@ def check_unique(drafts: Sequence[Draft]) -> None:
 
 def stamp(conversation_id: str, draft: Draft, seq: int, server_msg_id: str, now: int) -> Message:
     """The message draft becomes at seq: the draft's fields, a server id and the server time."""
-    given = {name: getattr(draft, name) for name in DRAFT_FIELDS}
-    given["options"] = dict(draft.options)
+    given = dict(zip(DRAFT_FIELDS, _draft_values(draft), strict=True))
+    given["options"] = dict(given["options"])
     return Message(
         conversation_id=conversation_id,
         seq=seq,
@@ -40,7 +54,11 @@ def stamp(conversation_id: str, draft: Draft, seq: int, server_msg_id: str, now:
 
 def numbered(messages: Sequence[Message], first: int) -> list[Message]:
     """The messages at consecutive seqs from first, in their order (a fresh send's seqs)."""
-    return [replace(message, seq=seq) for seq, message in enumerate(messages, first)]
+    # What dataclasses.replace does, faster: the messages were checked when they were stamped.
+    return [
+        stored_message(message.conversation_id, seq, _after_seq(message))
+        for seq, message in enumerate(messages, first)
+    ]
 
 
 def answer(draft: Draft, seq: int, slot: Slot | None) -> Message | None:

@@ -95,6 +95,17 @@ def test_insert_result_groups_outcomes_in_input_order() -> None:
     assert result == InsertResult(inserted=(3, 2), conflicts=(1,), purged=(4,))
 
 
+def test_insert_result_of_one_message_names_its_outcome() -> None:
+    for kind in InsertOutcome:
+        result = InsertResult.of([message(5)], {5: kind})
+        assert result == InsertResult(**{kind.value: (5,)})
+
+
+def test_numbered_messages_differ_from_theirs_only_by_seq() -> None:
+    given = [sending.stamp(CONV, draft(n, options={"a": True}), 0, f"s{n}", 9) for n in (1, 2)]
+    assert sending.numbered(given, 41) == [replace(m, seq=s) for s, m in enumerate(given, 41)]
+
+
 def test_the_pull_window_and_the_clear_floor() -> None:
     marks = Watermarks(max_seq=10, min_seq=4, user_min_seq=6)
     assert marks.latest(3) == [8, 9, 10]

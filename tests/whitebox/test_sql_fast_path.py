@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy.sql import coercions
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from imbucket.adapters.sql.engine import Database
+from imbucket.adapters.sql.json_sql import JsonSql
 from imbucket.app import MessageService
 from imbucket.testing.factories import CONV, draft, messages
 from tests.contract.conftest import SQL, backends
@@ -83,4 +85,31 @@ def test_a_fresh_send_builds_no_statement(
     service.send(CONV, [draft(0)])  # builds the statements
     coerced = count_coercions(monkeypatch)
     assert [m.seq for m in service.send(CONV, [draft(1)])] == [2]
+    assert coerced == [0]
+
+
+def test_a_fresh_send_compiles_nothing_once_its_shape_was_sent(
+    service: MessageService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second send to a new conversation fills the same slot: its statements, their SQL
+    text and their parameters come from what the first one built."""
+    service.send("sg_first", [draft(1)])  # builds the statements of this shape
+    calls = {"compile": 0, "construct_params": 0, "json set": 0}
+
+    def counting(owner: Any, name: str, key: str) -> None:
+        original = getattr(owner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[key] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    counting(SQLCompiler, "__init__", "compile")
+    counting(SQLCompiler, "construct_params", "construct_params")
+    counting(JsonSql, "set", "json set")
+    coerced = count_coercions(monkeypatch)
+    [sent] = service.send("sg_second", [draft(2)])
+    assert sent.seq == 1
+    assert calls == {"compile": 0, "construct_params": 0, "json set": 0}
     assert coerced == [0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -87,6 +86,8 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
+# The fill statements kept, by slot indexes (a send's batch nearly always fills one slot).
+_MOST_FILLS = 1024
 # Listed seqs averaging fewer than this many per bucket are read slot by slot: the engine
 # renders and the caller decodes only those slots instead of their buckets whole.
 _SPARSE = 2
@@ -106,6 +107,9 @@ class SqlBucketRepository(BucketTagWrites):
         self._spill = schema.spill
         self._views = _Views(schema, layout, _VIEW[db.kind], self._codec.key("del_list"))
         self._texts = PreparedTexts(db.engine.dialect)
+        self._fills: dict[tuple[tuple[int, ...], str | None], str] = {}
+        to_doc = self._codec.to_doc
+        self._empty_texts = [_text(to_doc(EMPTY_SLOT))] * layout.size
         self._create = Prepared(self._new_bucket(bindparam("doc_id"), None), db.engine.dialect)
         db.limits()  # asked at open, so that no write pays the round trip
 
@@ -120,14 +124,16 @@ class SqlBucketRepository(BucketTagWrites):
     def _message_docs(self, messages: Mapping[int, Message]) -> dict[int, str]:
         """The JSON of each message by slot index, in slot order."""
         message_doc = self._codec.message_doc
-        return {index: dumps(message_doc(m)) for index, m in sorted(messages.items())}
+        return {index: _text(message_doc(m)) for index, m in sorted(messages.items())}
 
     def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
         """``write_messages`` of message JSON docs by slot index."""
         parts = self._parts(docs)
         if len(parts) == 1:
-            changes, free, params = self._filled(parts[0])
-            update = self._texts.get(self._update_sql(doc_id, changes, free))
+            check_key(conversation_of(doc_id), "conversation_id")
+            sql = self._fill_sql(tuple(parts[0]), None)
+            params = {f"m{n}": doc for n, doc in enumerate(parts[0].values())}
+            update = self._texts.get(sql)
             return self.db.write(update, {"doc_id": doc_id, **params}).rowcount == 1
         return self._all_or_nothing([self._filling(doc_id, part) for part in parts])
 
@@ -142,17 +148,45 @@ class SqlBucketRepository(BucketTagWrites):
         template = self._json.fill_or_create_sql
         if template is None:
             return self.write_messages(doc_id, messages)
-        docs = self._message_docs(messages)
-        whole = self.whole({index: Slot(message=m) for index, m in messages.items()})
+        msg, to_doc = self._codec.keys["msg"], self._codec.to_doc
+        docs: dict[int, str] = {}
+        texts = list(self._empty_texts)
+        for index, message in sorted(messages.items()):
+            slot_doc = to_doc(Slot(message=message))
+            docs[index] = _text(slot_doc[msg])
+            texts[index] = _text(slot_doc)
+        # What ``whole`` writes: the slots' JSON, comma-separated, without building them again.
+        whole = f"[{','.join(texts)}]"
         size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
-        if size + STATEMENT_OVERHEAD > self.db.limits().max_bytes:
+        size += STATEMENT_OVERHEAD
+        if size > self.db.limits().max_bytes:
             return self._write_docs(doc_id, docs)
         check_key(conversation_of(doc_id), "conversation_id")
-        changes, free, params = self._filled(docs)
-        where = all_of(["doc_id = :doc_id", *free])
-        sql = template.format(table=self._table, document=self._json.set(changes), where=where)
+        sql = self._fill_sql(tuple(docs), template)
+        params = {f"m{n}": doc for n, doc in enumerate(docs.values())}
         found = self.db.fetch(self._texts.get(sql), {"doc_id": doc_id, "whole": whole, **params})
         return len(found) == 1
+
+    def _fill_sql(self, indexes: tuple[int, ...], template: str | None) -> str:
+        """The SQL filling the slots at indexes with ``:m0``, ``:m1``… iff all are free.
+
+        template None: the UPDATE of ``write_messages``; else ``fill_or_create_sql``. Kept
+        per shape, so that a send builds no SQL text.
+        """
+        key = (indexes, template)
+        sql = self._fills.get(key)
+        if sql is None:
+            changes, free, _ = self._filled(dict.fromkeys(indexes, ""))
+            if template is None:
+                sql = self._update_sql_of(changes, free)
+            else:
+                where = all_of(["doc_id = :doc_id", *free])
+                document = self._json.set(changes)
+                sql = template.format(table=self._table, document=document, where=where)
+            if len(self._fills) >= _MOST_FILLS:
+                self._fills.clear()
+            self._fills[key] = sql
+        return sql
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """Insert the whole bucket; False when doc_id exists (the primary key says so).
@@ -316,7 +350,7 @@ class SqlBucketRepository(BucketTagWrites):
         if not wanted:
             return []
         query, keys = self._select_sql(wanted, parts)
-        rows = self.db.execute(_statement(query), {**keys, **params}).rows
+        rows = self.db.fetch(self._texts.get(query), {**keys, **params})
         return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
 
     def _select_sql(
@@ -553,12 +587,6 @@ class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStor
         return marks, self.viewed_seqs(conversation_id, seqs, found, viewer_id, spilled)
 
 
-@lru_cache(maxsize=1024)
-def _statement(sql: str) -> TextClause:
-    """The statement of a read's SQL text, parsed once per distinct text (bound per call)."""
-    return text(sql)
-
-
 def _decoded(rows: Sequence[Any]) -> Callable[[int], Any]:
     """A bucket's slot by index (None when absent) from its pull rows.
 
@@ -580,3 +608,8 @@ def _listed(value: str | bytes | None) -> list[str]:
 def _loads(value: Any) -> Any:
     """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
     return orjson.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _text(value: Any) -> str:
+    """JSON text of value as ``dumps`` writes it (compact, non-ASCII kept), in C."""
+    return orjson.dumps(value).decode()

@@ -282,6 +282,10 @@ class BucketTagWrites:
     ) -> str:
         """The SQL of ``_updating``, its values bound by name (``:doc_id`` and the changes')."""
         check_key(conversation_of(doc_id), "conversation_id")
+        return self._update_sql_of(changes, conditions)
+
+    def _update_sql_of(self, changes: Sequence[tuple[Path, str]], conditions: Sequence[str]) -> str:
+        """The SQL of ``_update_sql``, for any bucket (bound as ``:doc_id``)."""
         document = self._json.set(changes) if changes else "msgs"
         where = all_of(["doc_id = :doc_id", *conditions])
         return f"UPDATE {self._table} SET msgs = {document} WHERE {where}"

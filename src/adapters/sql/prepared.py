@@ -22,7 +22,7 @@ count: a send's batch is nearly always one row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from sqlalchemy import ClauseElement, Dialect, text
@@ -47,16 +47,59 @@ class Prepared:
         processors: Mapping[str, Any] = compiled._bind_processors
         self._processors = tuple(processors.items())
         self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        self._binds = _plain_binds(compiled)
 
     def params(self, given: Mapping[str, Any]) -> tuple[Any, ...] | Mapping[str, Any]:
         """The driver's parameters for given (values by bind name; the constants added)."""
-        full = self._compiled.construct_params(given)
+        full = self._bound(given)
         for name, process in self._processors:
             if name in full:
                 full[name] = process(full[name])
         if self._order is None:
             return full
-        return tuple(full[name] for name in self._order)
+        return tuple([full[name] for name in self._order])
+
+    def _bound(self, given: Mapping[str, Any]) -> MutableMapping[str, Any]:
+        """Every bind's value: given's, else the bind's constant, as ``construct_params``."""
+        if self._binds is None:
+            return self._compiled.construct_params(given)
+        base, binds = self._binds
+        values = {**base, **given} if base else given
+        full: dict[str, Any] = {}
+        for name, key, required, value in binds:
+            if key in values:
+                full[name] = values[key]
+            elif name in values:
+                full[name] = values[name]
+            elif required:  # SQLAlchemy's error for a value not given
+                return self._compiled.construct_params(given)
+            else:
+                full[name] = value
+        return full
+
+
+Binds = tuple[dict[str, Any], tuple[tuple[str, str, bool, Any], ...]]
+
+
+def _plain_binds(compiled: SQLCompiler) -> Binds | None:
+    """What ``construct_params`` reads, when its work is picking values.
+
+    The parameters collected at compile time, and each bind's name, key, whether it needs
+    a value and its constant. None when it does more for this statement (escaped names,
+    values computed per call, post-compile expansion): it then runs on every call.
+    """
+    # private: no public way to ask
+    if compiled.escaped_bind_names or getattr(compiled, "_render_postcompile", True):
+        return None
+    collected: dict[str, Any] = {}
+    if getattr(compiled, "_collect_params", True):
+        collected = dict(getattr(compiled, "_collected_params", None) or {})
+    binds: list[tuple[str, str, bool, Any]] = []
+    for bind, name in compiled.bind_names.items():
+        if bind.callable is not None:
+            return None
+        binds.append((name, bind.key, bool(bind.required), bind.value))
+    return collected, tuple(binds)
 
 
 class PreparedRows:

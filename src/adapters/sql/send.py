@@ -25,10 +25,10 @@ The statements are compiled once per store and bound per call (``prepared``).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import orjson
 from sqlalchemy import ClauseElement, Connection, bindparam, text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import IntegrityError
@@ -266,7 +266,11 @@ class SqlFreshSends:
             (row,) = on_cursor(connection, statement.sql, statement.params(params)).rows
             return int(row[0]) + 1
         if self.db.kind == "sqlite":
-            params = {"conversation_id": conversation_id, "ids": json.dumps(ids), "at": at}
+            params = {
+                "conversation_id": conversation_id,
+                "ids": orjson.dumps(ids).decode(),
+                "at": at,
+            }
             found = on_cursor(connection, statement.sql, statement.params(params)).rows
             return min(int(row[0]) for row in found)
         params = {"conversation_id": conversation_id, "n": n}

@@ -33,7 +33,7 @@ STATEMENT_OVERHEAD = 4096
 # Per value: quotes and a comma, or a placeholder and a comma.
 VALUE_OVERHEAD = 4
 # Characters PyMySQL escapes with a backslash inside a quoted value.
-_ESCAPED = ("\\", "'", '"', "\n", "\r", "\x00", "\x1a")
+_ESCAPED = ("\\", "'", '"', "\n", "\r", "\x00", "\x1a")  # value_bytes counts each
 _ANY_ESCAPED = re.compile(f"[{re.escape(''.join(_ESCAPED))}]")
 _POSTGRES_PARAMS = 65_535
 _POSTGRES_BYTES = 1024 * 1024 * 1024 - 1
@@ -71,7 +71,16 @@ def value_bytes(value: object) -> int:
         size = (len(value) if value.isascii() else len(value.encode())) + VALUE_OVERHEAD
         if _ANY_ESCAPED.search(value) is None:  # one scan settles nearly every value
             return size
-        return size + sum(value.count(c) for c in _ESCAPED)
+        count = value.count
+        return (
+            size
+            + count("\\")
+            + count("'")
+            + count('"')
+            + count("\n")
+            + count("\r")
+            + (count("\x00") + count("\x1a"))
+        )
     if isinstance(value, bytes):
         return 2 * len(value) + VALUE_OVERHEAD
     return 20 + VALUE_OVERHEAD  # an int, a bool or NULL, spelled out
