@@ -246,6 +246,7 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
         messages: Sequence[Message],
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
+        since: int = 0,
     ) -> int | None:
         """Claim, allocate and store in the backend's step, then drop the cached watermarks.
 
@@ -253,7 +254,7 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
         an insert that did not store every message.
         """
         try:
-            return self.storing.store_fresh(conversation_id, messages, at, insert)
+            return self.storing.store_fresh(conversation_id, messages, at, insert, since)
         finally:
             self.cache.invalidate_marks(conversation_id)
 

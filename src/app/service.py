@@ -421,7 +421,8 @@ class MessageService:
                 raise
 
         try:
-            first = self._storing.store_fresh(conversation_id, stamped, now, insert)
+            since = now - self.claim_retention_ms
+            first = self._storing.store_fresh(conversation_id, stamped, now, insert, since)
         except (WriteRefused, InvalidArgument):
             if given_up:
                 raise

@@ -102,9 +102,17 @@ class SqlFreshSends:
         return {cid: first + offset for offset, cid in enumerate(ids)}
 
     def store_fresh(
-        self, conversation_id: str, messages: Sequence[Message], at: int, insert: Insert
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        at: int,
+        insert: Insert,
+        since: int = 0,
     ) -> int | None:
-        """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
+        """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``.
+
+        since is not needed: a SQL claim expires by its claimed_at alone.
+        """
         check_keys(conversation_id)
         ids = [check_key(m.client_msg_id, "client_msg_id") for m in messages]
         if not ids or self.db.in_batch:
