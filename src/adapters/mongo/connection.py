@@ -122,9 +122,14 @@ class MongoConnection:
                 self.collection(name).create_indexes(models)
 
     def ensure_claim_indexes(self, name: str) -> None:
-        """Create the send claims' indexes in data collection name if missing: one round trip."""
+        """Create the send claims' indexes in data collection name if missing: one round trip.
+
+        With them the collection's own unique key (commands.INDEXES), which keeps two claims
+        of one client_msg_id from both landing, whoever opens the collection first.
+        """
+        specs = (*commands.INDEXES[name], *commands.CLAIM_INDEXES)
         with translated(f"create the send claims' indexes of {name}"):
-            self.collection(name).create_indexes([index_model(s) for s in commands.CLAIM_INDEXES])
+            self.collection(name).create_indexes([index_model(spec) for spec in specs])
 
     def index_names(self, name: str) -> set[str]:
         """The names of collection name's indexes (none when it does not exist): one round trip."""
