@@ -254,7 +254,7 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
         an insert that did not store every message.
         """
         try:
-            return self.storing.store_fresh(conversation_id, messages, at, insert, since)
+            return self.storing.store_fresh(conversation_id, messages, at, insert, since=since)
         finally:
             self.cache.invalidate_marks(conversation_id)
 

@@ -422,7 +422,7 @@ class MessageService:
 
         try:
             since = now - self.claim_retention_ms
-            first = self._storing.store_fresh(conversation_id, stamped, now, insert, since)
+            first = self._storing.store_fresh(conversation_id, stamped, now, insert, since=since)
         except (WriteRefused, InvalidArgument):
             if given_up:
                 raise

@@ -179,6 +179,7 @@ class StoringStep(Step):
         messages: Sequence[Message],
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
+        since: int = 0,
     ) -> int | None:
         self.dropped_inside.append(list(self.cache.dropped))
         insert(conversation_id, list(messages))
