@@ -247,6 +247,7 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
         store_insert: Callable[[str, list[Message]], InsertResult] | None = None,
+        since: int = 0,
     ) -> int | None:
         """Claim, allocate and store in the backend's step, then drop the cached watermarks.
 
@@ -256,7 +257,9 @@ class InvalidatingStoringFreshSends(InvalidatingFreshSends):
         stores through insert.
         """
         try:
-            return self.storing.store_fresh(conversation_id, messages, at, insert, store_insert)
+            return self.storing.store_fresh(
+                conversation_id, messages, at, insert, store_insert=store_insert, since=since
+            )
         finally:
             self.cache.invalidate_marks(conversation_id)
 

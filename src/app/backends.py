@@ -45,6 +45,7 @@ from imbucket.ports.view_reads import ViewReads
 
 if TYPE_CHECKING:
     from imbucket.adapters.mongo.connection import MongoConnection
+    from imbucket.adapters.mongo.mark_read_writes import RidingWrites
     from imbucket.adapters.mongo.read_marks import MarkingStore
     from imbucket.adapters.redis_cache import RedisMessageCache
     from imbucket.adapters.sql.bucket import SqlBucketStore
@@ -196,9 +197,9 @@ def mongo_bucket(
         from imbucket.adapters.mongo.commands import BUCKETS
         from imbucket.adapters.mongo.views import MongoBucketViews
 
-    def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
+    def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads, RidingWrites]:
         store = MongoBucketStore(MongoBucketRepository(connection, layout), budget)
-        return store, MongoBucketViews(connection, store)
+        return store, MongoBucketViews(connection, store), store.repository.riding
 
     return _mongo(url, timeouts, make, BUCKETS, asynchronous)
 
@@ -220,9 +221,9 @@ def mongo_row(
         from imbucket.adapters.mongo.row import MongoRowRepository, MongoRowStore
         from imbucket.adapters.mongo.views import MongoRowViews
 
-    def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads]:
+    def make(connection: MongoConnection) -> tuple[MarkingStore, ViewReads, RidingWrites]:
         store = MongoRowStore(MongoRowRepository(connection, layout))
-        return store, MongoRowViews(connection)
+        return store, MongoRowViews(connection), store.repository.riding
 
     return _mongo(url, timeouts, make, ROWS, asynchronous)
 
@@ -230,31 +231,35 @@ def mongo_row(
 def _mongo(
     url: str,
     timeouts: Timeouts,
-    make: Callable[[MongoConnection], tuple[MarkingStore, ViewReads]],
+    make: Callable[[MongoConnection], tuple[MarkingStore, ViewReads, RidingWrites]],
     collection: str,
     asynchronous: bool,
 ) -> Backend:
     """Store, seq store, fused pull reads and mark-reads on one client (closed on failure).
 
-    collection: the data collection, which also keeps the user documents (``UserDocs``).
+    collection: the data collection, which also keeps the user documents (``UserDocs``) and
+    the send claims (``ClaimDocs``); make returns the store, its pull reads and the riding
+    writes of that collection.
     """
     with needs_extra("a MongoDB store backend"):
         from imbucket.adapters.mongo.commands import UserDocs
         from imbucket.adapters.mongo.connection import MongoConnection
         from imbucket.adapters.mongo.invalidation_log import MongoInvalidationLog
         from imbucket.adapters.mongo.read_marks import MongoReadMarks
+        from imbucket.adapters.mongo.send import MongoFreshSends
         from imbucket.adapters.mongo.seq import MongoSeqStore
 
     connection = MongoConnection(url, timeouts=timeouts, asynchronous=asynchronous)
     try:
-        store, views = make(connection)
+        store, views, riding = make(connection)
         seqs = MongoSeqStore(connection, UserDocs(collection))
         marks = MongoReadMarks(store)
         binding = connection.cache_binding(collection)
         log_of_store = MongoInvalidationLog(connection, collection)
         version = connection.server_version
-        # The seq store claims and allocates a fresh send without the lookup before it.
-        return Backend(store, seqs, version, views, marks, binding, log_of_store, fresh_sends=seqs)
+        # A fresh send: no lookup before its claims, their seqs recorded by the messages' write.
+        fresh = MongoFreshSends(seqs, riding)
+        return Backend(store, seqs, version, views, marks, binding, log_of_store, fresh_sends=fresh)
     except BaseException:
         connection.close()
         raise

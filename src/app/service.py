@@ -424,8 +424,9 @@ class MessageService:
                 raise
 
         try:
+            since = now - self.claim_retention_ms
             first = self._storing.store_fresh(
-                conversation_id, stamped, now, insert, store_insert=self.store.insert
+                conversation_id, stamped, now, insert, store_insert=self.store.insert, since=since
             )
         except (WriteRefused, InvalidArgument):
             if given_up:

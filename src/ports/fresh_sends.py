@@ -57,6 +57,7 @@ class StoringFreshSends(FreshSends, Protocol):
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
         store_insert: Callable[[str, list[Message]], InsertResult] | None = None,
+        since: int = 0,
     ) -> int | None:
         """Claim the messages' client_msg_ids at time at, allocate and store them by insert.
 
@@ -74,6 +75,6 @@ class StoringFreshSends(FreshSends, Protocol):
         engine leave nothing written (but a reply lost after the commit: see
         ``claim_fresh``, a second run returns None); an ImbucketError raised by insert
         itself commits what was written first, then is raised, as if the step and the
-        insert were two transactions.
+        insert were two transactions. since: as for ``claim_fresh``.
         """
         ...

@@ -22,9 +22,10 @@ from pymongo.monitoring import (
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.mongo import commands
-from imbucket.adapters.mongo.bucket import MongoBucketRepository
+from imbucket.adapters.mongo.bucket import MongoBucketRepository, MongoBucketStore
 from imbucket.adapters.mongo.connection import MongoConnection
-from imbucket.adapters.mongo.row import MongoRowRepository
+from imbucket.adapters.mongo.row import MongoRowRepository, MongoRowStore
+from imbucket.adapters.mongo.send import MongoFreshSends
 from imbucket.adapters.mongo.seq import MongoSeqStore
 from imbucket.adapters.row import RowMessageStore
 from imbucket.app import open_service
@@ -236,10 +237,13 @@ def test_a_second_open_of_the_rows_keeps_the_collection(
     assert sorted(again.get(CONV, [1, 2, 3])) == [1, 2, 3]
 
 
+CLAIMS = commands.ClaimDocs(commands.BUCKETS)  # where MongoSeqStore(…, UserDocs(BUCKETS)) claims
+
+
 def pending_claim(raw: Any, client_msg_id: str, claimed_at: int, owner: str = "dead") -> None:
     """A claim whose sender stopped after claiming, before recording a seq."""
-    [document] = commands.claim_pending(CONV, [client_msg_id], owner, claimed_at, 0).documents
-    raw[commands.SENDS].insert_one(document)
+    command = commands.claim_pending(CLAIMS, CONV, [client_msg_id], owner, claimed_at, 0)
+    raw[commands.BUCKETS].insert_one(command.documents[0])
 
 
 def test_a_new_send_claims_allocates_and_records_in_three_commands(
@@ -271,7 +275,7 @@ def test_a_fresh_claim_of_a_batch_claimed_whole_writes_nothing(
     assert seqs.claim_fresh(CONV, ["m-b", "m-a"], at=2_000) is None
     assert sent.names == ["insert"]  # both refused as duplicates
     assert seqs.max_seq(CONV) == 2
-    assert raw[commands.SENDS].count_documents({}) == 2
+    assert raw[commands.BUCKETS].count_documents(CLAIMS.ONLY) == 2
 
 
 def test_a_fresh_claim_refused_in_part_takes_back_the_claims_that_landed(
@@ -283,7 +287,7 @@ def test_a_fresh_claim_refused_in_part_takes_back_the_claims_that_landed(
     assert seqs.claim_fresh(CONV, ["m-c", "m-a", "m-b"], at=2_000) is None
     assert sent.names == ["insert", "delete"]
     assert seqs.max_seq(CONV) == 1
-    assert [d["client_msg_id"] for d in raw[commands.SENDS].find()] == ["m-a"]
+    assert [CLAIMS.owner(d)[1] for d in raw[commands.BUCKETS].find(CLAIMS.ONLY)] == ["m-a"]
     # The general path then claims the new ones in the order given.
     got = seqs.allocate_sends(CONV, ["m-c", "m-b"], at=2_000)
     assert got == {"m-c": 2, "m-b": 3}
@@ -301,7 +305,7 @@ def test_a_call_waiting_for_a_claim_taken_back_claims_it_itself(
         nonlocal finds
         finds += 1
         if finds == 2:  # the waiting call found the claim pending: the fresh send gives it up
-            raw[commands.SENDS].delete_one({"client_msg_id": "m-a", "owner": "fresh"})
+            raw[commands.BUCKETS].delete_one({**CLAIMS.key(CONV, "m-a"), "owner": "fresh"})
         return real_find(*args, **kwargs)
 
     seqs._sends.find = find  # type: ignore[method-assign]
@@ -353,8 +357,8 @@ def test_a_live_pending_claim_is_waited_for_and_its_seq_returned(
 
     def sender_records_its_seq() -> None:
         recorded.wait()  # the waiting call has found the claim pending
-        key = {"conversation_id": CONV, "client_msg_id": "m-a", "owner": "dead"}
-        raw[commands.SENDS].update_one(key, {"$set": {"seq": 7}})
+        key = {**CLAIMS.key(CONV, "m-a"), "owner": "dead"}
+        raw[commands.BUCKETS].update_one(key, {"$set": {"seq": 7}})
 
     finds = 0
     real_find = seqs._sends.find
@@ -372,3 +376,78 @@ def test_a_live_pending_claim_is_waited_for_and_its_seq_returned(
     assert seqs.allocate_sends(CONV, ["m-a"], at=10**12 + 1) == {"m-a": 7}
     other.join()
     assert seqs.max_seq(CONV) == 0  # the other sender allocated; this call allocated nothing
+
+
+def fresh_sender(connection: MongoConnection, layout: str) -> tuple[Any, MongoFreshSends]:
+    """A store of layout (msg or msg_row) and a fresh sender whose claims live beside it."""
+    if layout == commands.BUCKETS:
+        repository: Any = MongoBucketRepository(connection, BucketLayout(100))
+        store: Any = MongoBucketStore(repository)
+    else:
+        repository = MongoRowRepository(connection, BucketLayout(100))
+        store = MongoRowStore(repository)
+    seqs = MongoSeqStore(connection, commands.UserDocs(layout))
+    return store, MongoFreshSends(seqs, repository.riding)
+
+
+@pytest.mark.parametrize("layout", [commands.BUCKETS, commands.ROWS])
+def test_a_fresh_send_records_its_claims_in_the_messages_write(
+    connection: MongoConnection, sent: Commands, layout: str
+) -> None:
+    store, fresh = fresh_sender(connection, layout)
+    store.insert(CONV, messages(1, 1, CONV))  # the bucket exists
+    fresh.seqs.allocate(CONV, 1)
+    sent.names.clear()
+    unnumbered = [message(0, CONV, client_msg_id=cid) for cid in ("m-b", "m-a")]
+    assert fresh.store_fresh(CONV, unnumbered, 1_000, store.insert) == 2
+    assert sent.names == ["insert", "findAndModify", "update"]
+    assert fresh.seqs.sent_seqs(CONV, ["m-a", "m-b"]) == {"m-b": 2, "m-a": 3}
+    assert [store.get(CONV, [s])[s].message.client_msg_id for s in (2, 3)] == ["m-b", "m-a"]
+
+
+@pytest.mark.parametrize("layout", [commands.BUCKETS, commands.ROWS])
+def test_a_fresh_send_whose_claim_was_taken_over_stores_no_message(
+    connection: MongoConnection, raw: Any, layout: str
+) -> None:
+    # The records lead the messages' write, ordered: m-b's, taken over by another sender
+    # (one that found it pending past the lease), collides and stops the command there.
+    store, fresh = fresh_sender(connection, layout)
+    claims = commands.ClaimDocs(layout)
+
+    def insert(conversation_id: str, numbered: list[Any]) -> Any:
+        raw[layout].update_one(claims.key(CONV, "m-b"), {"$set": {"owner": "other"}})
+        return store.insert(conversation_id, numbered)
+
+    unnumbered = [message(0, CONV, client_msg_id=cid) for cid in ("m-a", "m-b", "m-c")]
+    assert fresh.store_fresh(CONV, unnumbered, 1_000, insert) is None
+    assert store.get(CONV, [1, 2, 3]) == {}
+    # m-a's record ran before; m-c's, which did not, is written when the send gives up:
+    # the general path fills both seqs, and the other sender holds m-b.
+    assert fresh.seqs.sent_seqs(CONV, ["m-a", "m-b", "m-c"]) == {"m-a": 1, "m-c": 3}
+    pending = raw[layout].find_one(claims.key(CONV, "m-b"))
+    assert (pending["owner"], pending["seq"]) == ("other", 0)
+
+
+@pytest.mark.parametrize("layout", [commands.BUCKETS, commands.ROWS])
+def test_claims_stay_out_of_the_data_scans_and_counts(
+    connection: MongoConnection, layout: str
+) -> None:
+    store, fresh = fresh_sender(connection, layout)
+    unnumbered = [message(0, CONV, client_msg_id=cid) for cid in ("m-a", "m-b")]
+    now, day = time.time_ns() // 1_000_000, 86_400_000  # the real time: see the TTL index
+    assert fresh.store_fresh(CONV, unnumbered, now, store.insert, since=now - day) == 1
+    stats = store.stats()
+    assert (stats.messages, stats.documents) == (2, 1 if layout == commands.BUCKETS else 2)
+    assert [(s.conversation_id, s.seq) for s in store.scan(None, 10).slots] == [
+        (CONV, 1),
+        (CONV, 2),
+    ]
+    claims = fresh.seqs.scan_sends(None, 10).rows
+    assert [(c.conversation_id, c.client_msg_id, c.seq) for c in claims] == [
+        (CONV, "m-a", 1),
+        (CONV, "m-b", 2),
+    ]
+    assert fresh.seqs.send_claims().rows == 2
+    assert fresh.seqs.prune_sends(now + 1, 10) == 2
+    assert fresh.seqs.send_claims().rows == 0
+    assert store.stats().messages == 2

@@ -180,6 +180,7 @@ class StoringStep(Step):
         at: int,
         insert: Callable[[str, list[Message]], InsertResult],
         store_insert: Callable[[str, list[Message]], InsertResult] | None = None,
+        since: int = 0,
     ) -> int | None:
         self.dropped_inside.append(list(self.cache.dropped))
         insert(conversation_id, list(messages))

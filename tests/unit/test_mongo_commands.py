@@ -60,26 +60,25 @@ def msg_doc(m: Message) -> dict[str, Any]:
 
 
 def test_collection_names() -> None:
-    assert (c.BUCKETS, c.ROWS, c.SEQS, c.SENDS, c.META) == (
-        "msg",
-        "msg_row",
-        "seq",
-        "seq_send",
-        "meta",
-    )
+    assert (c.BUCKETS, c.ROWS, c.SEQS, c.META) == ("msg", "msg_row", "seq", "meta")
 
 
-def test_index_specs_are_unique_keys_and_one_ttl_index_and_nothing_inside_msgs() -> None:
+def test_index_specs_are_unique_keys_and_nothing_inside_msgs() -> None:
     assert {
         "msg": (c.IndexSpec((("doc_id", 1),), unique=True),),
         "msg_row": (),
         "seq": (c.IndexSpec((("conversation_id", 1),), unique=True),),
-        "seq_send": (
-            c.IndexSpec((("conversation_id", 1), ("client_msg_id", 1)), unique=True),
-            # Each claim carries its own expiry: the TTL monitor deletes it once expire_at passed.
-            c.IndexSpec((("expire_at", 1),), unique=False, expire_after_seconds=0),
-        ),
     } == c.INDEXES
+
+
+def test_claims_have_a_sparse_claim_time_index_and_a_sparse_ttl_index() -> None:
+    # Only claims hold these fields: no bucket or row gets an entry. Each claim carries its
+    # own expiry: the TTL monitor deletes it once expire_at passed.
+    assert (
+        c.IndexSpec((("claimed_at", 1),), unique=False, sparse=True),
+        c.IndexSpec((("expire_at", 1),), unique=False, expire_after_seconds=0, sparse=True),
+    ) == c.CLAIM_INDEXES
+    assert [spec.name for spec in c.CLAIM_INDEXES] == ["claimed_at_1", "expire_at_1"]
 
 
 def test_rows_are_clustered_on_id_from_mongodb_5_3() -> None:
@@ -389,8 +388,13 @@ def test_read_spanning_two_buckets_is_one_aggregate() -> None:
 
 def test_bucket_lookup_and_message_count() -> None:
     assert c.bucket_exists("x:3") == {"doc_id": "x:3"}
-    user = {"$ne": [{"$type": "$read_seq"}, "missing"]}  # a user document (UserDocs)
-    aside = {"$eq": [{"$type": "$msgs"}, "missing"]}  # no bucket: a user or spilled deleter
+    user = {  # a user document (UserDocs) or a send claim (ClaimDocs)
+        "$or": [
+            {"$ne": [{"$type": "$read_seq"}, "missing"]},
+            {"$ne": [{"$type": "$claimed_at"}, "missing"]},
+        ]
+    }
+    aside = {"$eq": [{"$type": "$msgs"}, "missing"]}  # no bucket: a user, claim or spill
     assert [
         {
             "$group": {
@@ -491,7 +495,12 @@ def test_purge_row_sets_the_purged_shape() -> None:
 
 
 def test_row_message_count_also_sums_key_bytes() -> None:
-    user = {"$ne": [{"$type": "$_id.u"}, "missing"]}  # a user document (UserDocs)
+    user = {  # a user document (UserDocs) or a send claim (ClaimDocs)
+        "$or": [
+            {"$ne": [{"$type": "$_id.u"}, "missing"]},
+            {"$ne": [{"$type": "$_id.m"}, "missing"]},
+        ]
+    }
     assert [
         {
             "$group": {
@@ -570,6 +579,19 @@ def test_scans_keep_data_and_user_documents_apart() -> None:
     users = c.scan(c.USERS_IN + c.BUCKETS, ["k"], 5)
     assert users.filter == {"$and": [{"read_seq": {"$exists": True}}, {"doc_id": {"$gt": "k"}}]}
     assert c.key_of({"_id": {"c": "x", "u": "y"}}, c.USERS_IN + c.ROWS) == ["x", "y"]
+    claims = c.scan(c.CLAIMS_IN + c.ROWS, ["x", "m-a"], 5)
+    assert (claims.filter, claims.sort) == (
+        {
+            "$and": [
+                {"claimed_at": {"$exists": True}},
+                {"$or": [{"_id.c": {"$gt": "x"}}, {"_id.c": "x", "_id.m": {"$gt": "m-a"}}]},
+            ]
+        },
+        [("_id", 1)],
+    )
+    claims = c.scan(c.CLAIMS_IN + c.BUCKETS, None, 5)
+    assert (claims.filter, claims.sort) == ({"claimed_at": {"$exists": True}}, [("doc_id", 1)])
+    assert c.key_of({"_id": {"c": "x", "m": "y"}}, c.CLAIMS_IN + c.ROWS) == ["x", "y"]
 
 
 def test_watermarks_are_one_aggregate_from_the_users_document_and_the_counter() -> None:
@@ -716,28 +738,32 @@ def test_a_bucket_view_joins_buckets_by_doc_id_and_the_viewers_spilled_entries()
     ]
 
 
+def test_claims_are_keyed_by_the_data_collection_s_unique_key() -> None:
+    rows, buckets = c.ClaimDocs(c.ROWS), c.ClaimDocs(c.BUCKETS)
+    assert rows.key(CONV, "m-a") == {"_id": {"c": CONV, "m": "m-a"}}
+    assert buckets.key(CONV, "m-a") == {"doc_id": f"{CONV}\x1em-a"}
+    assert rows.owner({"_id": {"c": CONV, "m": "m-a"}}) == (CONV, "m-a")
+    assert buckets.owner({"doc_id": f"{CONV}\x1em-a"}) == (CONV, "m-a")
+    # \x1e sorts below every id character: claims sort as (conversation_id, client_msg_id)
+    # and apart from user documents (\x1f), spilled deleters and buckets.
+    keys = [buckets.key(conv, cid)["doc_id"] for conv, cid in [("a", "z"), ("ab", "a")]]
+    assert keys == sorted(keys)
+    assert c.CLAIM_SEPARATOR not in (c.USER_SEPARATOR, c.SPILL_SEPARATOR)
+    found = [{"doc_id": f"{CONV}\x1em-a", "seq": 7}, {"doc_id": f"{CONV}\x1em-b", "seq": 0}]
+    assert buckets.seq_of(found) == {"m-a": 7}  # a pending claim (seq 0) has no seq yet
+
+
 def test_claims_are_one_unordered_insert_in_client_msg_id_order() -> None:
-    # The unique index on (conversation_id, client_msg_id) refuses a second claim of an id;
-    # unordered, so the new claims of a batch land whatever the duplicates next to them.
+    # The unique key of the data collection refuses a second claim of an id; unordered, so
+    # the new claims of a batch land whatever the duplicates next to them.
     at, since = 1_700_000_000_000, 1_700_000_000_000 - 7 * 86_400_000
     claimed = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
     expires = claimed + timedelta(days=7)  # claimed_at + the retention window
-    assert c.claim_sends(CONV, {"m-b": 8, "m-a": 7}, at, since) == c.InsertMany(
+    claims = c.ClaimDocs(c.BUCKETS)
+    assert c.claim_sends(claims, CONV, {"m-b": 8, "m-a": 7}, at, since) == c.InsertMany(
         [
-            {
-                "conversation_id": CONV,
-                "client_msg_id": "m-a",
-                "seq": 7,
-                "claimed_at": claimed,
-                "expire_at": expires,
-            },
-            {
-                "conversation_id": CONV,
-                "client_msg_id": "m-b",
-                "seq": 8,
-                "claimed_at": claimed,
-                "expire_at": expires,
-            },
+            {"doc_id": f"{CONV}\x1em-a", "seq": 7, "claimed_at": claimed, "expire_at": expires},
+            {"doc_id": f"{CONV}\x1em-b", "seq": 8, "claimed_at": claimed, "expire_at": expires},
         ],
         ordered=False,
     )
@@ -746,15 +772,28 @@ def test_claims_are_one_unordered_insert_in_client_msg_id_order() -> None:
 def test_an_expired_claim_is_replaced_only_while_it_is_still_expired() -> None:
     at, since = 1_700_000_000_000, 1_700_000_000_000 - 7 * 86_400_000
     claimed = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
-    [update] = c.replace_expired(CONV, {"m-a": 9}, at, since)
+    [update] = c.replace_expired(c.ClaimDocs(c.ROWS), CONV, {"m-a": 9}, at, since)
     assert update == c.Update(
-        {
-            "conversation_id": CONV,
-            "client_msg_id": "m-a",
-            "claimed_at": {"$lt": claimed - timedelta(days=7)},
-        },
+        {"_id": {"c": CONV, "m": "m-a"}, "claimed_at": {"$lt": claimed - timedelta(days=7)}},
         {"$set": {"seq": 9, "claimed_at": claimed, "expire_at": claimed + timedelta(days=7)}},
     )
+
+
+def test_a_fresh_send_s_records_collide_unless_the_claim_is_still_its_own_pending_one() -> None:
+    at, since = 1_700_000_000_000, 1_700_000_000_000 - 7 * 86_400_000
+    claimed = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    records = c.claim_records(c.ClaimDocs(c.ROWS), CONV, {"m-b": 4, "m-a": 5}, "o", at, since)
+    assert records == [
+        c.Update(
+            {"_id": {"c": CONV, "m": cid}, "owner": "o", "seq": c.UNALLOCATED},
+            {
+                "$set": {"seq": seq},
+                "$setOnInsert": {"claimed_at": claimed, "expire_at": claimed + timedelta(7)},
+            },
+            upsert=True,
+        )
+        for cid, seq in [("m-b", 4), ("m-a", 5)]
+    ]
 
 
 def test_claims_are_pruned_by_their_claim_time() -> None:
@@ -764,20 +803,33 @@ def test_claims_are_pruned_by_their_claim_time() -> None:
 
 def test_live_claims_are_those_of_the_retention_window() -> None:
     since = 1_700_000_000_000
-    assert c.sends_in(CONV, ["m-a"], since) == {
-        "conversation_id": CONV,
-        "client_msg_id": {"$in": ["m-a"]},
+    assert c.sends_in(c.ClaimDocs(c.BUCKETS), CONV, ["m-a"], since) == {
+        "doc_id": {"$in": [f"{CONV}\x1em-a"]},
         "claimed_at": {"$gte": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)},
     }
 
 
 def test_sent_seqs_are_read_by_the_unique_key() -> None:
-    # Ids are plain values inside $in: one shaped like an operator matches only itself.
-    assert c.sends_in(CONV, ["m-a", "$ne"]) == {
-        "conversation_id": CONV,
-        "client_msg_id": {"$in": ["m-a", "$ne"]},
+    # Ids are plain values inside the key: one shaped like an operator matches only itself.
+    rows = c.ClaimDocs(c.ROWS)
+    assert c.sends_in(rows, CONV, ["m-a", "$ne"]) == {
+        "_id": {"$in": [{"c": CONV, "m": "m-a"}, {"c": CONV, "m": "$ne"}]},
     }
-    assert c.SENT_SEQ_FIELDS == {"_id": 0, "client_msg_id": 1, "seq": 1}
+    assert rows.fields == {"_id": 1, "seq": 1}
+    assert c.ClaimDocs(c.BUCKETS).fields == {"_id": 0, "doc_id": 1, "seq": 1}
+
+
+def test_the_claims_footprint_is_one_aggregate_over_the_claims() -> None:
+    assert c.claim_footprint() == [
+        {"$match": {"claimed_at": {"$exists": True}}},
+        {
+            "$group": {
+                "_id": None,
+                "claims": {"$sum": 1},
+                "bytes": {"$sum": {"$bsonSize": "$$ROOT"}},
+            }
+        },
+    ]
 
 
 def test_layout_is_recorded_once_and_read_back() -> None:

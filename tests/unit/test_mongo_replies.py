@@ -99,10 +99,11 @@ def test_watermarks_merge_whichever_documents_exist() -> None:
 
 
 def test_sent_seqs_by_client_msg_id() -> None:
-    claims = over_the_wire(commands.claim_sends(CONV, {"m-a": 7, "m-b": 2**62}).documents)
-    found = [{"client_msg_id": d["client_msg_id"], "seq": d["seq"]} for d in claims]
-    assert replies.sent_seqs(found) == {"m-a": 7, "m-b": 2**62}
-    assert replies.sent_seqs([]) == {}
+    for claims in (commands.ClaimDocs(commands.ROWS), commands.ClaimDocs(commands.BUCKETS)):
+        command = commands.claim_sends(claims, CONV, {"m-a": 7, "m-b": 2**62})
+        found = over_the_wire(command.documents)
+        assert claims.seq_of(found) == {"m-a": 7, "m-b": 2**62}
+        assert claims.seq_of([]) == {}
 
 
 def test_layout_mismatch_is_refused() -> None:

@@ -16,10 +16,11 @@ from imbucket.adapters.mongo.seq import MongoSeqStore
 from imbucket.domain.errors import StoreUnavailable
 
 CONV = "sg_g1"
+CLAIMS = commands.ClaimDocs(commands.BUCKETS)
 
 
 class RecordingSends:
-    """``seq_send`` as the adapter sees it: insert_many may fail, find returns ``stored``."""
+    """The claims' collection, as the adapter sees it: insert_many may fail, find: ``stored``."""
 
     def __init__(self, stored: list[dict[str, Any]], failure: dict[str, Any] | None) -> None:
         self.stored = stored
@@ -44,9 +45,12 @@ class StubConnection:
         self.sends = sends
 
     def collection(self, name: str) -> Any:
-        return self.sends if name == commands.SENDS else None
+        return self.sends if name == commands.BUCKETS else None
 
     def ensure_indexes(self, name: str) -> None:
+        pass
+
+    def ensure_claim_indexes(self, name: str) -> None:
         pass
 
 
@@ -56,23 +60,28 @@ def seq_store(stored: list[dict[str, Any]], failure: dict[str, Any] | None = Non
     return MongoSeqStore(StubConnection(sends), users), sends  # type: ignore[arg-type]
 
 
+def claim(client_msg_id: str, seq: int) -> dict[str, Any]:
+    """A claim document as a find with ``CLAIMS.fields`` returns it."""
+    return {**CLAIMS.key(CONV, client_msg_id), "seq": seq}
+
+
 def duplicate(index: int) -> dict[str, Any]:
     return {"index": index, "code": 11000, "errmsg": "E11000 duplicate key"}
 
 
 def test_a_claim_is_one_insert_and_one_find() -> None:
-    store, sends = seq_store([{"client_msg_id": "m-a", "seq": 7}])
+    store, sends = seq_store([claim("m-a", 7)])
     assert store.claim_sends(CONV, {"m-a": 7}) == {"m-a": 7}
-    claim = commands.claim_sends(CONV, {"m-a": 7})
+    command = commands.claim_sends(CLAIMS, CONV, {"m-a": 7})
     assert sends.calls == [
-        ("insert_many", (claim.documents, False)),
-        ("find", (commands.sends_in(CONV, ["m-a"]), commands.SENT_SEQ_FIELDS)),
+        ("insert_many", (command.documents, False)),
+        ("find", (commands.sends_in(CLAIMS, CONV, ["m-a"]), CLAIMS.fields)),
     ]
 
 
 def test_a_claim_lost_to_an_earlier_one_returns_the_earlier_seq() -> None:
     failure = {"writeErrors": [duplicate(0)], "writeConcernErrors": []}
-    stored = [{"client_msg_id": "m-a", "seq": 3}, {"client_msg_id": "m-b", "seq": 8}]
+    stored = [claim("m-a", 3), claim("m-b", 8)]
     store, _ = seq_store(stored, failure)
     assert store.claim_sends(CONV, {"m-a": 7, "m-b": 8}) == {"m-a": 3, "m-b": 8}
 
@@ -97,9 +106,9 @@ def test_a_claim_refused_as_a_duplicate_replaces_it_only_where_it_expired() -> N
     # than since; then the find returns whichever claim is live.
     at, since = 1_700_000_000_000, 1_699_000_000_000
     failure = {"writeErrors": [duplicate(1)], "writeConcernErrors": []}
-    stored = [{"client_msg_id": "m-a", "seq": 7}, {"client_msg_id": "m-b", "seq": 8}]
+    stored = [claim("m-a", 7), claim("m-b", 8)]
     store, sends = seq_store(stored, failure)
     assert store.claim_sends(CONV, {"m-a": 7, "m-b": 8}, at, since) == {"m-a": 7, "m-b": 8}
-    [replace] = commands.replace_expired(CONV, {"m-b": 8}, at, since)
+    [replace] = commands.replace_expired(CLAIMS, CONV, {"m-b": 8}, at, since)
     assert sends.calls[1] == ("bulk_write", ([(replace.filter, replace.update)], False))
     assert [name for name, _ in sends.calls] == ["insert_many", "bulk_write", "find"]

@@ -1,8 +1,9 @@
 """Round trips of a send on the Mongo stores, counted at pymongo: counts, never times.
 
 A fresh send (every client_msg_id new to the conversation) skips the lookup of earlier
-claims: ``MongoSeqStore.claim_fresh`` inserts the pending claims, allocates and records
-their seqs, then the store inserts the messages (docs/sending.md, "A fresh send").
+claims: ``MongoFreshSends.store_fresh`` inserts the pending claims, allocates their seqs, and
+the store's write of the messages records the seqs in the same command (the claims live in
+the data collection; docs/sending.md, "A fresh send").
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ MONGO_ROWS = [
 ]
 pytestmark = pytest.mark.parametrize("backend_config", MONGO_ROWS, indirect=True)
 
-# The pending claims' insertMany, the allocation's findAndModify, the bulkWrite recording
-# their seqs, and the messages' write (into a bucket that exists: one update).
-FRESH = 4
+# The pending claims' insertMany, the allocation's findAndModify, and the messages' write
+# (into a bucket that exists: one update) led by the records of the claims' seqs.
+FRESH = 3
 
 
 @pytest.mark.parametrize("size", [1, 2, 99], ids=["one", "two", "99"])
-def test_a_fresh_send_costs_the_claims_the_allocation_the_record_and_the_insert(
+def test_a_fresh_send_costs_the_claims_the_allocation_and_the_recording_insert(
     probed: tuple[Probe, MessageService], size: int
 ) -> None:
     probe, service = probed
@@ -51,6 +52,21 @@ def test_a_batch_of_100_drafts_costs_what_one_costs(
     buckets = 3 if isinstance(service.store, MongoBucketStore) else 0
     assert count.total == FRESH + buckets, count
     assert [m.seq for m in service.send(CONV, drafts)] == list(range(2, 102))
+
+
+def test_a_batch_of_100_drafts_into_an_existing_bucket_costs_what_one_costs(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.send(CONV, [draft(n) for n in range(100)])  # seqs 1..100: the first bucket
+    service.store.delete_for(CONV, [101], "carol")  # creates the second (a row: seq 101's)
+    drafts = [draft(n) for n in range(100, 200)]
+    count = probe.count(lambda: service.send(CONV, drafts))
+    assert (count.total, count.writes) == (FRESH, FRESH), count
+    sent = service.send(CONV, drafts)
+    assert [m.seq for m in sent] == list(range(101, 201))
+    assert [m.client_msg_id for m in sent] == [d.client_msg_id for d in drafts]
+    assert service.max_seq(CONV) == 200
 
 
 def test_a_retry_writes_nothing_and_a_half_retry_takes_the_general_path(

@@ -98,13 +98,13 @@ class MongoConnection:
     def scan(self, name: str, after: str | None, limit: int) -> tuple[list[Doc], str | None]:
         """The next page of name in key order (commands.scan), and its cursor.
 
-        name: a collection, or ``commands.USERS_IN`` + a data collection. The cursor is the
-        JSON of the last document's key; None when the page is short.
+        name: a collection, or ``commands.USERS_IN`` / ``CLAIMS_IN`` + a data collection. The
+        cursor is the JSON of the last document's key; None when the page is short.
         """
         command = commands.scan(name, None if after is None else json.loads(after), limit)
         with translated(f"scan {name}"):
             found = list(
-                self.db[name.removeprefix(commands.USERS_IN)]
+                self.db[commands.scanned_collection(name)]
                 .find(command.filter, command.projection)
                 .sort(command.sort)
                 .limit(command.limit)
@@ -120,6 +120,16 @@ class MongoConnection:
             models = [index_model(spec) for spec in specs]
             with translated(f"create the indexes of {name}"):
                 self.collection(name).create_indexes(models)
+
+    def ensure_claim_indexes(self, name: str) -> None:
+        """Create the send claims' indexes in data collection name if missing: one round trip.
+
+        With them the collection's own unique key (commands.INDEXES), which keeps two claims
+        of one client_msg_id from both landing, whoever opens the collection first.
+        """
+        specs = (*commands.INDEXES[name], *commands.CLAIM_INDEXES)
+        with translated(f"create the send claims' indexes of {name}"):
+            self.collection(name).create_indexes([index_model(spec) for spec in specs])
 
     def index_names(self, name: str) -> set[str]:
         """The names of collection name's indexes (none when it does not exist): one round trip."""
@@ -224,6 +234,8 @@ def index_model(spec: commands.IndexSpec) -> IndexModel:
     options: dict[str, Any] = {"unique": spec.unique}
     if spec.expire_after_seconds is not None:
         options["expireAfterSeconds"] = spec.expire_after_seconds
+    if spec.sparse:
+        options["sparse"] = True
     return IndexModel(list(spec.keys), **options)
 
 

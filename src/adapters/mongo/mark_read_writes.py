@@ -1,10 +1,14 @@
-"""Bulk writes of a data collection that can carry one more upsert: a mark-read's raise.
+"""Bulk writes of a data collection that can carry more updates than their own.
 
 A mark-read writes its tags and raises the reader's read seq. Both live in the data
 collection (``commands.UserDocs``), so the raise rides on the tag write's own ``update``
 command as one more statement, and a mark-read costs its read and that one command
 (the two round trips every tag write is held to). When nothing is left to write (every seq
 was marked already), the raise goes alone at the end.
+
+A fresh send records its claims' seqs (``commands.claim_records``, claims live in the data
+collection too) in the command that stores its messages: the records lead it, ordered, so
+that a claim lost meanwhile stops the command before any message is written.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from imbucket.adapters import asyncio_bridge
 from imbucket.adapters.mongo.commands import Doc, Update
 from imbucket.adapters.mongo.connection import translated
 from imbucket.adapters.mongo.replies import duplicate_positions
+from imbucket.domain.errors import ImbucketError
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,13 @@ class OrderedOutcome:
     upserted: dict[int, Any]  # the _id each update that inserted gave its document
 
 
+class ClaimTaken(Exception):
+    """A claim record that led a write was refused: the claim is no longer its sender's.
+
+    Nothing after it in the command ran: no message was written.
+    """
+
+
 class RidingWrites:
     """Unordered bulk writes of one collection, each carrying the waiting rider, if any.
 
@@ -52,6 +64,8 @@ class RidingWrites:
     def __init__(self, collection: Collection[Doc]) -> None:
         self._collection = collection
         self._waiting = asyncio_bridge.TaskLocal()
+        self._guards = asyncio_bridge.TaskLocal()  # claim records to lead the next write
+        self._unsettled = asyncio_bridge.TaskLocal()  # sent, but the command failed
 
     @property
     def _rider(self) -> Update | None:
@@ -77,12 +91,40 @@ class RidingWrites:
         if left is not None:
             self._alone(left)
 
+    @contextmanager
+    def leading(self, guards: Sequence[Update]) -> Iterator[None]:
+        """Let the block's first bulk write be ordered and start with guards (claim records).
+
+        A guard refused on a duplicate key raises ClaimTaken from that write, before any of
+        its own updates ran. Guards no write carried (the block raised before writing), or
+        carried by a command that failed, are written alone when the block ends, so the
+        claims hold their seqs whatever the block did; a failure of that write is a note on
+        the block's error.
+        """
+        self._guards.set(list(guards))
+        self._unsettled.set(None)
+        try:
+            yield
+        except BaseException as error:
+            try:
+                self._settle()
+            except ImbucketError as failed:
+                error.add_note(f"the claims' seqs were not recorded: {failed}")
+            raise
+        else:
+            self._settle()
+
     def bulk_write(self, updates: Sequence[Update], action: str) -> BulkOutcome:
         """One unordered bulk write of updates, plus the rider: one round trip.
 
         A rider that collides on a duplicate key (a concurrent first upsert of the same
-        user document) waits for the next write, or the end of ``carrying``.
+        user document) waits for the next write, or the end of ``carrying``. Under
+        ``leading``, the first write is ordered instead, its guards first (``_led``).
         """
+        guards: list[Update] = self._guards.get() or []
+        if guards:
+            self._guards.set(None)
+            return self._led(guards, updates, action)
         rider, self._rider = self._rider, None
         operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in updates]
         if rider is not None:
@@ -123,10 +165,57 @@ class RidingWrites:
         upserted = {int(u["index"]): u["_id"] for u in details.get("upserted", [])}
         return OrderedOutcome(collided[0] if collided else None, upserted)
 
+    def _led(self, guards: list[Update], updates: Sequence[Update], action: str) -> BulkOutcome:
+        """One ordered bulk write of guards, then updates; raises ClaimTaken if one is refused.
+
+        A duplicate key among updates stops the command there: that update and the ones
+        after it are reported as collided (the caller reads them, as any collision).
+        """
+        operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in guards]
+        operations += [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in updates]
+        try:
+            with translated(action):
+                try:
+                    details: Mapping[str, Any] = self._collection.bulk_write(
+                        operations, ordered=True
+                    ).bulk_api_result
+                except BulkWriteError as error:
+                    details = error.details
+                stopped = duplicate_positions(details)  # raises on other write errors
+        except BaseException:
+            self._unsettled.set(guards)  # landed or not: written again when leading ends
+            raise
+        lead = len(guards)
+        if stopped and stopped[0] < lead:
+            self._unsettled.set(guards[stopped[0] + 1 :])  # not run: recorded at the end
+            raise ClaimTaken(f"a claim was taken over before {action}")
+        inserted = sum(1 for u in details.get("upserted", []) if int(u["index"]) < lead)
+        matched = int(details.get("nMatched", 0)) - (lead - inserted)
+        collided = list(range(stopped[0] - lead, len(updates))) if stopped else []
+        return BulkOutcome(matched, collided)
+
+    def _settle(self) -> None:
+        """Write the guards no successful command carried, alone: one unordered bulk write.
+
+        A duplicate key means the claim holds a seq already (this guard landed before) or
+        was taken over: either way there is nothing left to record.
+        """
+        left = (self._guards.get() or []) + (self._unsettled.get() or [])
+        self._guards.set(None)
+        self._unsettled.set(None)
+        if not left:
+            return
+        operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in left]
+        with translated("record the claims' seqs"):
+            try:
+                self._collection.bulk_write(operations, ordered=False)
+            except BulkWriteError as error:
+                duplicate_positions(error.details)  # raises on other write errors
+
     @property
     def waiting(self) -> bool:
-        """Whether a rider waits for a write to carry it."""
-        return self._rider is not None
+        """Whether a rider or guards wait for a write to carry them."""
+        return self._rider is not None or bool(self._guards.get())
 
     def _alone(self, rider: Update) -> None:
         """The rider as a write of its own; a first upsert lost to another is tried again."""

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from imbucket.adapters.codec import conversation_of, slot_from_doc
+from imbucket.adapters.mongo import commands
 from imbucket.adapters.mongo.commands import spill_entry
 from imbucket.domain.errors import LayoutMismatch, StoreUnavailable
 from imbucket.domain.model import Slot, StoreStats, TableStats, Watermarks
@@ -162,11 +163,6 @@ def viewed_bucket_seqs(
     return slots, spilled_users(entries)
 
 
-def sent_seqs(found: Iterable[Doc]) -> dict[str, int]:
-    """Recorded seq by client_msg_id, from the claim documents found (pending ones left out)."""
-    return {doc["client_msg_id"]: int(doc["seq"]) for doc in found if int(doc["seq"]) > 0}
-
-
 def checked_layout(recorded: Mapping[str, Any] | None, bucket_size: int, collection: str) -> None:
     """Refuse to open a collection created with another bucket size."""
     stored = None if recorded is None else recorded.get("bucket_size")
@@ -187,15 +183,16 @@ def store_stats(
 
     A clustered collection has no separate _id index: its key bytes live in the records,
     so they are reported as the index part (``key_bytes`` of the count). The documents that
-    are no bucket or row (``aside_docs``: user documents, spilled deleters) are taken out of
-    the documents, the user documents' bytes (``user_bytes``) out of the data.
+    are no bucket or row (``aside_docs``: user documents, send claims, spilled deleters) are
+    taken out of the documents, the user documents' and claims' bytes (``user_bytes``) out of
+    the data, and the claims' own indexes out of the index bytes.
     """
     documents = data = index = 0
     for doc in storage:
         stats = doc["storageStats"]
         documents += stats.get("count", 0)
         data += stats.get("size", 0)
-        index += stats.get("totalIndexSize", 0)
+        index += stats.get("totalIndexSize", 0) - claim_index_bytes(stats)
     totals = next(iter(counted), {})
     if clustered:
         index += totals.get("key_bytes", 0)
@@ -211,6 +208,22 @@ def version_tuple(info: Mapping[str, Any]) -> tuple[int, ...]:
     if array:
         return tuple(int(part) for part in array)
     return tuple(int(part) for part in str(info["version"]).split("-")[0].split("."))
+
+
+def claim_index_bytes(stats: Mapping[str, Any]) -> int:
+    """The bytes of the send claims' indexes (``commands.CLAIM_INDEXES``) in storageStats."""
+    sizes = stats.get("indexSizes") or {}
+    return sum(int(sizes.get(spec.name, 0)) for spec in commands.CLAIM_INDEXES)
+
+
+def claim_stats(storage: Iterable[Doc], counted: Iterable[Doc]) -> TableStats:
+    """The send claims kept in a data collection: their number, BSON and index bytes.
+
+    storage: its ``$collStats`` (one document per shard); counted: ``claim_footprint``.
+    """
+    index = sum(claim_index_bytes(doc["storageStats"]) for doc in storage)
+    totals = next(iter(counted), {})
+    return TableStats(int(totals.get("claims", 0)), int(totals.get("bytes", 0)) + index)
 
 
 def table_stats(storage: Iterable[Doc]) -> TableStats:

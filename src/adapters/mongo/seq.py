@@ -1,11 +1,12 @@
-"""SeqStore on collections ``seq`` and ``seq_send``, and user documents in the data collection.
+"""SeqStore on collection ``seq``, and user documents and send claims in the data collection.
 
-``seq`` holds max_seq and min_seq per conversation, ``seq_send`` the seq send recorded per
-client_msg_id, and the store's data collection (``msg`` or ``msg_row``) one document of
-min_seq and read_seq per (conversation, user) (``commands.UserDocs``: OpenIM keeps those in
-``seq_user``). Unlike OpenIM, all are unique by key, so concurrent first upserts cannot
-create two counters, two claims of one client_msg_id cannot both land, and every
-``raise_*`` uses ``$max`` so a watermark never moves down.
+``seq`` holds max_seq and min_seq per conversation; the store's data collection (``msg`` or
+``msg_row``) one document of min_seq and read_seq per (conversation, user)
+(``commands.UserDocs``: OpenIM keeps those in ``seq_user``) and one claim per
+(conversation, client_msg_id) holding the seq send recorded for it (``commands.ClaimDocs``).
+Unlike OpenIM, all are unique by key, so concurrent first upserts cannot create two
+counters, two claims of one client_msg_id cannot both land, and every ``raise_*`` uses
+``$max`` so a watermark never moves down.
 """
 
 from __future__ import annotations
@@ -37,16 +38,17 @@ from imbucket.domain.scan import Counters, SendClaim, SeqPage, UserSeqs
 class MongoSeqStore:
     """Seq counters by conversation_id and watermarks by (conversation_id, user_id).
 
-    users: where the data collection keeps the user documents.
+    users: the data collection, which keeps the user documents and the send claims.
     """
 
     def __init__(self, connection: MongoConnection, users: UserDocs) -> None:
         self._connection = connection
         self._users_at = users
         self._users = connection.collection(users.collection)
-        self._sends = connection.collection(commands.SENDS)
-        for name in (commands.SEQS, commands.SENDS):
-            connection.ensure_indexes(name)
+        self.claims = commands.ClaimDocs(users.collection)
+        self._sends = connection.collection(users.collection)
+        connection.ensure_indexes(commands.SEQS)
+        connection.ensure_claim_indexes(users.collection)
 
     def allocate(self, conversation_id: str, n: int) -> int:
         """``find_one_and_update`` with ``$inc`` and upsert: one atomic round trip."""
@@ -93,15 +95,15 @@ class MongoSeqStore:
     def sent_seqs(
         self, conversation_id: str, client_msg_ids: Sequence[str], since: int = 0
     ) -> dict[str, int]:
-        """One find on ``seq_send`` by its unique key, claims of since or later."""
+        """One find of the claims by their unique key, claims of since or later."""
         if not client_msg_ids:
             return {}
         with translated("read sent seqs"):
             found = self._sends.find(
-                commands.sends_in(conversation_id, client_msg_ids, since),
-                commands.SENT_SEQ_FIELDS,
+                commands.sends_in(self.claims, conversation_id, client_msg_ids, since),
+                self.claims.fields,
             )
-            return replies.sent_seqs(found)
+            return self.claims.seq_of(found)
 
     def claim_sends(
         self, conversation_id: str, claims: Mapping[str, int], at: int = 0, since: int = 0
@@ -112,7 +114,7 @@ class MongoSeqStore:
         """
         if not claims:
             return {}
-        command = commands.claim_sends(conversation_id, claims, at, since)
+        command = commands.claim_sends(self.claims, conversation_id, claims, at, since)
         with translated("claim client_msg_ids"):
             try:
                 self._sends.insert_many(command.documents, ordered=command.ordered)
@@ -161,16 +163,31 @@ class MongoSeqStore:
             return {}
         owner = uuid.uuid4().hex
         with translated("claim client_msg_ids"):
-            claimed = self._insert_pending(conversation_id, wanted, owner, at, since)
-            if claimed:
-                landed = [cid for cid in wanted if cid not in set(claimed)]
-                if landed:
-                    self._sends.delete_many(commands.pending_of(conversation_id, landed, owner))
+            if not self.claim_new(conversation_id, wanted, owner, at, since):
                 return None
             recorded = self._record(conversation_id, wanted, owner)
         # Short of all of them only when this call outlived its lease: the general path
         # reads the seq each claim holds.
         return recorded if len(recorded) == len(wanted) else None
+
+    def claim_new(
+        self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
+    ) -> bool:
+        """Insert owner's pending claim of each id of wanted: one insertMany.
+
+        False, with nothing left claimed, when any of them was claimed before: the claims
+        of wanted that did land are deleted again (one more round trip; a concurrent call
+        waiting for one of them then claims it itself, see ``_wait_for``).
+        """
+        claimed = self._insert_pending(conversation_id, wanted, owner, at, since)
+        if not claimed:
+            return True
+        landed = [cid for cid in wanted if cid not in set(claimed)]
+        if landed:
+            self._sends.delete_many(
+                commands.pending_of(self.claims, conversation_id, landed, owner)
+            )
+        return False
 
     def _claim_pending(
         self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
@@ -183,13 +200,13 @@ class MongoSeqStore:
         self, conversation_id: str, wanted: list[str], owner: str, at: int, since: int
     ) -> list[str]:
         """Insert owner's pending claim of each id of wanted; the ids claimed before."""
-        command = commands.claim_pending(conversation_id, wanted, owner, at, since)
+        command = commands.claim_pending(self.claims, conversation_id, wanted, owner, at, since)
         try:
             self._sends.insert_many(command.documents, ordered=command.ordered)
             return []
         except BulkWriteError as error:
             taken = replies.duplicate_positions(error.details)  # raises on other errors
-        return [command.documents[i]["client_msg_id"] for i in taken]
+        return [self.claims.owner(command.documents[i])[1] for i in taken]
 
     def _held(
         self,
@@ -207,19 +224,21 @@ class MongoSeqStore:
         if not claimed:
             return wanted
         stale_before = at - millis(self._lease)
-        updates = commands.take_over(conversation_id, claimed, owner, at, since, stale_before)
+        updates = commands.take_over(
+            self.claims, conversation_id, claimed, owner, at, since, stale_before
+        )
         self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
         held = self._sends.find(
-            commands.pending_of(conversation_id, claimed, owner), commands.SENT_SEQ_FIELDS
+            commands.pending_of(self.claims, conversation_id, claimed, owner), self.claims.fields
         )
-        mine = {doc["client_msg_id"] for doc in held} | (set(wanted) - set(claimed))
+        mine = {self.claims.owner(doc)[1] for doc in held} | (set(wanted) - set(claimed))
         return [cid for cid in wanted if cid in mine]
 
     def _record(self, conversation_id: str, ours: list[str], owner: str) -> dict[str, int]:
         """Allocate len(ours) seqs and write them into the claims; those written."""
         first = self.allocate(conversation_id, len(ours))
         seqs = {cid: first + offset for offset, cid in enumerate(ours)}
-        updates = commands.record_seqs(conversation_id, seqs, owner)
+        updates = commands.record_seqs(self.claims, conversation_id, seqs, owner)
         done = self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates])
         # A claim taken over meanwhile (this call outlived its lease) keeps the other seq;
         # the find that follows reads which one each id holds.
@@ -243,11 +262,12 @@ class MongoSeqStore:
         while rest := [cid for cid in wanted if cid not in recorded]:
             found = list(
                 self._sends.find(
-                    commands.sends_in(conversation_id, rest, since), commands.SENT_SEQ_FIELDS
+                    commands.sends_in(self.claims, conversation_id, rest, since),
+                    self.claims.fields,
                 )
             )
-            recorded.update(replies.sent_seqs(found))
-            present = {doc["client_msg_id"] for doc in found}
+            recorded.update(self.claims.seq_of(found))
+            present = {self.claims.owner(doc)[1] for doc in found}
             if gone := [cid for cid in rest if cid not in present]:
                 recorded.update(claim(gone))
             if len(recorded) < len(wanted):
@@ -280,16 +300,17 @@ class MongoSeqStore:
             return int(self._sends.delete_many({"_id": {"$in": ids}}).deleted_count)
 
     def send_claims(self) -> TableStats:
-        """``$collStats`` of ``seq_send``: documents, and data plus index bytes."""
+        """The claims' number and bytes (BSON and their own indexes): two aggregates."""
         with translated("read the send claims' stats"):
-            found = list(self._sends.aggregate(commands.STORAGE_STATS))
-        return replies.table_stats(found)
+            storage = list(self._sends.aggregate(commands.STORAGE_STATS))
+            counted = list(self._sends.aggregate(commands.claim_footprint()))
+        return replies.claim_stats(storage, counted)
 
     def _replace_expired(
         self, conversation_id: str, documents: list[Doc], taken: Sequence[int], at: int, since: int
     ) -> None:
-        again = {documents[i]["client_msg_id"]: documents[i]["seq"] for i in taken}
-        updates = commands.replace_expired(conversation_id, again, at, since)
+        again = {self.claims.owner(documents[i])[1]: documents[i]["seq"] for i in taken}
+        updates = commands.replace_expired(self.claims, conversation_id, again, at, since)
         self._sends.bulk_write([UpdateOne(u.filter, u.update) for u in updates], ordered=False)
 
     def scan_counters(self, after: str | None, limit: int) -> SeqPage[Counters]:
@@ -309,15 +330,11 @@ class MongoSeqStore:
         return SeqPage(tuple(rows), cursor)
 
     def scan_sends(self, after: str | None, limit: int) -> SeqPage[SendClaim]:
-        """One find over ``seq_send`` in (conversation_id, client_msg_id) order."""
-        found, cursor = self._connection.scan(commands.SENDS, after, limit)
+        """One find over the claims in (conversation_id, client_msg_id) order (their keys)."""
+        scanned = commands.CLAIMS_IN + self._users_at.collection
+        found, cursor = self._connection.scan(scanned, after, limit)
         rows = [
-            SendClaim(
-                d["conversation_id"],
-                d["client_msg_id"],
-                int(d["seq"]),
-                replies.epoch_ms(d.get("claimed_at")),
-            )
+            SendClaim(*self.claims.owner(d), int(d["seq"]), replies.epoch_ms(d.get("claimed_at")))
             for d in found
             if int(d["seq"]) > 0  # a pending claim: its sender is allocating right now
         ]

@@ -141,8 +141,12 @@ class SqlFreshSends:
         at: int,
         insert: Insert,
         store_insert: Insert | None = None,
+        since: int = 0,
     ) -> int | None:
-        """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``."""
+        """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``.
+
+        since is not needed: a SQL claim expires by its claimed_at alone.
+        """
         check_keys(conversation_id)
         ids = [check_key(m.client_msg_id, "client_msg_id") for m in messages]
         if not ids or self.db.in_batch:

@@ -208,8 +208,14 @@ _FILLED_SLOTS = {
         "cond": {"$eq": [{"$type": "$$slot.msg"}, "object"]},
     }
 }
+# User documents (read_seq) and send claims (claimed_at) are kept in msg, but are no data.
 COUNT_BUCKET_MESSAGES = count_group(
-    {"$ne": [{"$type": "$read_seq"}, "missing"]},
+    {
+        "$or": [
+            {"$ne": [{"$type": "$read_seq"}, "missing"]},
+            {"$ne": [{"$type": "$claimed_at"}, "missing"]},
+        ]
+    },
     {"$size": _FILLED_SLOTS},
     not_data={"$eq": [{"$type": "$msgs"}, "missing"]},
 )

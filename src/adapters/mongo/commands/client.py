@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from imbucket.adapters.mongo.commands.shapes import BUCKETS, ROWS, SENDS, SEQS, Doc, IndexSpec
+from imbucket.adapters.mongo.commands.shapes import BUCKETS, ROWS, SEQS, Doc, IndexSpec
 from imbucket.adapters.timeouts import Timeouts, millis
 
 DEFAULT_URL = "mongodb://127.0.0.1:27017/imbucket"
@@ -20,12 +20,16 @@ INDEXES: Mapping[str, tuple[IndexSpec, ...]] = {
     BUCKETS: (IndexSpec((("doc_id", 1),)),),
     ROWS: (),
     SEQS: (IndexSpec((("conversation_id", 1),)),),
-    # Claims expire by themselves: the TTL monitor deletes each once its expire_at is past.
-    SENDS: (
-        IndexSpec((("conversation_id", 1), ("client_msg_id", 1))),
-        IndexSpec((("expire_at", 1),), unique=False, expire_after_seconds=0),
-    ),
 }
+
+# The send claims' own indexes in the data collection that keeps them (``ClaimDocs``), whose
+# unique key makes them unique. Sparse: only claims hold these fields, so no bucket or row
+# has an entry. The claim time serves pruning and the claims' count; the TTL index deletes
+# each claim by itself once its expire_at is past.
+CLAIM_INDEXES: tuple[IndexSpec, ...] = (
+    IndexSpec((("claimed_at", 1),), unique=False, sparse=True),
+    IndexSpec((("expire_at", 1),), unique=False, expire_after_seconds=0, sparse=True),
+)
 
 STORAGE_STATS: list[Doc] = [{"$collStats": {"storageStats": {}}}]
 

@@ -65,7 +65,13 @@ def row_collection_options(server_version: Sequence[int]) -> Doc:
     return {}
 
 
-_IS_USER_ROW = {"$ne": [{"$type": "$_id.u"}, "missing"]}
+# User documents ({c, u}) and send claims ({c, m}): kept in msg_row, but no rows.
+_IS_USER_ROW = {
+    "$or": [
+        {"$ne": [{"$type": "$_id.u"}, "missing"]},
+        {"$ne": [{"$type": "$_id.m"}, "missing"]},
+    ]
+}
 COUNT_ROW_MESSAGES = count_group(
     _IS_USER_ROW,
     {"$cond": [{"$eq": [{"$type": "$msg"}, "object"]}, 1, 0]},

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from imbucket.adapters.mongo.commands.counters import UserDocs
-from imbucket.adapters.mongo.commands.shapes import BUCKETS, ROWS, SENDS, SEQS, Doc
+from imbucket.adapters.mongo.commands.sends import ClaimDocs
+from imbucket.adapters.mongo.commands.shapes import BUCKETS, ROWS, SEQS, Doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,15 +24,20 @@ class Find:
 # The key each scanned collection is read in order of: its unique index, or for rows the
 # fields of _id (sorted by _id itself, whose order is (c, s): the filter names the fields
 # because not every server compares embedded documents with $gt). USERS_IN: the user
-# documents kept in a data collection (``UserDocs``), by their keys.
+# documents kept in a data collection (``UserDocs``), by their keys; CLAIMS_IN: its send
+# claims (``ClaimDocs``), by theirs (in (conversation_id, client_msg_id) order).
 SCAN_KEYS: Mapping[str, tuple[str, ...]] = {
     BUCKETS: ("doc_id",),
     ROWS: ("_id.c", "_id.s"),
     SEQS: ("conversation_id",),
-    SENDS: ("conversation_id", "client_msg_id"),
 }
 USERS_IN = "users in "  # + the data collection: a scan of its user documents
 SCAN_KEYS_OF_USERS: Mapping[str, tuple[str, ...]] = {BUCKETS: ("doc_id",), ROWS: ("_id.c", "_id.u")}
+CLAIMS_IN = "claims in "  # + the data collection: a scan of its send claims
+SCAN_KEYS_OF_CLAIMS: Mapping[str, tuple[str, ...]] = {
+    BUCKETS: ("doc_id",),
+    ROWS: ("_id.c", "_id.m"),
+}
 
 # Filters keeping a data collection's own documents, not the user documents it also holds.
 DATA_ONLY: Mapping[str, Doc] = {
@@ -43,7 +49,14 @@ DATA_ONLY: Mapping[str, Doc] = {
 def _scan_keys(scanned: str) -> tuple[str, ...]:
     if scanned.startswith(USERS_IN):
         return SCAN_KEYS_OF_USERS[scanned.removeprefix(USERS_IN)]
+    if scanned.startswith(CLAIMS_IN):
+        return SCAN_KEYS_OF_CLAIMS[scanned.removeprefix(CLAIMS_IN)]
     return SCAN_KEYS[scanned]
+
+
+def scanned_collection(scanned: str) -> str:
+    """The collection a scan reads: scanned without its ``USERS_IN`` or ``CLAIMS_IN``."""
+    return scanned.removeprefix(USERS_IN).removeprefix(CLAIMS_IN)
 
 
 def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
@@ -61,15 +74,20 @@ def after_key(names: Sequence[str], values: Sequence[Any] | None) -> Doc:
 def scan(scanned: str, after: Sequence[Any] | None, limit: int) -> Find:
     """The next ``limit`` documents in key order after key ``after``.
 
-    scanned: a collection, or ``USERS_IN`` + a data collection for its user documents.
+    scanned: a collection, or ``USERS_IN`` / ``CLAIMS_IN`` + a data collection for its user
+    documents / send claims.
     """
     names = _scan_keys(scanned)
-    collection = scanned.removeprefix(USERS_IN)
+    collection = scanned_collection(scanned)
     where = after_key(names, after)
     if scanned.startswith(USERS_IN):
-        where = {"$and": [UserDocs.ONLY, where]} if where else dict(UserDocs.ONLY)
-    elif collection in DATA_ONLY:
-        where = {"$and": [DATA_ONLY[collection], where]} if where else dict(DATA_ONLY[collection])
+        only = UserDocs.ONLY
+    elif scanned.startswith(CLAIMS_IN):
+        only = ClaimDocs.ONLY
+    else:
+        only = DATA_ONLY.get(collection, {})
+    if only:
+        where = {"$and": [only, where]} if where else dict(only)
     if collection == ROWS:
         return Find(where, None, [("_id", 1)], limit)
     return Find(where, {"_id": 0}, [(name, 1) for name in names], limit)

@@ -16,7 +16,6 @@ Doc = dict[str, Any]
 BUCKETS = "msg"
 ROWS = "msg_row"
 SEQS = "seq"
-SENDS = "seq_send"
 META = "meta"
 
 
@@ -27,6 +26,12 @@ class IndexSpec:
     keys: tuple[tuple[str, int], ...]
     unique: bool = True
     expire_after_seconds: int | None = None  # a TTL index
+    sparse: bool = False  # entries only for the documents holding the keys
+
+    @property
+    def name(self) -> str:
+        """The name MongoDB gives the index: ``<field>_<direction>`` joined by ``_``."""
+        return "_".join(f"{field}_{direction}" for field, direction in self.keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +67,11 @@ def count_group(
 ) -> list[Doc]:
     """One ``$group`` counting messages and the user documents (and their bytes) apart.
 
-    The user documents (``UserDocs``) share the data collection's storage statistics; the
-    footprint reported is the data's, so ``replies.store_stats`` takes them out again.
-    not_data (default: is_user) marks every document that is no bucket or row, the user
-    documents and spilled deleters: those are not counted as documents, but spilled
-    deleters are data, so their bytes stay.
+    The user documents (``UserDocs``) and send claims (``ClaimDocs``), both marked by
+    is_user, share the data collection's storage statistics; the footprint reported is the
+    data's, so ``replies.store_stats`` takes them out again. not_data (default: is_user)
+    marks every document that is no bucket or row, those and spilled deleters: none is
+    counted as a document, but spilled deleters are data, so their bytes stay.
     """
     user_bytes = {"$cond": [is_user, {"$bsonSize": "$$ROOT"}, 0]}
     return [
