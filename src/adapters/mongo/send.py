@@ -54,9 +54,12 @@ class MongoFreshSends:
         messages: Sequence[Message],
         at: int,
         insert: Insert,
+        store_insert: Insert | None = None,
         since: int = 0,
     ) -> int | None:
         """See ``imbucket.ports.fresh_sends.StoringFreshSends.store_fresh``.
+
+        store_insert is not needed: the messages are always stored by insert.
 
         Uncontended: the claims' insert, the allocation, and insert's commands, the first
         of which records the claims' seqs. None when a client_msg_id was claimed before
