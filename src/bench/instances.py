@@ -15,6 +15,7 @@ buffer misses are read from the disk rather than from the OS page cache.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ PG_BIN = Path("/usr/lib/postgresql/15/bin")
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 START_SECONDS = 60.0
 STOP_SECONDS = 30.0
+DRIVERS = {"postgresql": "psycopg", "mariadb": "pymysql"}  # what execute() connects with
 PG_FLOOR = 128 * 1024  # shared_buffers' minimum (16 pages of 8 KiB)
 INNODB_FLOOR = (
     6 * 1024 * 1024
@@ -214,7 +216,10 @@ def start(engine: str, buffer_bytes: int) -> Instance:
     """A started private instance of engine ("postgresql" or "mariadb"); ConfigError if absent.
 
     buffer_bytes is raised to the engine's floor; the instance's ``buffer_bytes`` says what ran.
+    ModuleNotFoundError, before anything starts, when the engine's driver (an extra) is not
+    installed: the readiness check would otherwise take it for a server not answering yet.
     """
+    importlib.import_module(DRIVERS[engine])
     directory = Path(tempfile.mkdtemp(prefix=f"imbucket-{engine}-"))
     directory.chmod(0o755)
     size = _buffer(engine, buffer_bytes)

@@ -118,6 +118,22 @@ def test_a_bench_backend_without_its_driver_is_skipped_naming_the_extra(
     assert "pip install 'imbucket[postgres]'" in output, output
 
 
+@pytest.mark.parametrize(("engine", "module", "extra"), [("postgresql", "psycopg", "postgres")])
+def test_a_review_of_an_engine_without_its_driver_says_so_in_one_line_before_starting_it(
+    engine: str, module: str, extra: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _without(monkeypatch, module, "sqlalchemy.dialects.postgresql")
+    started: list[object] = []
+    monkeypatch.setattr("subprocess.Popen", lambda *a, **k: started.append(a))
+    out = tmp_path / "memo"
+    result = CliRunner().invoke(cli, ["review", "--engines", engine, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    *plan, line = result.output.strip().splitlines()  # the budget's plan, then the error
+    assert all(shown.startswith("plan: ") for shown in plan), result.output
+    assert "imbucket review" in line and f"pip install 'imbucket[{extra}]'" in line
+    assert started == []
+
+
 _BLOCK_NUMPY = """
 import sys
 

@@ -153,17 +153,22 @@ class RidingWrites:
         An update refused on a duplicate key stops the command there (an update that
         guards those after it, ``commands.flagging_patch``); any other write error raises.
         """
-        operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in updates]
         with translated(action):
-            try:
-                details: Mapping[str, Any] = self._collection.bulk_write(
-                    operations, ordered=True
-                ).bulk_api_result
-            except BulkWriteError as error:
-                details = error.details
+            details = self._ordered(updates)
         collided = duplicate_positions(details)
         upserted = {int(u["index"]): u["_id"] for u in details.get("upserted", [])}
         return OrderedOutcome(collided[0] if collided else None, upserted)
+
+    def _ordered(self, updates: Sequence[Update]) -> Mapping[str, Any]:
+        """The result details of one ordered bulk write of updates, a refused one's too."""
+        operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in updates]
+        try:
+            result: Mapping[str, Any] = self._collection.bulk_write(
+                operations, ordered=True
+            ).bulk_api_result
+        except BulkWriteError as error:
+            return error.details
+        return result
 
     def _led(self, guards: list[Update], updates: Sequence[Update], action: str) -> BulkOutcome:
         """One ordered bulk write of guards, then updates; raises ClaimTaken if one is refused.
@@ -171,16 +176,9 @@ class RidingWrites:
         A duplicate key among updates stops the command there: that update and the ones
         after it are reported as collided (the caller reads them, as any collision).
         """
-        operations = [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in guards]
-        operations += [UpdateOne(u.filter, u.update, upsert=u.upsert) for u in updates]
         try:
             with translated(action):
-                try:
-                    details: Mapping[str, Any] = self._collection.bulk_write(
-                        operations, ordered=True
-                    ).bulk_api_result
-                except BulkWriteError as error:
-                    details = error.details
+                details = self._ordered([*guards, *updates])
                 stopped = duplicate_positions(details)  # raises on other write errors
         except BaseException:
             self._unsettled.set(guards)  # landed or not: written again when leading ends
