@@ -79,7 +79,7 @@ async def cut_everywhere(service: AsyncMessageService, prepare: Call, call: Call
     cancel = CancelAt(service)
     await prepare(service, "si_uncut")
     total = await cancel.statements(call(service, "si_uncut"), 0)
-    assert total >= 2
+    assert total >= 1  # else nothing would be cut; a fresh send on PostgreSQL sql-row is 1
     cut = []
     for k in range(1, total + 1):
         conversation = f"si_cut_{k}"
