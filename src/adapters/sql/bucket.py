@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -36,6 +35,7 @@ from sqlalchemy.sql.selectable import TextualSelect
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.bucket_patches import Slots, SpilledBy, by_bucket
 from imbucket.adapters.codec import CODECS, conversation_of
+from imbucket.adapters.sql.bucket_json import decoded_slots, json_text, listed, loads
 from imbucket.adapters.sql.bucket_writes import (
     ROW_SQL_BYTES,
     SLOT_SQL_BYTES,
@@ -109,7 +109,7 @@ class SqlBucketRepository(BucketTagWrites):
         self._texts = PreparedTexts(db.engine.dialect)
         self._fills: dict[tuple[tuple[int, ...], str | None], str] = {}
         to_doc = self._codec.to_doc
-        self._empty_texts = [_text(to_doc(EMPTY_SLOT))] * layout.size
+        self._empty_texts = [json_text(to_doc(EMPTY_SLOT))] * layout.size
         self._create = Prepared(self._new_bucket(bindparam("doc_id"), None), db.engine.dialect)
         db.limits()  # asked at open, so that no write pays the round trip
 
@@ -124,7 +124,7 @@ class SqlBucketRepository(BucketTagWrites):
     def _message_docs(self, messages: Mapping[int, Message]) -> dict[int, str]:
         """The JSON of each message by slot index, in slot order."""
         message_doc = self._codec.message_doc
-        return {index: _text(message_doc(m)) for index, m in sorted(messages.items())}
+        return {index: json_text(message_doc(m)) for index, m in sorted(messages.items())}
 
     def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
         """``write_messages`` of message JSON docs by slot index."""
@@ -153,8 +153,8 @@ class SqlBucketRepository(BucketTagWrites):
         texts = list(self._empty_texts)
         for index, message in sorted(messages.items()):
             slot_doc = to_doc(Slot(message=message))
-            docs[index] = _text(slot_doc[msg])
-            texts[index] = _text(slot_doc)
+            docs[index] = json_text(slot_doc[msg])
+            texts[index] = json_text(slot_doc)
         # What ``whole`` writes: the slots' JSON, comma-separated, without building them again.
         whole = f"[{','.join(texts)}]"
         size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
@@ -324,7 +324,7 @@ class SqlBucketRepository(BucketTagWrites):
             if doc_index not in buckets:
                 continue
             if doc_index not in decoded:
-                decoded[doc_index] = _decoded(buckets[doc_index])
+                decoded[doc_index] = decoded_slots(buckets[doc_index])
             doc = decoded[doc_index](index)
             if not doc:
                 continue
@@ -335,7 +335,7 @@ class SqlBucketRepository(BucketTagWrites):
                 slot = replace(slot, deleted_by=viewed_deleters(viewer, mine, True))
             if slot.spilled:  # the viewer's own side-table entry came with the bucket
                 doc_id = layout.doc_id_for_index(conversation_id, doc_index)
-                has = str(index) in _listed(buckets[doc_index][0][5])
+                has = str(index) in listed(buckets[doc_index][0][5])
                 spilled.setdefault(doc_id, {})[index] = {viewer} if has else set()
             found[seq] = slot
         return found, spilled
@@ -351,7 +351,7 @@ class SqlBucketRepository(BucketTagWrites):
             return []
         query, keys = self._select_sql(wanted, parts)
         rows = self.db.fetch(self._texts.get(query), {**keys, **params})
-        return [(doc_id, [v for chunk in _loads(chunks) for v in chunk]) for doc_id, chunks in rows]
+        return [(doc_id, [v for chunk in loads(chunks) for v in chunk]) for doc_id, chunks in rows]
 
     def _select_sql(
         self, wanted: Mapping[str, Sequence[int]], parts: Callable[[int], list[str]]
@@ -386,7 +386,7 @@ class SqlBucketRepository(BucketTagWrites):
         max_seq, found = self.db.execute(statement).rows[0]
         read: dict[str, dict[int, Slot]] = {}
         for doc_id, chunks in carried_rows(found):
-            values = [v for chunk in _loads(chunks) for v in chunk]
+            values = [v for chunk in loads(chunks) for v in chunk]
             read[doc_id] = {
                 index: self._slot(doc_id, index, value)
                 for index, value in zip(wanted[doc_id], values, strict=True)
@@ -401,7 +401,7 @@ class SqlBucketRepository(BucketTagWrites):
             query = query.where(docs.doc_id > after)
         found: list[tuple[str, list[Slot]]] = []
         for doc_id, msgs in self.db.execute(query).rows:
-            slots = [self._slot(doc_id, index, value) for index, value in enumerate(_loads(msgs))]
+            slots = [self._slot(doc_id, index, value) for index, value in enumerate(loads(msgs))]
             found.append((doc_id, slots))
         return found
 
@@ -427,7 +427,7 @@ class SqlBucketRepository(BucketTagWrites):
         to_doc, empty = self._codec.to_doc, self._codec.to_doc(EMPTY_SLOT)
         docs = [to_doc(slots[i]) if i in slots else empty for i in range(self.layout.size)]
         # orjson writes what ``dumps`` does (compact, non-ASCII kept), in C.
-        return orjson.dumps(docs).decode()
+        return json_text(docs)
 
     def _slot(self, doc_id: str, index: int, value: Any) -> Slot:
         """The slot stored at index of bucket doc_id, from its decoded JSON value."""
@@ -585,31 +585,3 @@ class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStor
         marks, found, spilled = self.repository.view(conversation_id, viewer_id, pick)
         seqs = pick.of(marks)
         return marks, self.viewed_seqs(conversation_id, seqs, found, viewer_id, spilled)
-
-
-def _decoded(rows: Sequence[Any]) -> Callable[[int], Any]:
-    """A bucket's slot by index (None when absent) from its pull rows.
-
-    The rows hold the whole bucket, or one slot each.
-    """
-    if rows[0][6] is None:
-        whole: list[Any] = _loads(rows[0][4])
-        return lambda index: whole[index] if index < len(whole) else None
-    return {int(row[6]): _loads(row[4]) for row in rows}.get
-
-
-def _listed(value: str | bytes | None) -> list[str]:
-    """The items of a comma-separated text from the engine (GROUP_CONCAT may give bytes)."""
-    if value is None:
-        return []
-    return (value.decode() if isinstance(value, bytes) else value).split(",")
-
-
-def _loads(value: Any) -> Any:
-    """Drivers return JSON as text (MariaDB, SQLite) or already decoded (psycopg)."""
-    return orjson.loads(value) if isinstance(value, (str, bytes)) else value
-
-
-def _text(value: Any) -> str:
-    """JSON text of value as ``dumps`` writes it (compact, non-ASCII kept), in C."""
-    return orjson.dumps(value).decode()

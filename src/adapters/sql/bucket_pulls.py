@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
 from sqlalchemy import bindparam, text
 from sqlalchemy.sql.elements import TextClause
 
 from imbucket.adapters.codec import CODECS
 from imbucket.adapters.sql.bucket import SqlBucketStore
+from imbucket.adapters.sql.bucket_json import json_text, loads
 from imbucket.adapters.sql.dialects import Kind
 from imbucket.adapters.sql.json_sql import MARIADB_VIEW, POSTGRES_VIEW, SQLITE_VIEW, ViewSql
 from imbucket.adapters.sql.schema import BucketSchema, check_key
@@ -71,10 +71,12 @@ class SqlBucketPulls:
         size = self.layout.size
         if pick.latest:
             statement = self._latest
-            params.update(count=pick.latest, docs=_dumps(list(range(-(-pick.latest // size) + 1))))
+            params.update(
+                count=pick.latest, docs=json_text(list(range(-(-pick.latest // size) + 1)))
+            )
         else:
             statement = self._listed
-            params["docs"] = _dumps(sorted({self.layout.doc_index(s) for s in pick.seqs}))
+            params["docs"] = json_text(sorted({self.layout.doc_index(s) for s in pick.seqs}))
         rows = self.db.execute(statement, params).rows
         return self._answers(conversation_id, viewers, pick, rows)
 
@@ -105,7 +107,7 @@ class SqlBucketPulls:
         self, conversation_id: str, doc_index: int, body: Any
     ) -> dict[int, tuple[Slot, frozenset[str]]]:
         """The slots holding something of one bucket, by seq, each with its inline deleters."""
-        whole = orjson.loads(body) if isinstance(body, (str, bytes)) else body
+        whole = loads(body)
         first = self.layout.first_seq(doc_index)
         from_doc, deleters = self._codec.from_doc, self._deleters
         found: dict[int, tuple[Slot, frozenset[str]]] = {}
@@ -195,7 +197,3 @@ def _herd(schema: BucketSchema, size: int, kind: Kind, latest: bool) -> TextClau
     return text(sql).bindparams(
         bindparam("viewers", expanding=True), bindparam("spill_viewers", expanding=True)
     )
-
-
-def _dumps(value: object) -> str:
-    return orjson.dumps(value).decode()
