@@ -88,12 +88,7 @@ def claim_sends(
     at (epoch ms); with a retention window (at - since), expire_at is when the TTL index on
     it may delete the claim (a document without expire_at never expires).
     """
-    times = claim_times(at, since)
-    documents = [
-        {**claims.key(conversation_id, cid), "seq": seq, **times}
-        for cid, seq in sorted(seqs.items())
-    ]
-    return InsertMany(documents, ordered=False)
+    return _claim_documents(claims, conversation_id, seqs, claim_times(at, since))
 
 
 def claim_pending(
@@ -105,10 +100,18 @@ def claim_pending(
     since: int,
 ) -> InsertMany:
     """One pending claim (seq UNALLOCATED) per client_msg_id, owned by owner; see claim_sends."""
-    times = claim_times(at, since)
+    times = {"owner": owner, **claim_times(at, since)}
+    pending = dict.fromkeys(client_msg_ids, UNALLOCATED)
+    return _claim_documents(claims, conversation_id, pending, times)
+
+
+def _claim_documents(
+    claims: ClaimDocs, conversation_id: str, seqs: Mapping[str, int], fields: Mapping[str, object]
+) -> InsertMany:
+    """An unordered insert of one claim per client_msg_id at its seq, with fields besides."""
     documents = [
-        {**claims.key(conversation_id, cid), "seq": UNALLOCATED, "owner": owner, **times}
-        for cid in sorted(client_msg_ids)
+        {**claims.key(conversation_id, cid), "seq": seq, **fields}
+        for cid, seq in sorted(seqs.items())
     ]
     return InsertMany(documents, ordered=False)
 
