@@ -151,10 +151,8 @@ def _sql(store: SqlRowStore | SqlBucketStore, seqs: SqlSeqStore) -> Backend:
     binding = SqlCacheBinding(seqs.db, seqs.schema.cache_binding)
     log_of_store = SqlInvalidationLog(seqs.db, seqs.schema.cache_log)
     marks = SqlReadMarks(store, seqs)
-    from imbucket.adapters.sql.row import SqlRowStore
-
-    # sql-row's rows ride in the step's statement where the engine has one (PostgreSQL).
-    fresh = SqlFreshSends(seqs.db, store.schema, store if isinstance(store, SqlRowStore) else None)
+    # The messages ride in the step's statement where the engine has one (PostgreSQL).
+    fresh = SqlFreshSends(seqs.db, store.schema, store)
     version = seqs.db.server_version
     return Backend(
         store,

@@ -36,6 +36,7 @@ from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.bucket_patches import Slots, SpilledBy, by_bucket
 from imbucket.adapters.codec import CODECS, conversation_of
 from imbucket.adapters.sql.bucket_json import decoded_slots, json_text, listed, loads
+from imbucket.adapters.sql.bucket_send import FreshBuckets, FreshBucketSends
 from imbucket.adapters.sql.bucket_writes import (
     ROW_SQL_BYTES,
     SLOT_SQL_BYTES,
@@ -538,7 +539,9 @@ class _Missed(Exception):
     """A statement of an all-or-nothing write changed no row: the transaction is undone."""
 
 
-class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStore):
+class SqlBucketStore(
+    SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStore, FreshBucketSends
+):
     """The bucket state machine's MessageStore over a SqlBucketRepository."""
 
     repository: SqlBucketRepository
@@ -547,6 +550,9 @@ class SqlBucketStore(SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStor
         super().__init__(repository, budget)
         self._bulk = BucketBulkLoad(
             repository.db, self.layout, repository.schema.docs, self.budget, repository.whole
+        )
+        self._fresh = FreshBuckets(
+            repository.db, self.layout, CODECS[self.layout.encoding], repository.schema.docs.name
         )
 
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:

@@ -500,6 +500,10 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
         """See ``SqlRowRepository.fresh_binds``."""
         return self.repository.fresh_binds(conversation_id, messages)
 
+    def fresh_rows(self, first: int, count: int) -> int:
+        """One row per message (``adapters.sql.send.FreshRows``)."""
+        return count
+
     def view(self, conversation_id: str, viewer_id: str, pick: Pick) -> View:
         """The pull's reads in one statement; see ViewReads.view."""
         return self.repository.view(conversation_id, viewer_id, pick)

@@ -7,7 +7,8 @@ claims, as ``SqlSeqStore.allocate_sends`` takes them, so the two never deadlock.
 
 - PostgreSQL: one data-modifying CTE (autocommitted): the counter upsert, whose
   ``RETURNING`` gives the first seq, and the claims inserted from it; for ``store_fresh``
-  on a store that offers its rows' INSERT (``FreshRows``, sql-row), that INSERT too.
+  on a store that offers its messages' INSERT (``FreshRows``: sql-row's rows, sql-bucket's
+  buckets), that INSERT too.
 - SQLite: one INSERT of the claims (autocommitted), each seq read from the counter in the
   statement (under the file's write lock, so no other writer moves it); the schema's
   trigger on the claims table raises max_seq to each claim's seq.
@@ -48,10 +49,10 @@ class _Claimed(Exception):
 
 
 class FreshRows(Protocol):
-    """A store whose fresh rows' INSERT can ride in the step's statement (sql-row).
+    """A store whose fresh messages' INSERT can ride in the step's statement.
 
-    The row encoding stays the store's: it gives the INSERT's text and its values, and the
-    step composes them with its counter and claims.
+    The encoding stays the store's (sql-row's rows, sql-bucket's buckets): it gives the
+    INSERT's text and its values, and the step composes them with its counter and claims.
     """
 
     def insert(self, conversation_id: str, messages: Sequence[Message]) -> InsertResult:
@@ -68,12 +69,16 @@ class FreshRows(Protocol):
         """Its values, or None when they do not fit one statement."""
         ...
 
+    def fresh_rows(self, first: int, count: int) -> int:
+        """How many rows the INSERT returns when it stores all count messages from seq first."""
+        ...
+
 
 class SqlFreshSends:
     """``FreshSends`` over a schema's counters and claims tables.
 
-    rows: the store whose rows a fresh send on PostgreSQL inserts in the step's statement
-    (none: the step, then the caller's insert).
+    rows: the store whose messages a fresh send on PostgreSQL inserts in the step's
+    statement (none: the step, then the caller's insert).
     """
 
     def __init__(self, db: Database, schema: Schema, rows: FreshRows | None = None) -> None:
@@ -154,7 +159,11 @@ class SqlFreshSends:
         if self.db.kind == "postgresql":
             binds = self._fresh_binds(conversation_id, messages, store_insert)
             if binds is not None:
-                return self._in_one_statement(conversation_id, ids, at, binds)
+                outcome = self._in_one_statement(conversation_id, ids, at, binds)
+                if outcome is None or outcome[1]:
+                    return None if outcome is None else outcome[0]
+                # A seq's place was taken: the claims and seqs stand, as after the step.
+                return self._store_claimed(conversation_id, messages, outcome[0], insert)
             return self._claim_then_store(conversation_id, ids, messages, at, insert)
         step = functools.partial(self._claim_and_store, conversation_id, ids, messages, at, insert)
         try:
@@ -186,12 +195,14 @@ class SqlFreshSends:
 
     def _in_one_statement(
         self, conversation_id: str, ids: list[str], at: int, binds: dict[str, Any]
-    ) -> int | None:
-        """PostgreSQL: the counter, the claims and the rows in one autocommitted statement.
+    ) -> tuple[int, bool] | None:
+        """PostgreSQL: the counter, the claims and the messages in one autocommitted statement.
 
-        None when a client_msg_id has a claim (the statement is undone whole) or a seq held
-        a row already (the claims and seqs stay, as after ``_claim_then_store``: the general
-        path finds them and settles that seq).
+        The first seq and whether every message was stored; None when a client_msg_id has
+        a claim (the statement is undone whole). A message is not stored when its seq's
+        place was taken already (a row, or a slot holding a message or purged, in a bucket
+        the statement then leaves as it was): the claims and seqs stay, as after the step
+        of ``_claim_then_store``.
         """
         statement = self._storing
         assert statement is not None  # set whenever _fresh_binds gives binds
@@ -209,7 +220,8 @@ class SqlFreshSends:
             base, stored = self.db.run(step, idempotent=True)
         except _Claimed:
             return None
-        return base + 1 if stored == len(ids) else None
+        assert self._rows is not None  # as the statement
+        return base + 1, stored == self._rows.fresh_rows(base + 1, len(ids))
 
     def _claim_then_store(
         self,
@@ -229,10 +241,17 @@ class SqlFreshSends:
         seqs = self.claim_fresh(conversation_id, ids, at)
         if seqs is None:
             return None
-        first = seqs[ids[0]]
-        if len(insert(conversation_id, sending.numbered(messages, first)).inserted) != len(ids):
-            return None
-        return first
+        return self._store_claimed(conversation_id, messages, seqs[ids[0]], insert)
+
+    def _store_claimed(
+        self, conversation_id: str, messages: Sequence[Message], first: int, insert: Insert
+    ) -> int | None:
+        """Insert messages at their claimed seqs from first; None unless all were stored.
+
+        What the insert does not store, the general path finds claimed and settles.
+        """
+        inserted = insert(conversation_id, sending.numbered(messages, first)).inserted
+        return first if len(inserted) == len(messages) else None
 
     def _claim_and_store(
         self,
