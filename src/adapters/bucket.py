@@ -13,9 +13,10 @@ has spilled deleters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from enum import Enum
 
 from imbucket.adapters import contention
 from imbucket.adapters.bucket_patches import (
@@ -50,6 +51,14 @@ from imbucket.domain.tags import (
 from imbucket.ports.bucket_repository import BucketRepository, Spilled
 
 
+class FirstWrite(Enum):
+    """What an insert's first write did to one bucket (``BucketMessageStore._first_writes``)."""
+
+    WRITTEN = "written"  # the bucket holds the messages now: filled, or created holding them
+    MISSED = "missed"  # the fill matched nothing: a slot is taken, or the bucket is missing
+    EXISTS = "exists"  # the create found the bucket there: fill it next
+
+
 class BucketMessageStore(BucketPatching, TagWrites):
     """MessageStore over any BucketRepository (memory, SQL JSON, MongoDB)."""
 
@@ -62,10 +71,28 @@ class BucketMessageStore(BucketPatching, TagWrites):
         """Store messages; see MessageStore.insert."""
         outcome: dict[int, InsertOutcome] = {}
         by_seq = {message.seq: message for message in messages}
-        for doc_id, seqs in self.layout.group(conversation_id, by_seq).items():
-            pending = {self.layout.slot_index(seq): by_seq[seq] for seq in seqs}
-            self._insert_bucket(doc_id, pending, outcome)
+        buckets = {
+            doc_id: {self.layout.slot_index(seq): by_seq[seq] for seq in seqs}
+            for doc_id, seqs in self.layout.group(conversation_id, by_seq).items()
+        }
+        first = self._first_writes(buckets) if buckets else {}
+        for doc_id, pending in buckets.items():
+            done = first.get(doc_id)
+            if done is FirstWrite.WRITTEN:
+                outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
+            else:
+                self._insert_bucket(doc_id, pending, outcome, done)
         return InsertResult.of(messages, outcome)
+
+    def _first_writes(self, buckets: Mapping[str, Mapping[int, Message]]) -> dict[str, FirstWrite]:
+        """The first writes of an insert's buckets (messages by slot index, by doc_id).
+
+        Here none: each bucket's first write is its own (``_fill_or_create``). A store whose
+        engine can write several buckets in one round trip overrides it, and returns what
+        that write did to each bucket it tried; the state machine takes the others, and
+        goes on from there with the ones not written.
+        """
+        return {}
 
     def insert_many(self, batches: Mapping[str, Sequence[Message]]) -> dict[str, InsertResult]:
         """Store several conversations' messages; see MessageStore.insert_many.
@@ -98,12 +125,19 @@ class BucketMessageStore(BucketPatching, TagWrites):
         return {conv: InsertResult.of(ms, outcome[conv]) for conv, ms in batches.items()}
 
     def _insert_bucket(
-        self, doc_id: str, pending: dict[int, Message], outcome: dict[int, InsertOutcome]
+        self,
+        doc_id: str,
+        pending: dict[int, Message],
+        outcome: dict[int, InsertOutcome],
+        done: FirstWrite | None = None,
     ) -> None:
+        """The insert state machine for one bucket; done: its first write, if one was tried."""
         checked = False  # the last read found the bucket with every pending slot free
-        write = self._fill_or_create
+        write: Callable[[str, Mapping[int, Message]], bool] | None = self._fill_or_create
+        if done is not None:  # a missed fill reads next; a refused create fills next
+            write = None if done is FirstWrite.MISSED else self.repository.write_messages
         for _ in range(MAX_ROUNDS):
-            if write(doc_id, pending):
+            if write is not None and write(doc_id, pending):
                 outcome.update((m.seq, InsertOutcome.INSERTED) for m in pending.values())
                 return
             write = self.repository.write_messages

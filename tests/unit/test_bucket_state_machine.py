@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.bucket import BucketMessageStore, FirstWrite
 from imbucket.adapters.memory import MemoryBucketRepository
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.model import OTHER_DELETERS, Message, Revoke, Role, Slot, SlotPatch
@@ -384,3 +384,49 @@ def test_delete_for_reads_no_deleter_list() -> None:
     assert store.get(CONV, [2], "u0")[2].deleted_by == {"u0"}
     assert store.get(CONV, [2], "bystander")[2].deleted_by == {""}
     assert store.get(CONV, [1], "u0")[1].deleted_by == frozenset()
+
+
+class CreatingFirst(BucketMessageStore):
+    """A store whose first write creates every bucket (as an engine might in one trip)."""
+
+    def _first_writes(self, buckets: Mapping[str, Mapping[int, Message]]) -> dict[str, FirstWrite]:
+        done: dict[str, FirstWrite] = {}
+        for doc_id, pending in buckets.items():
+            slots = {index: Slot(message=m) for index, m in pending.items()}
+            created = self.repository.create_bucket(doc_id, slots)
+            done[doc_id] = FirstWrite.WRITTEN if created else FirstWrite.EXISTS
+        return done
+
+
+class FillingFirst(BucketMessageStore):
+    """A store whose first write fills every bucket, reporting a miss as such."""
+
+    def _first_writes(self, buckets: Mapping[str, Mapping[int, Message]]) -> dict[str, FirstWrite]:
+        return {
+            doc_id: FirstWrite.WRITTEN
+            if self.repository.write_messages(doc_id, pending)
+            else FirstWrite.MISSED
+            for doc_id, pending in buckets.items()
+        }
+
+
+def test_a_refused_first_create_fills_next_and_a_refused_fill_reads() -> None:
+    repository = RecordingRepository()
+    store = CreatingFirst(repository)
+    store.insert(CONV, [message(1, content="another")])
+    repository.calls.clear()
+    result = store.insert(CONV, messages(1, 150))
+    assert (result.conflicts, result.inserted) == ((1,), tuple(range(2, 151)))
+    # Bucket 0 is there: its fill next, refused, then the read, then the fill of the rest;
+    # bucket 1 was created by the first write.
+    assert repository.calls == ["create", "create", "write", "read", "write"]
+
+
+def test_a_missed_first_fill_reads_next_and_creates_a_missing_bucket() -> None:
+    repository = RecordingRepository()
+    store = FillingFirst(repository)
+    store.insert(CONV, messages(1, 50))
+    repository.calls.clear()
+    assert store.insert(CONV, messages(51, 150)).inserted == tuple(range(51, 151))
+    # Bucket 1 is missing: the first write misses it, the read says so, the create follows.
+    assert repository.calls == ["write", "write", "read", "create"]

@@ -880,3 +880,12 @@ def test_a_mark_read_reads_the_buckets_and_the_readers_document_then_max_seq() -
     # One bucket alone still goes through the $switch, which leaves the reader's out.
     one = c.read_buckets({f"{CONV}:0": [4]}, also=[reader])
     assert "$switch" in one[1]["$project"]["msgs"]
+
+
+def test_open_bucket_inserts_the_whole_bucket_only_where_there_is_none() -> None:
+    command = c.open_bucket(f"{CONV}:1", {0: Slot(message=message(101, CONV))}, 2)
+    assert command == c.Update(
+        {"doc_id": f"{CONV}:1"},
+        {"$setOnInsert": {"msgs": [{**EMPTY, "msg": msg_doc(message(101))}, EMPTY]}},
+        upsert=True,
+    )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
+from imbucket.adapters.sql.bucket import SqlBucketStore
 from imbucket.app import MessageService
 from imbucket.bench.instrument.probe import Probe
 from imbucket.testing.factories import CONV, messages
@@ -51,13 +52,22 @@ def test_100_message_insert_into_an_existing_bucket_is_one_store_write(
     batch = messages(101, 200)
     count = probe.count(lambda: service.ingest(CONV, batch))
     # one write of the 100 messages and one raise of max_seq (an engine without RETURNING
-    # on upserts reads the raised value back); behind a cache, each drops what it changed
+    # on upserts reads the raised value back); behind a cache, each drops what it changed.
+    # sql-bucket on MariaDB creates first a bucket whose slot 0 the batch takes (most
+    # likely a new one): here it is there, so its fill follows (docs/sending.md).
+    create_first = int(creates_first(service))
     store = count.without(CACHE)
-    assert store.writes == 2, count
-    assert store.total <= 3, count
+    assert store.writes == 2 + create_first, count
+    assert store.total <= 3 + create_first, count
     assert count.drivers.get(CACHE, 0) <= 2, count
     entries = service.pull_range(CONV, "alice", 101, 200)
     assert [e.seq for e in entries] == list(range(101, 201))
+
+
+def creates_first(service: MessageService) -> bool:
+    """Whether the service's store is sql-bucket on MariaDB (behind a cache or not)."""
+    store = getattr(service.store, "store", service.store)
+    return isinstance(store, SqlBucketStore) and store.repository.db.kind == "mariadb"
 
 
 def test_clear_history_is_one_write_whatever_the_size(

@@ -40,6 +40,19 @@ def test_a_fresh_send_costs_the_claims_the_allocation_and_the_recording_insert(
     assert service.max_seq(CONV) == size + 1
 
 
+def test_a_fresh_send_opening_a_bucket_costs_what_one_costs(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.send(CONV, [draft(n) for n in range(100)])  # seqs 1..100: the first bucket
+    # Seq 101 is slot 0 of a new bucket: mongo-bucket's one update command fills the bucket
+    # or, as here, creates it (an upsert that inserts only where there is none).
+    count = probe.count(lambda: service.send(CONV, [draft(100)]))
+    assert (count.total, count.writes) == (FRESH, FRESH), count
+    assert [m.seq for m in service.send(CONV, [draft(100)])] == [101]
+    assert service.max_seq(CONV) == 101
+
+
 def test_a_batch_of_100_drafts_costs_what_one_costs(
     probed: tuple[Probe, MessageService],
 ) -> None:
@@ -47,11 +60,26 @@ def test_a_batch_of_100_drafts_costs_what_one_costs(
     service.send(CONV, [draft(0)])
     drafts = [draft(n) for n in range(1, 101)]
     count = probe.count(lambda: service.send(CONV, drafts))
-    # Seqs 2..101: mongo-bucket writes each bucket the batch touches, and the second one is
-    # new: its update finds no bucket, a read says it is missing, and the create follows.
-    buckets = 3 if isinstance(service.store, MongoBucketStore) else 0
-    assert count.total == FRESH + buckets, count
+    # Seqs 2..101: mongo-bucket fills the first bucket and creates the second in one command.
+    assert (count.total, count.writes) == (FRESH, FRESH), count
+    sent = service.send(CONV, drafts)
+    assert [m.seq for m in sent] == list(range(2, 102))
+    assert [m.client_msg_id for m in sent] == [d.client_msg_id for d in drafts]
+
+
+def test_a_batch_crossing_into_a_bucket_a_tag_write_created_costs_one_more_on_buckets(
+    probed: tuple[Probe, MessageService],
+) -> None:
+    probe, service = probed
+    service.send(CONV, [draft(0)])
+    service.store.delete_for(CONV, [101], "carol")  # creates the second bucket
+    drafts = [draft(n) for n in range(1, 101)]
+    count = probe.count(lambda: service.send(CONV, drafts))
+    # The command fills the first bucket and finds the second there: its fill follows.
+    buckets = 1 if isinstance(service.store, MongoBucketStore) else 0
+    assert (count.total, count.writes) == (FRESH + buckets,) * 2, count
     assert [m.seq for m in service.send(CONV, drafts)] == list(range(2, 102))
+    assert service.max_seq(CONV) == 101
 
 
 def test_a_batch_of_100_drafts_into_an_existing_bucket_costs_what_one_costs(

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from pymongo.errors import BulkWriteError
 
-from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.bucket import BucketMessageStore, FirstWrite
 from imbucket.adapters.bucket_patches import by_bucket
 from imbucket.adapters.codec import slot_from_doc
 from imbucket.adapters.mongo import commands
@@ -65,6 +65,47 @@ class MongoBucketRepository(MsgCollection):
         if not messages:
             return self._exists(doc_id)
         return self._update(commands.write_messages(doc_id, messages), "write messages")
+
+    def fill_or_open(self, buckets: Mapping[str, Mapping[int, Message]]) -> dict[str, FirstWrite]:
+        """The first writes of an insert (messages by slot index, by doc_id), in one command.
+
+        The first bucket is filled (``write_messages``), and each bucket whose slot 0 is
+        pending, most likely a new one, is opened (``commands.open_bucket``): created
+        holding its messages unless it is there. The command holds one fill, so the reply
+        says whether it landed: it matched beyond the opens that found their bucket. Opens
+        beyond _CREATE_SLOTS messages, and buckets neither filled nor opened, are left out;
+        everything is when no bucket is opened. One ordered command when it leads with
+        claim records (``RidingWrites.leading``): a duplicate key stops it there, and the
+        opens not run are reported as refused, as if their bucket was there.
+        """
+        first = next(iter(buckets))
+        opening: list[str] = []
+        carried = len(buckets[first])
+        for doc_id, messages in buckets.items():
+            if 0 in messages and carried + len(messages) <= _CREATE_SLOTS:
+                opening.append(doc_id)
+                carried += len(messages)
+        if not opening:
+            return {}
+        size = self.layout.size
+        updates = [commands.write_messages(first, buckets[first])]
+        for doc_id in opening:
+            slots = {index: Slot(message=m) for index, m in buckets[doc_id].items()}
+            updates.append(commands.open_bucket(doc_id, slots, size))
+        outcome = self.riding.bulk_write(updates, "write messages")
+        done: dict[str, FirstWrite] = {}
+        found = 0  # the opens that matched a bucket there already
+        for position, doc_id in enumerate(opening, 1):
+            if position in outcome.upserted:
+                done[doc_id] = FirstWrite.WRITTEN
+            else:
+                done[doc_id] = FirstWrite.EXISTS
+                found += position not in outcome.collided
+        if 0 not in outcome.collided and outcome.matched > found:
+            done[first] = FirstWrite.WRITTEN
+        elif done.get(first) is not FirstWrite.WRITTEN:
+            done[first] = FirstWrite.MISSED
+        return done
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """insert_one of the whole bucket; a duplicate doc_id means another writer won."""
@@ -248,6 +289,10 @@ class MongoBucketStore(BucketMessageStore):
 
     def __init__(self, repository: MongoBucketRepository, budget: TagBudget | None = None) -> None:
         super().__init__(repository, budget)
+
+    def _first_writes(self, buckets: Mapping[str, Mapping[int, Message]]) -> dict[str, FirstWrite]:
+        """The first fill and the creates of new buckets in one command (``fill_or_open``)."""
+        return self.repository.fill_or_open(buckets)
 
     def mark_read_raising(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, guard: Guard | None

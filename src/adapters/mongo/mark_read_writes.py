@@ -35,6 +35,7 @@ class BulkOutcome:
 
     matched: int  # updates whose filter matched (an upsert that inserted did not)
     collided: list[int]  # positions of updates refused on a duplicate key
+    upserted: list[int]  # positions of upserts that inserted their document
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,15 +138,15 @@ class RidingWrites:
                 details = error.details
         collided = duplicate_positions(details)
         matched = int(details.get("nMatched", 0))
+        last = len(updates)
+        inserted = {int(u["index"]) for u in details.get("upserted", [])}
         if rider is not None:
-            last = len(updates)
-            inserted = {int(u["index"]) for u in details.get("upserted", [])}
             if last in collided:
                 self._rider = rider
                 collided.remove(last)
             elif last not in inserted:
                 matched -= 1
-        return BulkOutcome(matched, collided)
+        return BulkOutcome(matched, collided, sorted(i for i in inserted if i < last))
 
     def in_order(self, updates: Sequence[Update], action: str) -> OrderedOutcome:
         """One ordered bulk write of updates, without the rider: one round trip.
@@ -187,10 +188,11 @@ class RidingWrites:
         if stopped and stopped[0] < lead:
             self._unsettled.set(guards[stopped[0] + 1 :])  # not run: recorded at the end
             raise ClaimTaken(f"a claim was taken over before {action}")
-        inserted = sum(1 for u in details.get("upserted", []) if int(u["index"]) < lead)
+        upserted = sorted(int(u["index"]) for u in details.get("upserted", []))
+        inserted = sum(1 for index in upserted if index < lead)
         matched = int(details.get("nMatched", 0)) - (lead - inserted)
         collided = list(range(stopped[0] - lead, len(updates))) if stopped else []
-        return BulkOutcome(matched, collided)
+        return BulkOutcome(matched, collided, [i - lead for i in upserted if i >= lead])
 
     def _settle(self) -> None:
         """Write the guards no successful command carried, alone: one unordered bulk write.

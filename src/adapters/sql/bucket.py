@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Connection,
     Executable,
     Text,
     bindparam,
@@ -32,16 +31,14 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
-from imbucket.adapters.bucket import BucketMessageStore
+from imbucket.adapters.bucket import BucketMessageStore, FirstWrite
 from imbucket.adapters.bucket_patches import Slots, SpilledBy, by_bucket
 from imbucket.adapters.codec import CODECS, conversation_of
+from imbucket.adapters.sql.bucket_fills import BucketFills, Shape
 from imbucket.adapters.sql.bucket_json import decoded_slots, json_text, listed, loads
 from imbucket.adapters.sql.bucket_send import FreshBuckets, FreshBucketSends
 from imbucket.adapters.sql.bucket_writes import (
     ROW_SQL_BYTES,
-    SLOT_SQL_BYTES,
-    BucketTagWrites,
-    all_of,
     dumps,
 )
 from imbucket.adapters.sql.bulk_load import BucketBulkLoad
@@ -87,14 +84,12 @@ _VIEW: dict[Kind, ViewSql] = {
     "mariadb": MARIADB_VIEW,
     "sqlite": SQLITE_VIEW,
 }
-# The fill statements kept, by slot indexes (a send's batch nearly always fills one slot).
-_MOST_FILLS = 1024
 # Listed seqs averaging fewer than this many per bucket are read slot by slot: the engine
 # renders and the caller decodes only those slots instead of their buckets whole.
 _SPARSE = 2
 
 
-class SqlBucketRepository(BucketTagWrites):
+class SqlBucketRepository(BucketFills):
     """BucketRepository over one SQL table of JSON buckets."""
 
     def __init__(self, db: Database, layout: BucketLayout, schema: BucketSchema) -> None:
@@ -108,86 +103,12 @@ class SqlBucketRepository(BucketTagWrites):
         self._spill = schema.spill
         self._views = _Views(schema, layout, _VIEW[db.kind], self._codec.key("del_list"))
         self._texts = PreparedTexts(db.engine.dialect)
-        self._fills: dict[tuple[tuple[int, ...], str | None], str] = {}
+        self._fills: dict[tuple[Shape, str | None], str] = {}
+        self._many_fills: dict[tuple[Shape, ...], str] = {}
         to_doc = self._codec.to_doc
         self._empty_texts = [json_text(to_doc(EMPTY_SLOT))] * layout.size
         self._create = Prepared(self._new_bucket(bindparam("doc_id"), None), db.engine.dialect)
         db.limits()  # asked at open, so that no write pays the round trip
-
-    def write_messages(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
-        """Fill the named slots iff the bucket exists and all of them are free.
-
-        Messages too large for one statement go in several UPDATEs in one transaction, all
-        or nothing (docs/sql.md, "Statement limits").
-        """
-        return self._write_docs(doc_id, self._message_docs(messages))
-
-    def _message_docs(self, messages: Mapping[int, Message]) -> dict[int, str]:
-        """The JSON of each message by slot index, in slot order."""
-        message_doc = self._codec.message_doc
-        return {index: json_text(message_doc(m)) for index, m in sorted(messages.items())}
-
-    def _write_docs(self, doc_id: str, docs: Mapping[int, str]) -> bool:
-        """``write_messages`` of message JSON docs by slot index."""
-        parts = self._parts(docs)
-        if len(parts) == 1:
-            check_key(conversation_of(doc_id), "conversation_id")
-            sql = self._fill_sql(tuple(parts[0]), None)
-            params = {f"m{n}": doc for n, doc in enumerate(parts[0].values())}
-            update = self._texts.get(sql)
-            return self.db.write(update, {"doc_id": doc_id, **params}).rowcount == 1
-        return self._all_or_nothing([self._filling(doc_id, part) for part in parts])
-
-    def fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
-        """``write_messages``, or the bucket created holding messages if it does not exist.
-
-        One statement either way. False when the bucket exists with one of those slots taken,
-        or another writer created it meanwhile: read it, as after ``write_messages``. Where
-        the engine has no such statement, or the messages need more than one, this is
-        ``write_messages``.
-        """
-        template = self._json.fill_or_create_sql
-        if template is None:
-            return self.write_messages(doc_id, messages)
-        msg, to_doc = self._codec.keys["msg"], self._codec.to_doc
-        docs: dict[int, str] = {}
-        texts = list(self._empty_texts)
-        for index, message in sorted(messages.items()):
-            slot_doc = to_doc(Slot(message=message))
-            docs[index] = json_text(slot_doc[msg])
-            texts[index] = json_text(slot_doc)
-        # What ``whole`` writes: the slots' JSON, comma-separated, without building them again.
-        whole = f"[{','.join(texts)}]"
-        size = value_bytes(whole) + sum(value_bytes(d) + SLOT_SQL_BYTES for d in docs.values())
-        size += STATEMENT_OVERHEAD
-        if size > self.db.limits().max_bytes:
-            return self._write_docs(doc_id, docs)
-        check_key(conversation_of(doc_id), "conversation_id")
-        sql = self._fill_sql(tuple(docs), template)
-        params = {f"m{n}": doc for n, doc in enumerate(docs.values())}
-        found = self.db.fetch(self._texts.get(sql), {"doc_id": doc_id, "whole": whole, **params})
-        return len(found) == 1
-
-    def _fill_sql(self, indexes: tuple[int, ...], template: str | None) -> str:
-        """The SQL filling the slots at indexes with ``:m0``, ``:m1``… iff all are free.
-
-        template None: the UPDATE of ``write_messages``; else ``fill_or_create_sql``. Kept
-        per shape, so that a send builds no SQL text.
-        """
-        key = (indexes, template)
-        sql = self._fills.get(key)
-        if sql is None:
-            changes, free, _ = self._filled(dict.fromkeys(indexes, ""))
-            if template is None:
-                sql = self._update_sql_of(changes, free)
-            else:
-                where = all_of(["doc_id = :doc_id", *free])
-                document = self._json.set(changes)
-                sql = template.format(table=self._table, document=document, where=where)
-            if len(self._fills) >= _MOST_FILLS:
-                self._fills.clear()
-            self._fills[key] = sql
-        return sql
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
         """Insert the whole bucket; False when doc_id exists (the primary key says so).
@@ -455,26 +376,6 @@ class SqlBucketRepository(BucketTagWrites):
             document = cast(document, postgresql.JSONB)
         return document
 
-    def _filling(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
-        """UPDATE storing message JSON docs by slot index iff every one of those slots is free."""
-        return self._updating(doc_id, *self._filled(docs))
-
-    def _filled(
-        self, docs: Mapping[int, str]
-    ) -> tuple[list[tuple[Path, str]], list[str], dict[str, Any]]:
-        """What fills message JSON docs by slot index: changes, conditions, parameters.
-
-        The conditions hold iff every one of those slots is free.
-        """
-        params: dict[str, Any] = {}
-        changes: list[tuple[Path, str]] = []
-        free: list[str] = []
-        for n, (index, doc) in enumerate(docs.items()):
-            params[f"m{n}"] = doc
-            changes.append(((index, "msg"), self._json.value(f"m{n}")))
-            free += [self._json.is_null(index, "msg"), self._json.is_false(index, "purged")]
-        return changes, free, params
-
     def _replacing(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
         """UPDATE replacing whole slots by the slot JSON docs (in a bucket just created)."""
         params = {f"s{n}": doc for n, doc in enumerate(docs.values())}
@@ -482,26 +383,6 @@ class SqlBucketRepository(BucketTagWrites):
             ((index,), self._json.value(f"s{n}")) for n, index in enumerate(docs)
         ]
         return self._updating(doc_id, changes, [], params)
-
-    def _parts(self, docs: Mapping[int, str]) -> list[dict[int, str]]:
-        """Docs (JSON by slot index) in parts each small enough for one statement."""
-        items = list(docs.items())
-        sizes = [value_bytes(doc) + SLOT_SQL_BYTES for _, doc in items]
-        return [dict(part) for part in batches(items, sizes, 1, self.db.limits())] or [{}]
-
-    def _all_or_nothing(self, statements: Sequence[Executable]) -> bool:
-        """Run statements in one transaction; unless each changes its one row, none is kept."""
-
-        def work(connection: Connection) -> bool:
-            for statement in statements:
-                if connection.execute(statement).rowcount != 1:
-                    raise _Missed
-            return True
-
-        try:
-            return self.db.run(work, atomic=True)
-        except _Missed:
-            return False
 
 
 class _Views:
@@ -535,10 +416,6 @@ def _columns(statement: TextClause, names: Sequence[str]) -> TextualSelect:
     return statement.columns(*(column(name) for name in names))
 
 
-class _Missed(Exception):
-    """A statement of an all-or-nothing write changed no row: the transaction is undone."""
-
-
 class SqlBucketStore(
     SqlStore[BucketSchema, dict[str, Slots]], BucketMessageStore, FreshBucketSends
 ):
@@ -562,6 +439,17 @@ class SqlBucketStore(
     def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""
         return self.repository.fill_or_create(doc_id, messages)
+
+    def _first_writes(self, buckets: Mapping[str, Mapping[int, Message]]) -> dict[str, FirstWrite]:
+        """Several buckets filled or created in one statement where the engine can do it.
+
+        ``fill_or_create_many``: a bucket it left alone is read next; elsewhere, and for one
+        bucket, each bucket's first write is its own.
+        """
+        written = self.repository.fill_or_create_many(buckets) if len(buckets) > 1 else None
+        if written is None:
+            return {}
+        return {d: FirstWrite.WRITTEN if d in written else FirstWrite.MISSED for d in buckets}
 
     def _read_raising(
         self, conversation_id: str, seqs: Sequence[int], reader_id: str, seq: int

@@ -63,6 +63,10 @@ class JsonSql:
     # ``:whole``; it returns a row for each row written. None where the engine cannot tell
     # an existing row left as it was from a new one (MariaDB's upsert).
     fill_or_create_sql: str | None = None
+    # ``fill_or_create_sql`` of several buckets: rows ``{rows}`` of (doc_id, whole bucket)
+    # inserted, an existing one's ``msgs`` becoming ``{document}`` (by doc_id) where
+    # ``{where}`` holds; it returns the doc_id of each row written.
+    fill_or_create_many_sql: str | None = None
 
     def keyed(self, codec: SlotCodec) -> JsonSql:
         """The engine's JSON SQL for buckets written by codec."""
@@ -284,6 +288,10 @@ SQLITE = JsonSql(
     fill_or_create_sql=(
         "INSERT INTO {table} (doc_id, msgs) VALUES (:doc_id, :whole) ON CONFLICT (doc_id)"
         " DO UPDATE SET msgs = {document} WHERE {where} RETURNING 1"
+    ),
+    fill_or_create_many_sql=(
+        "INSERT INTO {table} (doc_id, msgs) VALUES {rows} ON CONFLICT (doc_id)"
+        " DO UPDATE SET msgs = {document} WHERE {where} RETURNING doc_id"
     ),
 )
 

@@ -42,6 +42,18 @@ def new_bucket(doc_id: str, slots: Mapping[int, Slot], size: int) -> Doc:
     return {"doc_id": doc_id, "msgs": [slot_to_doc(slots.get(i, EMPTY_SLOT)) for i in range(size)]}
 
 
+def open_bucket(doc_id: str, slots: Mapping[int, Slot], size: int) -> Update:
+    """An upsert inserting the whole bucket iff doc_id has none; one there is left as it is.
+
+    Its reply tells the two apart: the bucket is created where the upsert inserted.
+    """
+    return Update(
+        {"doc_id": doc_id},
+        {"$setOnInsert": {"msgs": new_bucket(doc_id, slots, size)["msgs"]}},
+        upsert=True,
+    )
+
+
 def write_messages(doc_id: str, messages: Mapping[int, Message]) -> Update:
     """Fill the named slots of an existing bucket, only if every one of them is free."""
     condition: Doc = {"doc_id": doc_id}
