@@ -71,7 +71,8 @@ class RowScan:
             return self._by_keys(params, limit)
         rows, last = cut
         cursor = None if last is None else json.dumps([last[0], int(last[1])])
-        return SlotPage(tuple(scanned_slots(rows)), cursor)
+        scanned = _tagged_slots(rows) if rows is not messages else _untagged_slots(rows)
+        return SlotPage(tuple(scanned), cursor)
 
     def _by_keys(self, params: dict[str, Any], limit: int) -> SlotPage:
         """The page as its keys, then every row of the key range they span."""
@@ -92,10 +93,11 @@ def page_cut(
     """The rows of a page's complete keys, in key order, and its last key (None: the end).
 
     messages are the first limit message rows after the cursor, in key order; tags the
-    first limit rows of each tag table after it. None when no key is complete (a tag
-    table's limit rows all of one key).
+    first limit rows of each tag table after it. The rows returned are messages itself
+    when no tag row was read. None when no key is complete (a tag table's limit rows all
+    of one key).
     """
-    if not tags:  # the usual page: message rows only, one per key, in order
+    if not tags:  # the usual page: message rows only, one per key, in order (returned as is)
         return messages, (_KEY(messages[-1]) if len(messages) == limit else None)
     ends: list[tuple[Key, bool]] = []  # (key, whether rows of that key are complete)
     if len(messages) == limit:
@@ -127,6 +129,11 @@ def scanned_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
     """
     if any(row[1] != MESSAGE for row in rows):
         return _tagged_slots(rows)
+    return _untagged_slots(rows)
+
+
+def _untagged_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
+    """``scanned_slots`` of message rows alone, in one pass."""
     scanned: list[ScannedSlot] = []
     add = scanned.append
     for row in rows:
