@@ -180,6 +180,10 @@ _TRIMMED = {
 _COMPACT_DEFAULTS: tuple[object, ...] = tuple(_TRIMMED.get(name) for name in _AFTER_SEQ)
 # The values of a message dict missing keys (stored before the key existed) read as.
 _DOC_DEFAULTS: Doc = {**_TRIMMED, "options": None, "at_user_id_list": None}
+# The trailing fields most messages leave at their defaults (options onwards), as the list
+# a compact message's tail is compared with before trimming field by field.
+_USUAL_KEPT = _AFTER_SEQ.index("options")
+_USUAL_TAIL = list(_COMPACT_DEFAULTS[_USUAL_KEPT:])
 _SEND_TIME = _AFTER_SEQ.index("send_time")
 _CREATE_TIME = _AFTER_SEQ.index("create_time")
 _ROLE = 1  # position of the role in a compact revoke
@@ -263,6 +267,8 @@ def _compact_message(message: Message) -> list[Any]:
     values[_AT_USERS] = list(users) if users else []
     values[_CREATE_TIME] -= values[_SEND_TIME]
     kept = len(values)
+    if values[_USUAL_KEPT:] == _USUAL_TAIL:  # the usual extras, all defaults: one C compare
+        kept = _USUAL_KEPT
     while kept and values[kept - 1] == _COMPACT_DEFAULTS[kept - 1]:
         kept -= 1
     del values[kept:]

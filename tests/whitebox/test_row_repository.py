@@ -95,3 +95,40 @@ def test_scan_pages_every_row_holding_anything_once(repository: RowRepository) -
             break
     assert sorted(seen) == [1, 2, 3, 4, 5, 9]
     assert repository.stats().messages == 5
+
+
+def _scan_all(repository: RowRepository, limit: int) -> list[tuple[str, int, Slot]]:
+    found: list[tuple[str, int, Slot]] = []
+    after: str | None = None
+    for _ in range(200):  # bounded: every test below stores far fewer rows
+        page = repository.scan(after, limit)
+        assert len(page.slots) <= limit
+        found += [(s.conversation_id, s.seq, s.slot) for s in page.slots]
+        after = page.cursor
+        if after is None:
+            return found
+    raise AssertionError("the scan did not end")
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 50])
+def test_scan_pages_end_where_every_table_is_complete(
+    repository: RowRepository, limit: int
+) -> None:
+    # Deleter and reader rows fill a page's limit before the message rows do, some keys hold
+    # more users than the limit, and tag-only keys sit between messages and after them.
+    assert repository.insert_new(CONV, messages(1, 6, CONV)) == set()
+    users = [f"user{n}" for n in range(7)]
+    for seq in (2, 3):
+        for user in users:
+            repository.patch(CONV, {seq: SlotPatch(add_deleted_by=user)})
+    for user in users[:4]:
+        repository.patch(CONV, {4: SlotPatch(add_read_by=user)})
+    repository.patch(CONV, {9: SlotPatch(add_deleted_by="bob", add_read_by="carol")})
+    repository.patch("sg_rows_z", {1: SlotPatch(add_read_by="carol")})
+    found = _scan_all(repository, limit)
+    keys = [(conversation_id, seq) for conversation_id, seq, _ in found]
+    assert keys == sorted(set(keys))  # each once, in key order
+    expected = repository.read(CONV, [1, 2, 3, 4, 5, 6, 9])
+    assert {seq: slot for c, seq, slot in found if c == CONV} == expected
+    assert expected[2].deleted_by == frozenset(users)
+    assert [(c, s) for c, s, _ in found if c != CONV] == [("sg_rows_z", 1)]

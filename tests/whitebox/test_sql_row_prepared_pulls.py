@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.engine import CursorResult
 
 from imbucket.app import MessageService
+from imbucket.bench.instrument.roundtrips import EngineStatements
 from imbucket.testing.factories import CONV, messages
 from imbucket.testing.rows import ROW_LAYOUT, SQL, backends
 
@@ -67,3 +68,14 @@ def test_a_pull_of_scattered_seqs_still_reads_through_sqlalchemy(
     built = count_results(monkeypatch)
     assert len(service.pull(CONV, "bob", [3, 7, 120, 250])) == 4
     assert built == [1]
+
+
+def test_a_scan_page_is_two_statements(service: MessageService) -> None:
+    service.ingest(CONV, messages(1, 30))
+    service.delete_for_me(CONV, [7], "bob")
+    with EngineStatements(service.store.engine) as trips:  # type: ignore[attr-defined]
+        first = service.store.scan(None, 10)
+        second = service.store.scan(first.cursor, 10)
+    # Per page the message rows and the tag rows after the cursor: no key read before them.
+    assert (trips.total, trips.writes) == (4, 0), trips.statements
+    assert [s.seq for s in (*first.slots, *second.slots)] == list(range(1, 21))

@@ -15,8 +15,6 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    CompoundSelect,
-    Select,
     String,
     Table,
     and_,
@@ -28,8 +26,6 @@ from sqlalchemy import (
     null,
     or_,
     select,
-    tuple_,
-    union,
     union_all,
     update,
 )
@@ -54,8 +50,8 @@ from imbucket.adapters.sql.row_reads import (
     bound_seqs,
     row_slot,
     row_slots,
-    scanned_slots,
 )
+from imbucket.adapters.sql.row_scan import RowScan
 from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, row_bytes, row_bytes_at_most
 from imbucket.adapters.sql.sizing import batches as batches_of
@@ -86,8 +82,7 @@ class SqlRowRepository:
         self.schema = schema
         self._messages = schema.messages
         self._reads = Reads(schema, db)
-        self._spans = (_span(schema, after=False), _span(schema, after=True))
-        self._key_pages = (_key_page(schema, after=False), _key_page(schema, after=True))
+        self._scan = RowScan(db, schema)
         self._new_rows = PreparedRows(self._inserting, db.engine.dialect)
         db.limits()  # asked at open, so that no insert pays the round trip
 
@@ -347,23 +342,11 @@ class SqlRowRepository:
         return changed
 
     def scan(self, after: str | None, limit: int) -> SlotPage:
-        """Rows in (conversation_id, seq) order; see RowRepository.scan.
+        """Rows in (conversation_id, seq) order, a page per statement; see RowRepository.scan.
 
-        One statement finds the page's keys in the three tables (a key range scan of each),
-        then one reads every row of the key range they span (built once, bound per page).
+        See ``imbucket.adapters.sql.row_scan``.
         """
-        start = None if after is None else tuple(json.loads(after))
-        params: dict[str, Any] = {"limit": limit}
-        if start is not None:
-            params.update(first_conversation=start[0], first_seq=start[1])
-        keys = self.db.fetch_raw(self._key_pages[start is not None], params)
-        if not keys:
-            return SlotPage((), None)
-        last_conversation, last_seq = keys[-1][0], int(keys[-1][1])
-        params.update(last_conversation=last_conversation, last_seq=last_seq)
-        scanned = scanned_slots(self.db.fetch_raw(self._spans[start is not None], params))
-        cursor = json.dumps([last_conversation, last_seq]) if len(keys) == limit else None
-        return SlotPage(tuple(scanned), cursor)
+        return self._scan.page(after, limit)
 
     def stats(self) -> StoreStats:
         """Exact message and row counts, bytes from the engine's catalog."""
@@ -533,50 +516,6 @@ FRESH_BYTES = 1 << 20
 _WIPED = (*MESSAGE_COLUMNS, *REVOKE_COLUMNS)
 # The keys of a message row (``_message_row``), in its order.
 _ROW_KEYS = {"conversation_id": None, "seq": None, **dict.fromkeys(MESSAGE_COLUMNS)}.keys()
-
-
-def _key_page(schema: RowSchema, *, after: bool) -> Select[Any]:
-    """The first bound ``limit`` (conversation_id, seq) keys any table holds.
-
-    After the bound first key when after (built once per shape, bound per page).
-    """
-    parts = []
-    for table in (schema.messages, schema.deletions, schema.readers):
-        key = (table.c.conversation_id, table.c.seq)
-        part = select(*key).order_by(*key).limit(bindparam("limit"))
-        if after:
-            first = tuple_(bindparam("first_conversation"), bindparam("first_seq"))
-            part = part.where(tuple_(*key) > first)
-        parts.append(select(part.subquery()))
-    keys = union(*parts).subquery()
-    return select(keys.c.conversation_id, keys.c.seq).order_by(*keys.c).limit(bindparam("limit"))
-
-
-def _span(schema: RowSchema, *, after: bool) -> CompoundSelect[Any]:
-    """Every row of the three tables in a bound key range, as ``read_many`` reads them.
-
-    Rows are (conversation_id, kind, seq, user_id, *ROW_COLUMNS), keys up to the bound
-    last key and (after) beyond the bound first key. The plain conversation_id bounds give
-    every engine a range of the primary key to scan; the key comparisons make it exact.
-    """
-    width = len(ROW_COLUMNS)
-    parts = []
-    tables = ((MESSAGE, schema.messages), (DELETION, schema.deletions), (READER, schema.readers))
-    for kind, table in tables:
-        key = tuple_(table.c.conversation_id, table.c.seq)
-        last = tuple_(bindparam("last_conversation"), bindparam("last_seq"))
-        where = [table.c.conversation_id <= bindparam("last_conversation"), key <= last]
-        if after:
-            first = tuple_(bindparam("first_conversation"), bindparam("first_seq"))
-            where += [table.c.conversation_id >= bindparam("first_conversation"), key > first]
-        columns: list[Any] = (
-            [cast(null(), String).label("user_id"), *(table.c[n] for n in ROW_COLUMNS)]
-            if kind == MESSAGE
-            else [table.c.user_id, *(null() for _ in range(width))]
-        )
-        kinds: Any = literal_column(str(kind)).label("kind")
-        parts.append(select(table.c.conversation_id, kinds, table.c.seq, *columns).where(*where))
-    return union_all(*parts)
 
 
 def _at(table: Table, conversation_id: str, seqs: Sequence[int]) -> ColumnElement[bool]:

@@ -9,7 +9,6 @@ with the conversation's watermarks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -49,7 +48,6 @@ from imbucket.domain.model import (
     stored_message,
     stored_slot,
 )
-from imbucket.domain.scan import ScannedSlot, scanned_slot
 
 # The kind of a row of a read.
 MESSAGE = 0
@@ -427,41 +425,3 @@ def row_slots(
         if not slot.is_empty:
             slots[seq] = slot
     return slots
-
-
-_KEY = itemgetter(0, 2)  # a span row's (conversation_id, seq)
-
-
-def scanned_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
-    """The slots of a key range's rows, in (conversation_id, seq) order, empty ones left out.
-
-    Rows are (conversation_id, kind, seq, user_id, *ROW_COLUMNS), as ``row_slots`` reads
-    them after the conversation id. A range of message rows alone (the usual page) is built
-    in one pass over the rows in key order; one with deleter or reader rows is grouped by
-    conversation for ``row_slots``.
-    """
-    if any(row[1] != MESSAGE for row in rows):
-        return _tagged_slots(rows)
-    scanned: list[ScannedSlot] = []
-    add = scanned.append
-    for row in sorted(rows, key=_KEY):
-        conversation_id, seq = row[0], row[2]
-        slot = row_slot(conversation_id, seq, row, 4)
-        if slot.message is not None or not slot.is_empty:
-            add(scanned_slot(conversation_id, seq, slot))
-    return scanned
-
-
-def _tagged_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
-    """``scanned_slots`` of rows holding deleter or reader rows."""
-    by_conversation: dict[str, list[Sequence[Any]]] = {}
-    for row in rows:
-        found = by_conversation.get(row[0])
-        if found is None:
-            found = by_conversation[row[0]] = []
-        found.append(row)
-    scanned: list[ScannedSlot] = []
-    for conversation_id in sorted(by_conversation):
-        slots = row_slots(conversation_id, by_conversation[conversation_id], 1)
-        scanned += [scanned_slot(conversation_id, s, slots[s]) for s in sorted(slots)]
-    return scanned
