@@ -96,7 +96,10 @@ def test_each_send_is_one_statement_creating_filling_and_crossing_buckets(
 
 
 def test_the_buckets_hold_what_the_codec_writes(service: MessageService) -> None:
-    batches = [[draft(0)], [draft(n) for n in range(1, 99)], [draft(n) for n in range(99, 150)]]
+    # One message opening a bucket, one filling it, a batch, a batch crossing into a new
+    # bucket and one message filling that.
+    batches = [[draft(0)], [draft(1)], [draft(n) for n in range(2, 99)]]
+    batches += [[draft(n) for n in range(99, 149)], [draft(149)]]
     for batch in batches:
         service.send(CONV, batch)
     repository: Any = service.store.repository  # type: ignore[attr-defined]
@@ -126,6 +129,16 @@ def test_a_purged_slot_is_settled_by_the_general_path(service: MessageService) -
     assert service.max_seq(CONV) == 3  # allocated once
     (first,) = service.pull(CONV, "bob", [2])
     assert isinstance(first, MessageView) and first.message.client_msg_id == "draft-1"
+
+
+def test_a_purged_slot_refuses_a_single_message_too(service: MessageService) -> None:
+    service.send(CONV, [draft(0)])
+    service.store.purge(CONV, [2])
+    with pytest.raises(WriteConflict):
+        service.send(CONV, [draft(1)])
+    assert service.max_seq(CONV) == 2
+    assert service.pull(CONV, "bob", [2]) == [Tombstone(2, TombstoneReason.PURGED)]
+    assert [m.seq for m in service.send(CONV, [draft(3)])] == [3]
 
 
 def test_a_revoke_only_slot_is_filled_in_the_statement(service: MessageService) -> None:

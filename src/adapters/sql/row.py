@@ -473,8 +473,11 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
         """The repository's database (for instrumentation and white-box tests)."""
         return self.repository.db
 
-    def fresh_insert(self, base: str) -> str:
-        """See ``SqlRowRepository.fresh_insert`` (``adapters.sql.send`` composes it)."""
+    def fresh_insert(self, base: str, single: bool = False) -> str:
+        """See ``SqlRowRepository.fresh_insert`` (``adapters.sql.send`` composes it).
+
+        single changes nothing: one text serves every batch size.
+        """
         return self.repository.fresh_insert(base)
 
     def fresh_binds(

@@ -59,8 +59,8 @@ class FreshRows(Protocol):
         """The store's own insert (``MessageStore.insert``)."""
         ...
 
-    def fresh_insert(self, base: str) -> str:
-        """The INSERT of rows numbered from base; see ``SqlRowRepository.fresh_insert``."""
+    def fresh_insert(self, base: str, single: bool = False) -> str:
+        """The INSERT of messages numbered from base (single: of exactly one)."""
         ...
 
     def fresh_binds(
@@ -86,9 +86,11 @@ class SqlFreshSends:
         dialect = db.engine.dialect
         self._statement = Prepared(_statement(db, schema), dialect)
         self._rows = rows if db.kind == "postgresql" else None
-        self._storing: Prepared | None = None
+        self._storing: dict[bool, Prepared] = {}  # by whether it stores a single message
         if self._rows is not None:
-            self._storing = Prepared(_storing_statement(schema, self._rows), dialect)
+            for single in (False, True):
+                storing = _storing_statement(schema, self._rows, single)
+                self._storing[single] = Prepared(storing, dialect)
         table = schema.sends
 
         def claims(count: int) -> ClauseElement:
@@ -204,8 +206,7 @@ class SqlFreshSends:
         the statement then leaves as it was): the claims and seqs stay, as after the step
         of ``_claim_then_store``.
         """
-        statement = self._storing
-        assert statement is not None  # set whenever _fresh_binds gives binds
+        statement = self._storing[len(ids) == 1]  # set whenever _fresh_binds gives binds
         params = {"conversation_id": conversation_id, "n": len(ids), "ids": ids, "at": at}
         bound = statement.params({**params, **binds})
 
@@ -340,12 +341,13 @@ def _is_own_insert(store_insert: Insert, rows: FreshRows) -> bool:
     return bound_to is rows and method is getattr(type(rows), "insert", None)
 
 
-def _storing_statement(schema: Schema, rows: FreshRows) -> ClauseElement:
-    """PostgreSQL: the step's CTEs and the store's INSERT of the rows, numbered from base.
+def _storing_statement(schema: Schema, rows: FreshRows, single: bool) -> ClauseElement:
+    """PostgreSQL: the step's CTEs and the store's INSERT of the messages, numbered from base.
 
-    Returns the base and how many rows the INSERT stored.
+    single: the text for exactly one message. Returns the base and how many rows the INSERT
+    wrote.
     """
-    stored = rows.fresh_insert("(SELECT base FROM counter)")
+    stored = rows.fresh_insert("(SELECT base FROM counter)", single)
     return text(
         f"{_counter_and_claims(schema.seqs.name, schema.sends.name)}, stored AS ({stored})"
         " SELECT base, (SELECT count(*) FROM stored) FROM counter"
