@@ -25,7 +25,7 @@ from imbucket.bench.results import BackendResult, RunResults, SendPlan, SendRun
 TITLE = "Sends against the raw driver"
 CALLERS = (1, 8, 64)
 # Calls per arm and round at each scale: bounded so that `make bench` keeps its budget.
-CALLS = {"tiny": 16, "small": 64, "medium": 400, "large": 800}
+CALLS = {"tiny": 16, "small": 200, "medium": 400, "large": 800}
 SCENARIO_TITLES = {"many": "many conversations", "hot": "one hot group"}
 RAW_ENGINES = frozenset({"sqlite", "postgresql", "mysql", "mariadb"})  # RawSend speaks these
 HEADERS = (
