@@ -25,6 +25,7 @@ from imbucket.domain.errors import InvalidArgument, WriteConflict
 from imbucket.domain.model import Revoke, Role, Slot
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket.testing.factories import CONV, draft
+from tests.whitebox.pg_refusal import REFUSED, refusing_writes
 
 pytestmark = pytest.mark.parametrize(
     "backend_config",
@@ -34,8 +35,6 @@ pytestmark = pytest.mark.parametrize(
     ],
     indirect=True,
 )
-
-REFUSED = "refused by the database"
 
 
 def counter(service: MessageService) -> EngineStatements:
@@ -55,28 +54,8 @@ def refusing(service: MessageService) -> Iterator[MessageService]:
     """The service, its bucket table refusing a bucket holding the text REFUSED."""
     table = service.store.schema.docs.name  # type: ignore[attr-defined]
     engine = service.store.engine  # type: ignore[attr-defined]
-    function, trigger = f"{table}_refuse", f"{table}_refusing"
-    with engine.begin() as connection:
-        connection.execute(
-            text(
-                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-                f" IF position('{REFUSED}' in CAST(NEW.msgs AS text)) > 0 THEN"
-                " RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END IF;"
-                " RETURN NEW; END $$"
-            )
-        )
-        connection.execute(
-            text(
-                f"CREATE TRIGGER {trigger} BEFORE INSERT OR UPDATE ON {table}"
-                f" FOR EACH ROW EXECUTE FUNCTION {function}()"
-            )
-        )
-    try:
+    with refusing_writes(engine, table, f"position('{REFUSED}' in CAST(NEW.msgs AS text)) > 0"):
         yield service
-    finally:
-        with engine.begin() as connection:
-            connection.execute(text(f"DROP TRIGGER IF EXISTS {trigger} ON {table}"))
-            connection.execute(text(f"DROP FUNCTION IF EXISTS {function}()"))
 
 
 def test_each_send_is_one_statement_creating_filling_and_crossing_buckets(

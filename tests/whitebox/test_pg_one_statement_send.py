@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from imbucket.adapters.sql.row import FRESH_BYTES
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, StatementLimits
@@ -26,14 +25,13 @@ from imbucket.domain.errors import InvalidArgument
 from imbucket.domain.model import InsertResult, Message, Revoke, Role
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket.testing.factories import CONV, draft
+from tests.whitebox.pg_refusal import REFUSED, refusing_writes
 
 pytestmark = pytest.mark.parametrize(
     "backend_config",
     [pytest.param("sql_row_postgres_config", id="sql-row-postgres")],
     indirect=True,
 )
-
-REFUSED = "refused by the database"
 
 
 def counter(service: MessageService) -> EngineStatements:
@@ -42,35 +40,11 @@ def counter(service: MessageService) -> EngineStatements:
 
 @pytest.fixture
 def refusing(service: MessageService) -> Iterator[MessageService]:
-    """The service, its messages table refusing a row whose content is REFUSED.
-
-    A trigger raising a data exception (SQLSTATE 22023): the engine's refusal of a value, as
-    psycopg reports a value PostgreSQL does not take, on every statement that writes it.
-    """
+    """The service, its messages table refusing a row whose content is REFUSED."""
     table = service.store.schema.messages.name  # type: ignore[attr-defined]
     engine = service.store.engine  # type: ignore[attr-defined]
-    function, trigger = f"{table}_refuse", f"{table}_refusing"
-    with engine.begin() as connection:
-        connection.execute(
-            text(
-                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-                f" IF NEW.content = '{REFUSED}' THEN"
-                " RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END IF;"
-                " RETURN NEW; END $$"
-            )
-        )
-        connection.execute(
-            text(
-                f"CREATE TRIGGER {trigger} BEFORE INSERT OR UPDATE ON {table}"
-                f" FOR EACH ROW EXECUTE FUNCTION {function}()"
-            )
-        )
-    try:
+    with refusing_writes(engine, table, f"NEW.content = '{REFUSED}'"):
         yield service
-    finally:
-        with engine.begin() as connection:
-            connection.execute(text(f"DROP TRIGGER IF EXISTS {trigger} ON {table}"))
-            connection.execute(text(f"DROP FUNCTION IF EXISTS {function}()"))
 
 
 def test_a_fresh_send_is_one_statement(service: MessageService) -> None:
