@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
+import pytest
 from sqlalchemy import Engine, text
+
+from imbucket.app import MessageService
+from imbucket.bench.instrument.roundtrips import EngineStatements
+from imbucket.domain.errors import InvalidArgument
+from imbucket.domain.projection import Tombstone, TombstoneReason
+from imbucket.testing.factories import CONV, draft
 
 REFUSED = "refused by the database"
 
@@ -39,3 +47,21 @@ def refusing_writes(engine: Engine, table: str, condition: str) -> Iterator[None
         with engine.begin() as connection:
             connection.execute(text(f"DROP TRIGGER IF EXISTS {trigger} ON {table}"))
             connection.execute(text(f"DROP FUNCTION IF EXISTS {function}()"))
+
+
+def check_a_refused_statement_gives_its_seqs_up(service: MessageService) -> None:
+    """A batch holding a REFUSED message, sent by the service whose store refuses it.
+
+    The one statement is refused whole (nothing claimed, nothing allocated); the general
+    path claims 2..6, its insert is refused, and the seqs holding nothing are purged.
+    """
+    service.send(CONV, [draft(0)])
+    batch = [draft(n) for n in range(1, 6)]
+    batch[2] = replace(batch[2], content=REFUSED)
+    engine = service.store.engine  # type: ignore[attr-defined]
+    with EngineStatements(engine) as trips, pytest.raises(InvalidArgument):
+        service.send(CONV, batch)
+    assert "stored AS (INSERT" in trips.statements[0]
+    entries = service.pull(CONV, "bob", list(range(2, 7)))
+    assert entries == [Tombstone(s, TombstoneReason.PURGED) for s in range(2, 7)]
+    assert [m.seq for m in service.send(CONV, [draft(9)])] == [7]

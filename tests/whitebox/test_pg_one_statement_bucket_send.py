@@ -21,11 +21,15 @@ from sqlalchemy import text
 from imbucket.adapters.sql.bucket_send import FRESH_BYTES
 from imbucket.app import MessageService
 from imbucket.bench.instrument.roundtrips import EngineStatements
-from imbucket.domain.errors import InvalidArgument, WriteConflict
+from imbucket.domain.errors import WriteConflict
 from imbucket.domain.model import Revoke, Role, Slot
 from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
 from imbucket.testing.factories import CONV, draft
-from tests.whitebox.pg_refusal import REFUSED, refusing_writes
+from tests.whitebox.pg_refusal import (
+    REFUSED,
+    check_a_refused_statement_gives_its_seqs_up,
+    refusing_writes,
+)
 
 pytestmark = pytest.mark.parametrize(
     "backend_config",
@@ -136,16 +140,7 @@ def test_a_revoke_only_slot_is_filled_in_the_statement(service: MessageService) 
 def test_a_statement_the_engine_refuses_gives_its_seqs_up_on_the_general_path(
     refusing: MessageService,
 ) -> None:
-    service = refusing
-    service.send(CONV, [draft(0)])
-    batch = [draft(n) for n in range(1, 6)]
-    batch[2] = replace(batch[2], content=REFUSED)
-    with counter(service) as trips, pytest.raises(InvalidArgument):
-        service.send(CONV, batch)
-    assert "stored AS (INSERT" in trips.statements[0]
-    entries = service.pull(CONV, "bob", list(range(2, 7)))
-    assert entries == [Tombstone(s, TombstoneReason.PURGED) for s in range(2, 7)]
-    assert [m.seq for m in service.send(CONV, [draft(9)])] == [7]
+    check_a_refused_statement_gives_its_seqs_up(refusing)
 
 
 def test_messages_beyond_the_statements_budget_take_the_step_and_the_insert(

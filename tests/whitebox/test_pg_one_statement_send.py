@@ -21,11 +21,14 @@ from imbucket.adapters.sql.row import FRESH_BYTES
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, StatementLimits
 from imbucket.app import MessageService
 from imbucket.bench.instrument.roundtrips import EngineStatements
-from imbucket.domain.errors import InvalidArgument
 from imbucket.domain.model import InsertResult, Message, Revoke, Role
-from imbucket.domain.projection import MessageView, Tombstone, TombstoneReason
+from imbucket.domain.projection import MessageView
 from imbucket.testing.factories import CONV, draft
-from tests.whitebox.pg_refusal import REFUSED, refusing_writes
+from tests.whitebox.pg_refusal import (
+    REFUSED,
+    check_a_refused_statement_gives_its_seqs_up,
+    refusing_writes,
+)
 
 pytestmark = pytest.mark.parametrize(
     "backend_config",
@@ -64,18 +67,7 @@ def test_a_fresh_send_is_one_statement(service: MessageService) -> None:
 def test_a_statement_the_engine_refuses_gives_its_seqs_up_on_the_general_path(
     refusing: MessageService,
 ) -> None:
-    service = refusing
-    service.send(CONV, [draft(0)])
-    batch = [draft(n) for n in range(1, 6)]
-    batch[2] = replace(batch[2], content=REFUSED)
-    with counter(service) as trips, pytest.raises(InvalidArgument):
-        service.send(CONV, batch)
-    # The one statement was refused whole (nothing claimed, nothing allocated); the general
-    # path claimed 2..6, its insert was refused, and the seqs holding nothing were purged.
-    assert "stored AS (INSERT" in trips.statements[0]
-    entries = service.pull(CONV, "bob", list(range(2, 7)))
-    assert entries == [Tombstone(s, TombstoneReason.PURGED) for s in range(2, 7)]
-    assert [m.seq for m in service.send(CONV, [draft(9)])] == [7]
+    check_a_refused_statement_gives_its_seqs_up(refusing)
 
 
 def test_rows_too_large_for_one_statement_take_the_step_and_the_split_insert(
