@@ -140,4 +140,5 @@ class Container(containers.DeclarativeContainer):
         claim_retention_seconds=settings.provided.store.send_claim_retention_seconds,
         cache_probe=cache_probe,
         store_backend=settings.provided.store.backend,
+        authority=providers.Callable(backends.store_of, backend),
     )

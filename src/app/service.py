@@ -127,8 +127,12 @@ class MessageService:
         fresh_sends: FreshSends | None = None,
         cache_probe: HealthProbe | None = None,
         store_backend: str = "",
+        authority: MessageStore | None = None,
     ) -> None:
         self.store = store
+        # The store itself when ``store`` reads through a cache that may lag behind it: a
+        # revoke refused for want of a message asks it again, so no refusal rests on a stale slot.
+        self.authority = store if authority is None else authority
         self.seqs = seqs
         # Pulls read through views: fused (one round trip) when the backend offers it.
         self.views = pull_reads(store, seqs, views)
@@ -269,6 +273,9 @@ class MessageService:
         # the message. A slot holding anything was written at an allocated seq (max_seq only
         # moves up), so only an empty one costs the allocation check: two round trips in all.
         slot = self.store.get(conversation_id, [seq], actor.user_id).get(seq)
+        if self.authority is not self.store and policy.revoke_needs_message(actor, slot):
+            # A cache that lags may not show a message the store holds: the store settles it.
+            slot = self.authority.get(conversation_id, [seq], actor.user_id).get(seq)
         if slot is None:
             self._allocated(conversation_id, [seq])
         if slot is not None and not takes_revoke(slot):

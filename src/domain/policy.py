@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from imbucket.domain.errors import NotPermitted
-from imbucket.domain.model import GROUP_SESSION_TYPES, Actor, Message, Revoke, Role
+from imbucket.domain.model import GROUP_SESSION_TYPES, Actor, Message, Revoke, Role, Slot
 
 _MODERATORS = frozenset({Role.OWNER, Role.APP_ADMIN})
 
@@ -29,6 +29,11 @@ def check_revoke(actor: Actor, message: Message | None, sender_role: Role = Role
         if actor.role == Role.ADMIN and sender_role == Role.MEMBER:
             return
     raise NotPermitted(f"{actor.user_id} may not revoke a message sent by {message.send_id}")
+
+
+def revoke_needs_message(actor: Actor, slot: Slot | None) -> bool:
+    """Whether check_revoke would refuse actor for want of slot's message (none stored)."""
+    return (slot is None or slot.message is None) and actor.role not in _MODERATORS
 
 
 def check_moderator(actor: Actor, action: str) -> None:

@@ -29,6 +29,7 @@ from imbucket import (
     Tombstone,
     open_service,
 )
+from imbucket.adapters.cached_store import CachedMessageStore
 from imbucket.bench.instrument.roundtrips import RoundTrips, watch
 from tests.private_servers import free_ports
 from tests.proxy import TcpProxy
@@ -117,6 +118,13 @@ def test_a_writer_on_the_same_cache_is_seen_at_once(
     with open_service({"store": store, "cache": redis_cache}) as writer:
         write_cut_off(writer)
     assert views_of(reader, "bob") == ["revoked", "deleted", "purged"]
+
+
+def test_a_cached_service_settles_a_refused_revoke_on_the_store_itself(
+    reader: MessageService,
+) -> None:
+    assert isinstance(reader.store, CachedMessageStore)
+    assert reader.authority is reader.store.store
 
 
 def test_a_fully_cached_pull_stays_one_redis_round_trip_and_the_log_one_read_per_interval(

@@ -8,9 +8,10 @@ import pytest
 
 from imbucket.adapters.bucket import BucketMessageStore
 from imbucket.adapters.cached_store import CachedMessageStore
-from imbucket.adapters.memory import MemoryBucketRepository
-from imbucket.domain.errors import StoreUnavailable
-from imbucket.domain.model import InsertResult, Message, Revoke, Role, Slot
+from imbucket.adapters.memory import MemoryBucketRepository, MemorySeqStore
+from imbucket.app.service import MessageService
+from imbucket.domain.errors import NotPermitted, StoreUnavailable
+from imbucket.domain.model import Actor, InsertResult, Message, Revoke, Role, Slot
 from imbucket.domain.tags import Guard
 from imbucket.ports.message_cache import CacheRead, MessageCache
 from imbucket.testing.factories import CONV, messages
@@ -133,3 +134,20 @@ def test_close_closes_cache_and_store(cache: RecordingCache) -> None:
     store = cached(cache)
     store.close()
     assert cache.calls == [("close", [])]
+
+
+def test_a_revoke_refused_for_a_message_the_cache_lags_behind_asks_the_store(
+    cache: RecordingCache,
+) -> None:
+    store = BucketMessageStore(MemoryBucketRepository())
+    seqs = MemorySeqStore()
+    store.insert(CONV, messages(1, 1, send_id="alice"))
+    seqs.raise_max_seq(CONV, 1)
+    cache.slots[1] = Slot(deleted_by=frozenset({"bob"}))  # cached before the message landed
+    lagging = MessageService(cached(cache, store), seqs)
+    with pytest.raises(NotPermitted, match="not stored yet"):
+        lagging.revoke(CONV, 1, Actor("alice"))
+    service = MessageService(cached(cache, store), seqs, authority=store)
+    assert service.revoke(CONV, 1, Actor("alice")) is True
+    assert store.get(CONV, [1])[1].revoke is not None
+    assert service.revoke(CONV, 1, Actor("alice")) is False  # once, as without a cache
