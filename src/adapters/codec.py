@@ -8,7 +8,7 @@ holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -252,9 +252,34 @@ def _untagged(slot: Slot) -> bool:
     return not (slot.deleted_by or slot.read_by or slot.is_read or slot.purged or slot.spilled)
 
 
+def compact_row_doc(
+    values: list[Any] | None, revoke: Sequence[Any] | None, is_read: bool, purged: bool
+) -> Doc:
+    """``compact_slot_to_doc`` of a slot with no deleter or early reader, from its parts.
+
+    values are the message's fields after seq as a Message holds them (``compact_values``
+    takes them over), revoke the revoke's ``[user_id, role, nickname, time]``; for a store
+    that keeps slots as rows and copies them into buckets without building Slots.
+    """
+    if purged:
+        return {"p": True}
+    doc: Doc = {}
+    if values is not None:
+        doc["m"] = compact_values(values)
+    if revoke is not None:
+        doc["r"] = list(revoke)
+    if is_read:
+        doc["i"] = True
+    return doc
+
+
 def _compact_message(message: Message) -> list[Any]:
     """A message's fields after seq as ``message_to_doc`` gives them, compacted (see above)."""
-    values = list(_attributes_after_seq(message))
+    return compact_values(list(_attributes_after_seq(message)))
+
+
+def compact_values(values: list[Any]) -> list[Any]:
+    """A message's fields after seq (in MESSAGE_FIELDS order), compacted in place (see above)."""
     for position in _ENUM_POSITIONS:
         if type(values[position]) is not int:
             values[position] = int(values[position])
@@ -265,10 +290,19 @@ def _compact_message(message: Message) -> list[Any]:
         values[_PUSH] = list(_push_values(push))
     users = values[_AT_USERS]
     values[_AT_USERS] = list(users) if users else []
+    if values[_USUAL_KEPT:] == _USUAL_TAIL:  # the usual extras, all defaults: one C compare
+        del values[_USUAL_KEPT:]
+    return compact_usual(values)
+
+
+def compact_usual(values: list[Any]) -> list[Any]:
+    """``compact_values`` of a message whose extras are all defaults, in place.
+
+    values are its fields after seq up to before options (plain ints), or all of them
+    already in compact_values' types: create_time becomes an offset, trailing defaults go.
+    """
     values[_CREATE_TIME] -= values[_SEND_TIME]
     kept = len(values)
-    if values[_USUAL_KEPT:] == _USUAL_TAIL:  # the usual extras, all defaults: one C compare
-        kept = _USUAL_KEPT
     while kept and values[kept - 1] == _COMPACT_DEFAULTS[kept - 1]:
         kept -= 1
     del values[kept:]

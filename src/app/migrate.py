@@ -33,8 +33,8 @@ from imbucket.app.settings import load_settings, read_config_file
 from imbucket.domain.errors import ConfigError, ImbucketError, StoreUnavailable
 from imbucket.domain.migration import normalized, reachable, sizes_need_checking
 from imbucket.domain.model import EMPTY_SLOT, Message, Slot, message_bytes, message_bytes_at_most
-from imbucket.domain.scan import Counters, UserSeqs
-from imbucket.ports.bulk_load import BulkCounterLoad, BulkLoad
+from imbucket.domain.scan import Counters, RowPage, UserSeqs
+from imbucket.ports.bulk_load import BulkCounterLoad, BulkLoad, RowExport, RowLoad
 from imbucket.ports.message_store import MessageStore
 from imbucket.ports.seq_store import SeqStore
 
@@ -249,18 +249,54 @@ class _Copier:
         self.sized = sizes_need_checking(source.limits, target.limits)
 
     def run(self) -> None:
-        # The source is read one page ahead, while the target writes the page before.
-        for page in pages_ahead(self.source.store.scan, self.batch):
-            self.tally.saw_all(page.slots)
-            grouped = slots_by_conversation(page.slots)
-            self._retrying(self.store.batch, partial(self._copy_page, grouped))
-            self.progress(self.tally)
+        lane = self._row_lane()
+        if lane is None:
+            self._copy_pages()
+        else:
+            self._copy_rows(*lane)
         self.tally.phase = "watermarks"
         self._copy_counters()
         self._copy_user_seqs()
         self._copy_sends()
         self.tally.phase = "done"
         self.progress(self.tally)
+
+    def _copy_pages(self) -> None:
+        """Every page of the source's scan, as slots."""
+        # The source is read one page ahead, while the target writes the page before.
+        for page in pages_ahead(self.source.store.scan, self.batch):
+            self.tally.saw_all(page.slots)
+            grouped = slots_by_conversation(page.slots)
+            self._retrying(self.store.batch, partial(self._copy_page, grouped))
+            self.progress(self.tally)
+
+    def _row_lane(self) -> tuple[RowExport, RowLoad] | None:
+        """Source and target, when the target loads the source's rows as they are.
+
+        Not when the target's limits need each message checked (their sizes differ).
+        """
+        source, target = self.source.store, self.store
+        if not isinstance(source, RowExport) or not isinstance(target, RowLoad) or self.sized:
+            return None
+        return (source, target) if target.loads_rows(source.row_form) else None
+
+    def _copy_rows(self, export: RowExport, load: RowLoad) -> None:
+        """Every page through the row lane: plain rows loaded as they are, the rest as slots."""
+        for page in pages_ahead(export.scan_rows, self.batch):
+            self.tally.saw_keys(page.conversation_ids, page.messages)
+            self._retrying(self.store.batch, partial(self._copy_row_page, export, load, page))
+            self.progress(self.tally)
+
+    def _copy_row_page(self, export: RowExport, load: RowLoad, page: RowPage) -> None:
+        """A page's rows by the target's row load; what it left, and the page's slots, as slots."""
+        loaded = load.load_new_rows(page.rows)
+        count = sum(len(seqs) for seqs in loaded.values())
+        self.tally.written += count
+        rest = list(page.slots)
+        if count < len(page.rows):
+            rest += export.slots_of(page.rows, skip=loaded)
+        if rest:
+            self._copy_page(slots_by_conversation(rest))
 
     def _retrying(self, batch: Callable[[], Any], work: Callable[[], None]) -> None:
         """Run work inside one batch; after a StoreUnavailable, run it again (ATTEMPTS in all).

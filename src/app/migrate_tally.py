@@ -60,17 +60,20 @@ class Tally:
 
     def saw_all(self, items: Sequence[ScannedSlot]) -> None:
         """Count a page's scanned slots, as ``saw`` does one by one."""
+        messages = sum(1 for item in items if item.slot.message is not None)
+        self.saw_keys([item.conversation_id for item in items], messages)
+
+    def saw_keys(self, conversation_ids: Sequence[str], messages: int) -> None:
+        """Count a page's slots by their conversations (in key order) and its messages."""
         last = self._last_conversation
-        conversations = messages = 0
-        for item in items:
-            if item.conversation_id != last:
+        conversations = 0
+        for conversation_id in conversation_ids:
+            if conversation_id != last:
                 conversations += 1
-                last = item.conversation_id
-            if item.slot.message is not None:
-                messages += 1
+                last = conversation_id
         self._last_conversation = last
         self.conversations += conversations
-        self.slots += len(items)
+        self.slots += len(conversation_ids)
         self.messages += messages
 
     def differ(self, difference: Difference) -> None:

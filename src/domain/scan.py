@@ -7,9 +7,9 @@ Cursors are opaque strings: only the store that made one reads it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from imbucket.domain.model import Slot
 from imbucket.domain.quick_constructors import quick_constructor
@@ -36,6 +36,25 @@ class SlotPage:
 
     slots: tuple[ScannedSlot, ...]
     cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RowPage:
+    """A scan page whose plain slots stay in the store's own rows (``ports.bulk_load``).
+
+    ``rows`` hold one slot each, with no deleter and no early reader, in the form ``form``
+    names: opaque to all but the stores that load that form. ``slots`` are the page's other
+    slots. Decoded (``RowExport.slots_of``), the rows and the slots together are the slots of
+    the ``MessageStore.scan`` page whose cursor ``cursor`` is. ``conversation_ids`` is every
+    slot's conversation in key order and ``messages`` how many slots hold a message.
+    """
+
+    form: str
+    rows: Sequence[Sequence[Any]]
+    slots: tuple[ScannedSlot, ...]
+    cursor: str | None
+    conversation_ids: Sequence[str]
+    messages: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,15 +7,19 @@ SQLite), instead of through ``insert``'s state machine and the tag writes. Every
 unit the store already holds anything of is left to the caller, which writes it through
 the ordinary ports: so a bulk load never overwrites, merges or completes stored data, and
 a rerun over what it loaded finds it held and writes nothing.
+
+Between stores of one family the slots need not be built at all: a ``RowExport`` source
+hands out its scan pages with the plain slots left in its own rows, and a ``RowLoad``
+target that reads that form writes them as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from imbucket.domain.model import Slot
-from imbucket.domain.scan import Counters
+from imbucket.domain.scan import Counters, RowPage, ScannedSlot
 
 
 @runtime_checkable
@@ -57,4 +61,48 @@ class BulkCounterLoad(Protocol):
 
     def load_new_counters(self, rows: Sequence[Counters]) -> set[str]:
         """Write the counters of conversations the store has none for; returns their ids."""
+        ...
+
+
+@runtime_checkable
+class RowExport(Protocol):
+    """A MessageStore's scan with its plain slots left in the store's own rows.
+
+    ``scan_rows(after, limit)`` walks what ``MessageStore.scan(after, limit)`` walks, with
+    the same cursors: each page's rows decoded by ``slots_of``, and its slots, are that scan
+    page's slots (``RowPage``). ``row_form`` names the form of the rows.
+    """
+
+    row_form: str
+
+    def scan_rows(self, after: str | None, limit: int) -> RowPage:
+        """The scan page after the cursor after (None: the first), plain slots as rows."""
+        ...
+
+    def slots_of(
+        self, rows: Sequence[Sequence[Any]], skip: Mapping[str, set[int]] | None = None
+    ) -> list[ScannedSlot]:
+        """The slots of rows of a RowPage of this store, in their order, but those skip lists.
+
+        skip: seqs by conversation whose rows are left out (already written elsewhere).
+        """
+        ...
+
+
+@runtime_checkable
+class RowLoad(Protocol):
+    """``BulkLoad`` of another store's exported rows (``RowExport``), without decoding them.
+
+    ``loads_rows(form)`` says whether the store reads rows of that form. ``load_new_rows(rows)``
+    then does what ``BulkLoad.load_new`` does with the slots the rows decode to: it writes
+    those whose unit the store holds nothing of and returns their seqs by conversation; the
+    rest are the caller's. It joins a ``MessageStore.batch()`` as load_new does.
+    """
+
+    def loads_rows(self, form: str) -> bool:
+        """Whether load_new_rows takes rows of form."""
+        ...
+
+    def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
+        """Write the rows' slots of units the store holds nothing of; returns the seqs written."""
         ...

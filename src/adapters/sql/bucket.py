@@ -33,7 +33,7 @@ from sqlalchemy.sql.selectable import TextualSelect
 
 from imbucket.adapters.bucket import BucketMessageStore, FirstWrite
 from imbucket.adapters.bucket_patches import Slots, SpilledBy, by_bucket
-from imbucket.adapters.codec import CODECS, conversation_of
+from imbucket.adapters.codec import CODECS, COMPACT, conversation_of
 from imbucket.adapters.sql.bucket_fills import BucketFills, Shape
 from imbucket.adapters.sql.bucket_json import decoded_slots, json_text, listed, loads
 from imbucket.adapters.sql.bucket_send import FreshBuckets, FreshBucketSends
@@ -58,6 +58,7 @@ from imbucket.adapters.sql.json_sql import (
 )
 from imbucket.adapters.sql.prepared import Prepared, PreparedTexts
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
+from imbucket.adapters.sql.row_scan import ROW_FORM
 from imbucket.adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from imbucket.adapters.sql.seq import watermarks_sql
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
@@ -435,6 +436,14 @@ class SqlBucketStore(
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
         """Buckets with no document yet, created whole; see ports.bulk_load.BulkLoad."""
         return self._bulk.load_new(slots)
+
+    def loads_rows(self, form: str) -> bool:
+        """Whether rows of form load as they are: sql-row's, into compact buckets (RowLoad)."""
+        return form == ROW_FORM and CODECS[self.layout.encoding] is COMPACT
+
+    def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
+        """sql-row's rows as buckets with no document yet; see ports.bulk_load.RowLoad."""
+        return self._bulk.load_new_rows(rows)
 
     def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""

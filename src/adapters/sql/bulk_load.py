@@ -10,16 +10,22 @@ nothing stored is ever overwritten. The seq store's counterpart is ``SqlSeqStore
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select, union_all
 
-from imbucket.adapters.codec import push_to_doc
+from imbucket.adapters.codec import Doc, compact_row_doc, compact_usual, push_to_doc
+from imbucket.adapters.sql.bucket_json import json_text
 from imbucket.adapters.sql.bulk_rows import HeldRead, write_rows
 from imbucket.adapters.sql.engine import Database
-from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS
+from imbucket.adapters.sql.row_reads import (
+    REVOKE_COLUMNS,
+    ROW_COLUMNS,
+    row_slot_parts,
+    usual_message_fields,
+)
 from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout, check_seq
@@ -38,10 +44,13 @@ MESSAGE_ROW = (
     "purged",
 )
 MARK_ROW = ("conversation_id", "seq", "user_id")
+# sql-row's message columns in the order of its scan rows (``RowPage.rows`` of sql-row).
+COPIED_ROW = ("conversation_id", "seq", *ROW_COLUMNS)
 _plain = attrgetter(*_PLAIN_FIELDS)  # a message's plain fields in one C call
 _ENUMS = tuple(_PLAIN_FIELDS.index(name) for name in ("session_type", "content_type"))
 _NO_MESSAGE = (None,) * (len(_PLAIN_FIELDS) - 1 + len(_JSON_FIELDS))
 _NO_REVOKE = (None, None, None, None)
+_EMPTY_DOC: Doc = {}  # an empty slot of a compact bucket (shared: never changed in place)
 
 
 def message_row(conversation_id: str, seq: int, slot: Slot) -> tuple[Any, ...] | None:
@@ -154,6 +163,35 @@ class RowBulkLoad:
         write_rows(connection, schema.readers, MARK_ROW, readers)
         return written
 
+    def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
+        """``load_new`` of sql-row's own scan rows (``RowPage.rows``), written as they are.
+
+        Message rows only: the rows are copied column for column (flags as the source's
+        driver gave them, 0/1 or booleans, which every engine's bulk path takes).
+        """
+        if not rows:
+            return {}
+        conversations = list(dict.fromkeys(row[0] for row in rows))
+        for conversation_id in conversations:
+            check_key(conversation_id, "conversation_id")
+        seqs = [row[2] for row in rows]
+        params = {"conversations": conversations, "first": min(seqs), "last": max(seqs)}
+
+        def work(connection: Connection) -> dict[str, set[int]]:
+            held = set(map(tuple, self._held.rows(connection, params)))
+            kept = [row for row in rows if (row[0], row[2]) not in held] if held else rows
+            written: dict[str, set[int]] = {}
+            for row in kept:
+                found = written.get(row[0])
+                if found is None:
+                    found = written[row[0]] = set()
+                found.add(row[2])
+            copied = ((row[0], row[2], *row[4:]) for row in kept)
+            write_rows(connection, self.schema.messages, COPIED_ROW, copied)
+            return written
+
+        return self.db.run(work, atomic=True, savepoint=False)
+
 
 class BucketBulkLoad:
     """``BulkLoad`` for sql-bucket: each bucket with no document, created whole."""
@@ -200,22 +238,64 @@ class BucketBulkLoad:
                 if slot.deleted_by or slot.read_by:
                     tagged.add(doc_id)
         fitting = [d for d in buckets if d not in tagged or self._inline(buckets[d])]
-        if not fitting:
+        return self._create(fitting, lambda doc_id: self._whole(buckets[doc_id]), seqs)
+
+    def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
+        """``load_new`` of sql-row's scan rows (``RowPage.rows``), built into compact buckets.
+
+        Each row's slot is encoded from its columns (``compact_row_doc``), with no Slot built.
+        """
+        buckets: dict[str, list[Doc]] = {}
+        seqs: dict[str, tuple[str, list[int]]] = {}
+        size, doc_id_for_index = self.layout.size, self.layout.doc_id_for_index
+        current: tuple[str, int] | None = None
+        docs: list[Doc] = []
+        loaded: list[int] = []
+        for row in rows:
+            conversation_id, seq = row[0], row[2]
+            index, position = divmod(seq - 1, size)  # BucketLayout.place
+            if (conversation_id, index) != current:  # rows come in key order
+                current = (conversation_id, index)
+                check_key(conversation_id, "conversation_id")
+                check_seq(seq)
+                doc_id = doc_id_for_index(conversation_id, index)
+                if doc_id not in buckets:
+                    buckets[doc_id], seqs[doc_id] = [_EMPTY_DOC] * size, (conversation_id, [])
+                docs, loaded = buckets[doc_id], seqs[doc_id][1]
+            usual = usual_message_fields(row, 4)
+            if usual is None:
+                docs[position] = compact_row_doc(*row_slot_parts(row, 4))
+            else:  # the usual message, encoded without decoding its extras
+                docs[position] = {"m": compact_usual(usual)}
+            loaded.append(seq)
+        return self._create(list(buckets), lambda doc_id: json_text(buckets[doc_id]), seqs)
+
+    def _create(
+        self,
+        doc_ids: Sequence[str],
+        whole: Callable[[str], str],
+        seqs: Mapping[str, tuple[str, Sequence[int]]],
+    ) -> dict[str, set[int]]:
+        """Create each bucket of doc_ids that has no document, as whole(doc_id) gives its text.
+
+        Returns the seqs of the created buckets (seqs: each bucket's conversation and seqs).
+        """
+        if not doc_ids:
             return {}
         budget = self.db.limits().max_bytes
 
         def work(connection: Connection) -> dict[str, set[int]]:
-            held = {row[0] for row in self._held.rows(connection, {"doc_ids": fitting})}
+            held = {row[0] for row in self._held.rows(connection, {"doc_ids": doc_ids})}
             written: dict[str, set[int]] = {}
 
             def rows() -> Iterator[tuple[str, str]]:  # encoded as the COPY draws them
-                for doc_id in fitting:
+                for doc_id in doc_ids:
                     if doc_id in held:
                         continue
-                    whole = self._whole(buckets[doc_id])
-                    if connection.dialect.name != "postgresql" and len(whole) * 4 >= budget:
+                    text = whole(doc_id)
+                    if connection.dialect.name != "postgresql" and len(text) * 4 >= budget:
                         continue  # one INSERT must carry it: left to create_bucket's path
-                    yield doc_id, whole
+                    yield doc_id, text
                     conversation_id, loaded = seqs[doc_id]
                     written.setdefault(conversation_id, set()).update(loaded)
 

@@ -51,7 +51,7 @@ from imbucket.adapters.sql.row_reads import (
     row_slot,
     row_slots,
 )
-from imbucket.adapters.sql.row_scan import RowScan
+from imbucket.adapters.sql.row_scan import ROW_FORM, RowScan
 from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, row_bytes, row_bytes_at_most
 from imbucket.adapters.sql.sizing import batches as batches_of
@@ -67,7 +67,7 @@ from imbucket.domain.model import (
     StoreStats,
     Watermarks,
 )
-from imbucket.domain.scan import SlotPage
+from imbucket.domain.scan import RowPage, ScannedSlot, SlotPage
 from imbucket.domain.tags import Decision, Guard
 from imbucket.ports.view_reads import View
 
@@ -348,6 +348,10 @@ class SqlRowRepository:
         """
         return self._scan.page(after, limit)
 
+    def scan_rows(self, after: str | None, limit: int) -> RowPage:
+        """``scan``'s page with its plain slots left as message rows (``RowScan.rows_page``)."""
+        return self._scan.rows_page(after, limit)
+
     def stats(self) -> StoreStats:
         """Exact message and row counts, bytes from the engine's catalog."""
         table = self._messages
@@ -467,6 +471,26 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
     def load_new(self, slots: Mapping[str, Mapping[int, Slot]]) -> dict[str, set[int]]:
         """The rows no table holds yet, by the engine's bulk path; see ports.bulk_load.BulkLoad."""
         return self._bulk.load_new(slots)
+
+    row_form = ROW_FORM
+
+    def scan_rows(self, after: str | None, limit: int) -> RowPage:
+        """``scan``'s page with its plain slots as message rows; see ports.bulk_load.RowExport."""
+        return self.repository.scan_rows(after, limit)
+
+    def slots_of(
+        self, rows: Sequence[Sequence[Any]], skip: Mapping[str, set[int]] | None = None
+    ) -> list[ScannedSlot]:
+        """The slots of rows of this store's RowPage; see ports.bulk_load.RowExport."""
+        return RowScan.slots_of(rows, skip)
+
+    def loads_rows(self, form: str) -> bool:
+        """Whether rows of form load as they are (sql-row's own); see ports.bulk_load.RowLoad."""
+        return form == ROW_FORM
+
+    def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
+        """sql-row's rows no table holds yet, as they are; see ports.bulk_load.RowLoad."""
+        return self._bulk.load_new_rows(rows)
 
     @property
     def db(self) -> Database:

@@ -360,6 +360,10 @@ _IS_READ = _REVOKED_BY + len(REVOKE_COLUMNS)
 _PURGED = _IS_READ + 1
 
 
+# The stored columns of a message's extras (options onwards) when all are their defaults.
+_USUAL_EXTRAS = ("{}", "", "", 0, False, None, "[]", "")
+
+
 def row_slot(
     conversation_id: str,
     seq: int,
@@ -381,15 +385,74 @@ def row_slot(
         revoke = Revoke(user, role, nickname, time)
     message = None
     if row[start + _SEND_ID] is not None:
-        values = list(row[start : start + _REVOKED_BY])
-        options = values[_OPTIONS]
-        values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
-        push, users = values[_PUSH], values[_AT_USERS]
-        values[_PUSH] = None if push is None else push_from_doc(orjson.loads(push))
-        values[_AT_USERS] = tuple(orjson.loads(users)) if users and users != "[]" else ()
-        values[_MSG_IS_READ] = bool(values[_MSG_IS_READ])
-        message = stored_message(conversation_id, seq, values)
+        message = stored_message(conversation_id, seq, row_message_values(row, start))
     return stored_slot(message, revoke, deleted_by, bool(row[start + _IS_READ]), False, read_by)
+
+
+def row_message_values(row: Sequence[Any], start: int) -> list[Any]:
+    """The stored message's fields after seq as a Message holds them, from its ROW_COLUMNS.
+
+    The row holds a message (its send_id is set); its JSON columns are decoded.
+    """
+    values = list(row[start : start + _REVOKED_BY])
+    options = values[_OPTIONS]
+    values[_OPTIONS] = orjson.loads(options) if options and options != "{}" else {}
+    push, users = values[_PUSH], values[_AT_USERS]
+    values[_PUSH] = None if push is None else push_from_doc(orjson.loads(push))
+    values[_AT_USERS] = tuple(orjson.loads(users)) if users and users != "[]" else ()
+    values[_MSG_IS_READ] = bool(values[_MSG_IS_READ])
+    return values
+
+
+def row_message_count(rows: Sequence[Sequence[Any]], start: int) -> int:
+    """How many of the message rows (ROW_COLUMNS from start) hold a message (not purged)."""
+    send_id, purged = start + _SEND_ID, start + _PURGED
+    return sum(1 for row in rows if row[send_id] is not None and not row[purged])
+
+
+def row_holds_something(row: Sequence[Any], start: int) -> bool:
+    """Whether a message row's slot is not empty: a message, a revoke, is_read or purged."""
+    return (
+        row[start + _SEND_ID] is not None
+        or row[start + _REVOKED_BY] is not None
+        or bool(row[start + _IS_READ])
+        or bool(row[start + _PURGED])
+    )
+
+
+def usual_message_fields(row: Sequence[Any], start: int) -> list[Any] | None:
+    """The fields before options of a row holding a plain message whose extras are defaults.
+
+    A plain message: no revoke, not read, not purged; its extras (options onwards) as a
+    message without any stores them. None for every other row (``row_slot_parts`` reads it).
+    """
+    if (
+        row[start + _SEND_ID] is None
+        or row[start + _REVOKED_BY] is not None
+        or row[start + _IS_READ]
+        or row[start + _PURGED]
+        or row[start + _OPTIONS : start + _REVOKED_BY] != _USUAL_EXTRAS
+    ):
+        return None
+    return list(row[start : start + _OPTIONS])
+
+
+def row_slot_parts(
+    row: Sequence[Any], start: int
+) -> tuple[list[Any] | None, Sequence[Any] | None, bool, bool]:
+    """A message row's slot as (message values, revoke values, is_read, purged).
+
+    What ``row_slot`` builds a Slot of, for a copy that needs no Slot: the message's fields
+    after seq (``row_message_values``; None without a message) and the revoke's columns
+    (None without one); a purged row's other parts are None and False.
+    """
+    if row[start + _PURGED]:
+        return None, None, False, True
+    values = row_message_values(row, start) if row[start + _SEND_ID] is not None else None
+    revoke = None
+    if row[start + _REVOKED_BY] is not None:
+        revoke = row[start + _REVOKED_BY : start + _IS_READ]
+    return values, revoke, bool(row[start + _IS_READ]), False
 
 
 def row_slots(
