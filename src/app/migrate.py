@@ -232,6 +232,10 @@ class _opened:
             self.service.close()
 
 
+def _aligned_scan(export: RowExport, align: int, after: str | None, limit: int) -> RowPage:
+    return export.scan_rows(after, limit, align)
+
+
 class _Copier:
     """One migration run."""
 
@@ -282,7 +286,9 @@ class _Copier:
 
     def _copy_rows(self, export: RowExport, load: RowLoad) -> None:
         """Every page through the row lane: plain rows loaded as they are, the rest as slots."""
-        for page in pages_ahead(export.scan_rows, self.batch):
+        # Pages end between the target's units, so that each is loaded whole by one page.
+        scan = partial(_aligned_scan, export, load.unit_seqs)
+        for page in pages_ahead(scan, self.batch):
             self.tally.saw_keys(page.conversation_ids, page.messages)
             self._retrying(self.store.batch, partial(self._copy_row_page, export, load, page))
             self.progress(self.tally)

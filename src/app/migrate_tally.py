@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
@@ -65,14 +66,11 @@ class Tally:
 
     def saw_keys(self, conversation_ids: Sequence[str], messages: int) -> None:
         """Count a page's slots by their conversations (in key order) and its messages."""
-        last = self._last_conversation
-        conversations = 0
-        for conversation_id in conversation_ids:
-            if conversation_id != last:
-                conversations += 1
-                last = conversation_id
-        self._last_conversation = last
-        self.conversations += conversations
+        if not conversation_ids:
+            return
+        runs = sum(1 for _ in itertools.groupby(conversation_ids))
+        self.conversations += runs - (conversation_ids[0] == self._last_conversation)
+        self._last_conversation = conversation_ids[-1]
         self.slots += len(conversation_ids)
         self.messages += messages
 

@@ -44,9 +44,10 @@ class RowPage:
 
     ``rows`` hold one slot each, with no deleter and no early reader, in the form ``form``
     names: opaque to all but the stores that load that form. ``slots`` are the page's other
-    slots. Decoded (``RowExport.slots_of``), the rows and the slots together are the slots of
-    the ``MessageStore.scan`` page whose cursor ``cursor`` is. ``conversation_ids`` is every
-    slot's conversation in key order and ``messages`` how many slots hold a message.
+    slots. Decoded (``RowExport.slots_of``), the rows and the slots together are the slots
+    ``MessageStore.scan`` holds from the page's first key up to ``cursor`` (None: the end).
+    ``conversation_ids`` is every slot's conversation in key order and ``messages`` how many
+    slots hold a message.
     """
 
     form: str

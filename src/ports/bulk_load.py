@@ -70,13 +70,19 @@ class RowExport(Protocol):
 
     ``scan_rows(after, limit)`` walks what ``MessageStore.scan(after, limit)`` walks, with
     the same cursors: each page's rows decoded by ``slots_of``, and its slots, are that scan
-    page's slots (``RowPage``). ``row_form`` names the form of the rows.
+    page's slots (``RowPage``); with align the pages may end earlier, and together they
+    still hold every slot once, in key order. ``row_form`` names the form of the rows.
     """
 
     row_form: str
 
-    def scan_rows(self, after: str | None, limit: int) -> RowPage:
-        """The scan page after the cursor after (None: the first), plain slots as rows."""
+    def scan_rows(self, after: str | None, limit: int, align: int = 1) -> RowPage:
+        """The scan page after the cursor after (None: the first), plain slots as rows.
+
+        align > 1: a page that would end inside a run of align seqs of a conversation (the
+        seqs of one target bucket: 1..align, align+1..2*align, …) ends before that run
+        instead, when anything comes before it; its cursor then resumes at the run.
+        """
         ...
 
     def slots_of(
@@ -98,6 +104,8 @@ class RowLoad(Protocol):
     those whose unit the store holds nothing of and returns their seqs by conversation; the
     rest are the caller's. It joins a ``MessageStore.batch()`` as load_new does.
     """
+
+    unit_seqs: int  # the seqs of one unit (a bucket's size, 1 for a row): scan_rows' align
 
     def loads_rows(self, form: str) -> bool:
         """Whether load_new_rows takes rows of form."""

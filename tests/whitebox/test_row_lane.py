@@ -9,6 +9,7 @@ that a target already holding part of the data is completed through the slot pat
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,41 @@ def test_a_row_page_holds_the_scan_page_and_its_cursor(limit: int, tmp_path: Pat
             if cursor is None:
                 break
         assert pages >= (3 if limit <= 64 else 1)
+
+
+@pytest.mark.parametrize(("limit", "align"), [(7, 37), (64, 37), (64, 100), (150, 100), (5, 1000)])
+def test_aligned_row_pages_end_between_units_and_hold_every_slot_once(
+    limit: int, align: int, tmp_path: Path
+) -> None:
+    with _row_source(tmp_path) as source:
+        store = source.store
+        assert isinstance(store, RowExport)
+        everything = [item for page in _pages(store.scan) for item in page.slots]
+        seen: list[ScannedSlot] = []
+        cursor: str | None = None
+        for _ in range(10_000):
+            page = store.scan_rows(cursor, limit, align)
+            held = sorted([*store.slots_of(page.rows), *page.slots], key=_key)
+            assert len(held) <= limit
+            seen += held
+            cursor = page.cursor
+            if cursor is None:
+                break
+            conversation, seq = json.loads(cursor)
+            whole = seq % align == 0 or not held or held[0].conversation_id != conversation
+            assert whole or (held[0].seq - 1) // align == (seq - 1) // align  # one unit's part
+        assert cursor is None
+        assert seen == everything
+
+
+def _pages(scan: Any, limit: int = 100) -> list[Any]:
+    pages, cursor = [], None
+    while True:
+        page = scan(cursor, limit)
+        pages.append(page)
+        cursor = page.cursor
+        if cursor is None:
+            return pages
 
 
 def test_rows_of_a_page_are_plain_and_tagged_slots_come_decoded(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ from imbucket.adapters.sql.json_sql import (
 )
 from imbucket.adapters.sql.prepared import Prepared, PreparedTexts
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
-from imbucket.adapters.sql.row_scan import ROW_FORM
+from imbucket.adapters.sql.row_pages import ROW_FORM
 from imbucket.adapters.sql.schema import BucketSchema, check_key, ensure_schema
 from imbucket.adapters.sql.seq import watermarks_sql
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, value_bytes
@@ -444,6 +444,11 @@ class SqlBucketStore(
     def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
         """sql-row's rows as buckets with no document yet; see ports.bulk_load.RowLoad."""
         return self._bulk.load_new_rows(rows)
+
+    @property
+    def unit_seqs(self) -> int:
+        """A bucket's seqs (ports.bulk_load.RowLoad)."""
+        return self.layout.size
 
     def _fill_or_create(self, doc_id: str, messages: Mapping[int, Message]) -> bool:
         """The insert's first write: fill the bucket, or create it (``fill_or_create``)."""

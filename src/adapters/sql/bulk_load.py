@@ -20,12 +20,8 @@ from imbucket.adapters.codec import Doc, compact_row_doc, compact_usual, push_to
 from imbucket.adapters.sql.bucket_json import json_text
 from imbucket.adapters.sql.bulk_rows import HeldRead, write_rows
 from imbucket.adapters.sql.engine import Database
-from imbucket.adapters.sql.row_reads import (
-    REVOKE_COLUMNS,
-    ROW_COLUMNS,
-    row_slot_parts,
-    usual_message_fields,
-)
+from imbucket.adapters.sql.row_pages import COPIED_ROW, START
+from imbucket.adapters.sql.row_reads import REVOKE_COLUMNS, row_slot_parts, usual_message_fields
 from imbucket.adapters.sql.schema import RowSchema, check_key, message_column
 from imbucket.domain.budget import TagBudget
 from imbucket.domain.layout import BucketLayout, check_seq
@@ -44,8 +40,6 @@ MESSAGE_ROW = (
     "purged",
 )
 MARK_ROW = ("conversation_id", "seq", "user_id")
-# sql-row's message columns in the order of its scan rows (``RowPage.rows`` of sql-row).
-COPIED_ROW = ("conversation_id", "seq", *ROW_COLUMNS)
 _plain = attrgetter(*_PLAIN_FIELDS)  # a message's plain fields in one C call
 _ENUMS = tuple(_PLAIN_FIELDS.index(name) for name in ("session_type", "content_type"))
 _NO_MESSAGE = (None,) * (len(_PLAIN_FIELDS) - 1 + len(_JSON_FIELDS))
@@ -164,30 +158,29 @@ class RowBulkLoad:
         return written
 
     def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
-        """``load_new`` of sql-row's own scan rows (``RowPage.rows``), written as they are.
+        """``load_new`` of sql-row's own RowPage rows (``COPIED_ROW``), written as they are.
 
-        Message rows only: the rows are copied column for column (flags as the source's
-        driver gave them, 0/1 or booleans, which every engine's bulk path takes).
+        The flags go as the source's driver gave them (0/1 or booleans: every engine's bulk
+        path takes both).
         """
         if not rows:
             return {}
         conversations = list(dict.fromkeys(row[0] for row in rows))
         for conversation_id in conversations:
             check_key(conversation_id, "conversation_id")
-        seqs = [row[2] for row in rows]
+        seqs = [row[1] for row in rows]
         params = {"conversations": conversations, "first": min(seqs), "last": max(seqs)}
 
         def work(connection: Connection) -> dict[str, set[int]]:
             held = set(map(tuple, self._held.rows(connection, params)))
-            kept = [row for row in rows if (row[0], row[2]) not in held] if held else rows
+            kept = [row for row in rows if (row[0], row[1]) not in held] if held else rows
             written: dict[str, set[int]] = {}
             for row in kept:
                 found = written.get(row[0])
                 if found is None:
                     found = written[row[0]] = set()
-                found.add(row[2])
-            copied = ((row[0], row[2], *row[4:]) for row in kept)
-            write_rows(connection, self.schema.messages, COPIED_ROW, copied)
+                found.add(row[1])
+            write_rows(connection, self.schema.messages, COPIED_ROW, kept)
             return written
 
         return self.db.run(work, atomic=True, savepoint=False)
@@ -248,23 +241,23 @@ class BucketBulkLoad:
         buckets: dict[str, list[Doc]] = {}
         seqs: dict[str, tuple[str, list[int]]] = {}
         size, doc_id_for_index = self.layout.size, self.layout.doc_id_for_index
-        current: tuple[str, int] | None = None
+        current, current_index = None, -1
         docs: list[Doc] = []
         loaded: list[int] = []
         for row in rows:
-            conversation_id, seq = row[0], row[2]
+            conversation_id, seq = row[0], row[1]
             index, position = divmod(seq - 1, size)  # BucketLayout.place
-            if (conversation_id, index) != current:  # rows come in key order
-                current = (conversation_id, index)
+            if index != current_index or conversation_id != current:  # rows in key order
+                current, current_index = conversation_id, index
                 check_key(conversation_id, "conversation_id")
                 check_seq(seq)
                 doc_id = doc_id_for_index(conversation_id, index)
                 if doc_id not in buckets:
                     buckets[doc_id], seqs[doc_id] = [_EMPTY_DOC] * size, (conversation_id, [])
                 docs, loaded = buckets[doc_id], seqs[doc_id][1]
-            usual = usual_message_fields(row, 4)
+            usual = usual_message_fields(row, START)
             if usual is None:
-                docs[position] = compact_row_doc(*row_slot_parts(row, 4))
+                docs[position] = compact_row_doc(*row_slot_parts(row, START))
             else:  # the usual message, encoded without decoding its extras
                 docs[position] = {"m": compact_usual(usual)}
             loaded.append(seq)

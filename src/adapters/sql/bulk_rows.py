@@ -49,7 +49,7 @@ _binary_types: dict[tuple[Table, tuple[str, ...]], list[str] | None] = {}
 
 
 def write_rows(
-    connection: Connection, table: Table, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
+    connection: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
 ) -> None:
     """Insert rows (values in the order of columns) into table by the engine's bulk path.
 
@@ -76,7 +76,7 @@ def write_rows(
 
 
 def _copy(
-    connection: Connection, table: Table, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
+    connection: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
 ) -> None:
     """``COPY … FROM STDIN`` of rows on the connection's psycopg connection."""
     names = ", ".join(f'"{name}"' for name in columns)

@@ -39,6 +39,7 @@ from imbucket.adapters.sql.bulk_load import RowBulkLoad
 from imbucket.adapters.sql.engine import Database
 from imbucket.adapters.sql.prepared import PreparedRows, row_binds
 from imbucket.adapters.sql.read_marks import Raised, aggregated, carried_rows, raising_read_seq
+from imbucket.adapters.sql.row_pages import ROW_FORM, RowPages, slots_of
 from imbucket.adapters.sql.row_reads import (
     DELETION,
     MESSAGE,
@@ -51,7 +52,7 @@ from imbucket.adapters.sql.row_reads import (
     row_slot,
     row_slots,
 )
-from imbucket.adapters.sql.row_scan import ROW_FORM, RowScan
+from imbucket.adapters.sql.row_scan import RowScan
 from imbucket.adapters.sql.schema import RowSchema, check_keys, ensure_schema, message_column
 from imbucket.adapters.sql.sizing import STATEMENT_OVERHEAD, batches, row_bytes, row_bytes_at_most
 from imbucket.adapters.sql.sizing import batches as batches_of
@@ -83,6 +84,7 @@ class SqlRowRepository:
         self._messages = schema.messages
         self._reads = Reads(schema, db)
         self._scan = RowScan(db, schema)
+        self._pages = RowPages(db, schema, self._scan)
         self._new_rows = PreparedRows(self._inserting, db.engine.dialect)
         db.limits()  # asked at open, so that no insert pays the round trip
 
@@ -348,9 +350,9 @@ class SqlRowRepository:
         """
         return self._scan.page(after, limit)
 
-    def scan_rows(self, after: str | None, limit: int) -> RowPage:
-        """``scan``'s page with its plain slots left as message rows (``RowScan.rows_page``)."""
-        return self._scan.rows_page(after, limit)
+    def scan_rows(self, after: str | None, limit: int, align: int = 1) -> RowPage:
+        """``scan``'s page with its plain slots left as message rows (``row_pages``)."""
+        return self._pages.page(after, limit, align)
 
     def stats(self) -> StoreStats:
         """Exact message and row counts, bytes from the engine's catalog."""
@@ -474,19 +476,21 @@ class SqlRowStore(SqlStore[RowSchema, dict[int, Slot]], RowMessageStore):
 
     row_form = ROW_FORM
 
-    def scan_rows(self, after: str | None, limit: int) -> RowPage:
+    def scan_rows(self, after: str | None, limit: int, align: int = 1) -> RowPage:
         """``scan``'s page with its plain slots as message rows; see ports.bulk_load.RowExport."""
-        return self.repository.scan_rows(after, limit)
+        return self.repository.scan_rows(after, limit, align)
 
     def slots_of(
         self, rows: Sequence[Sequence[Any]], skip: Mapping[str, set[int]] | None = None
     ) -> list[ScannedSlot]:
         """The slots of rows of this store's RowPage; see ports.bulk_load.RowExport."""
-        return RowScan.slots_of(rows, skip)
+        return slots_of(rows, skip)
 
     def loads_rows(self, form: str) -> bool:
         """Whether rows of form load as they are (sql-row's own); see ports.bulk_load.RowLoad."""
         return form == ROW_FORM
+
+    unit_seqs = 1  # a row holds one seq (ports.bulk_load.RowLoad)
 
     def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
         """sql-row's rows no table holds yet, as they are; see ports.bulk_load.RowLoad."""

@@ -12,7 +12,7 @@ keys, then every row of the key range they span.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -36,18 +36,13 @@ from imbucket.adapters.sql.row_reads import (
     MESSAGE,
     READER,
     ROW_COLUMNS,
-    row_holds_something,
-    row_message_count,
     row_slot,
     row_slots,
 )
 from imbucket.adapters.sql.schema import RowSchema
-from imbucket.domain.scan import RowPage, ScannedSlot, SlotPage, scanned_slot
+from imbucket.domain.scan import ScannedSlot, SlotPage, scanned_slot
 
 Key = tuple[str, int]
-# The form of the rows a RowPage of sql-row holds: scan rows (conversation_id, kind, seq,
-# user_id, *ROW_COLUMNS) of message rows, as the engine's driver returns them.
-ROW_FORM = "sql-row message rows"
 _KEY = itemgetter(0, 2)  # a scan row's (conversation_id, seq)
 
 
@@ -56,63 +51,15 @@ class RowScan:
 
     def __init__(self, db: Database, schema: RowSchema) -> None:
         self.db = db
-        self._heads = tuple(_heads(schema, (MESSAGE,), after=after) for after in (False, True))
+        self._heads = tuple(heads(schema, (MESSAGE,), after=after) for after in (False, True))
         self._tag_heads = tuple(
-            _heads(schema, (DELETION, READER), after=after) for after in (False, True)
+            heads(schema, (DELETION, READER), after=after) for after in (False, True)
         )
         self._key_pages = (_key_page(schema, after=False), _key_page(schema, after=True))
         self._spans = (_span(schema, after=False), _span(schema, after=True))
 
     def page(self, after: str | None, limit: int) -> SlotPage:
         """The page after cursor after (None: the first); see ``MessageStore.scan``."""
-        params, messages, cut = self._read(after, limit)
-        if cut is None:
-            return self._by_keys(params, limit)
-        rows, cursor = cut
-        scanned = _tagged_slots(rows) if rows is not messages else _untagged_slots(rows)
-        return SlotPage(tuple(scanned), cursor)
-
-    def rows_page(self, after: str | None, limit: int) -> RowPage:
-        """``page`` with the slots of plain keys left as their message rows (``RowExport``).
-
-        A key with deleter or early-reader rows is decoded, as is a page read by its keys.
-        """
-        params, messages, cut = self._read(after, limit)
-        if cut is None:
-            page = self._by_keys(params, limit)
-            ids = [item.conversation_id for item in page.slots]
-            return RowPage(ROW_FORM, (), page.slots, page.cursor, ids, _messages(page.slots))
-        rows, cursor = cut
-        tagged: list[Sequence[Any]] = []
-        if rows is not messages:
-            keys = {_KEY(row) for row in rows if row[1] != MESSAGE}
-            tagged = [row for row in rows if _KEY(row) in keys]
-            rows = [row for row in rows if row[1] == MESSAGE and _KEY(row) not in keys]
-        plain = [row for row in rows if row_holds_something(row, 4)]
-        slots = tuple(_tagged_slots(tagged)) if tagged else ()
-        ids = [row[0] for row in plain]
-        if slots:
-            keyed = [(row[0], row[2]) for row in plain]
-            ids = [conv for conv, _ in sorted(keyed + [(i.conversation_id, i.seq) for i in slots])]
-        count = row_message_count(plain, 4) + _messages(slots)
-        return RowPage(ROW_FORM, plain, slots, cursor, ids, count)
-
-    @staticmethod
-    def slots_of(
-        rows: Sequence[Sequence[Any]], skip: Mapping[str, set[int]] | None = None
-    ) -> list[ScannedSlot]:
-        """The slots of a RowPage's rows, but those at skip's seqs (``RowExport.slots_of``)."""
-        if skip:
-            rows = [row for row in rows if row[2] not in skip.get(row[0], ())]
-        return _untagged_slots(rows)
-
-    def _read(
-        self, after: str | None, limit: int
-    ) -> tuple[dict[str, Any], Sequence[Any], tuple[Sequence[Any], str | None] | None]:
-        """A page's parameters, its message rows, and its complete rows with its cursor.
-
-        The last is None when the page must be read by its keys (``page_cut``).
-        """
         start = None if after is None else tuple(json.loads(after))
         params: dict[str, Any] = {"limit": limit}
         if start is not None:
@@ -121,13 +68,17 @@ class RowScan:
         messages = self.db.fetch_raw(self._heads[shape], params)
         cut = page_cut(messages, self.db.fetch_raw(self._tag_heads[shape], params), limit)
         if cut is None:
-            return params, messages, None
+            return self.by_keys(params, limit)
         rows, last = cut
         cursor = None if last is None else json.dumps([last[0], int(last[1])])
-        return params, messages, (rows, cursor)
+        scanned = tagged_slots(rows) if rows is not messages else _untagged_slots(rows)
+        return SlotPage(tuple(scanned), cursor)
 
-    def _by_keys(self, params: dict[str, Any], limit: int) -> SlotPage:
-        """The page as its keys, then every row of the key range they span."""
+    def by_keys(self, params: dict[str, Any], limit: int) -> SlotPage:
+        """The page as its keys, then every row of the key range they span.
+
+        params: the page's (``limit``, and ``first_conversation``, ``first_seq`` after a cursor).
+        """
         after = "first_seq" in params
         keys = self.db.fetch_raw(self._key_pages[after], params)
         if not keys:
@@ -180,7 +131,7 @@ def scanned_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
     in one pass; one with deleter or reader rows is grouped by conversation for ``row_slots``.
     """
     if any(row[1] != MESSAGE for row in rows):
-        return _tagged_slots(rows)
+        return tagged_slots(rows)
     return _untagged_slots(rows)
 
 
@@ -196,12 +147,8 @@ def _untagged_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
     return scanned
 
 
-def _messages(slots: Sequence[ScannedSlot]) -> int:
-    return sum(1 for item in slots if item.slot.message is not None)
-
-
-def _tagged_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
-    """``scanned_slots`` of rows holding deleter or reader rows."""
+def tagged_slots(rows: Sequence[Sequence[Any]]) -> list[ScannedSlot]:
+    """``scanned_slots`` of rows holding deleter or reader rows (any order)."""
     by_conversation: dict[str, list[Sequence[Any]]] = {}
     for row in rows:
         found = by_conversation.get(row[0])
@@ -231,7 +178,7 @@ def _row_columns(table: Any, kind: int) -> list[Any]:
 _TABLES = ("messages", "deletions", "readers")  # by kind
 
 
-def _heads(
+def heads(
     schema: RowSchema, kinds: tuple[int, ...], *, after: bool
 ) -> Select[Any] | CompoundSelect[Any]:
     """The first bound ``limit`` rows of each table of kinds in key order, after the bound key.
