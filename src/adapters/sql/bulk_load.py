@@ -234,7 +234,7 @@ class BucketBulkLoad:
         return self._create(fitting, lambda doc_id: self._whole(buckets[doc_id]), seqs)
 
     def load_new_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, set[int]]:
-        """``load_new`` of sql-row's scan rows (``RowPage.rows``), built into compact buckets.
+        """``load_new`` of sql-row's RowPage rows (``COPIED_ROW``), built into compact buckets.
 
         Each row's slot is encoded from its columns (``compact_row_doc``), with no Slot built.
         """
