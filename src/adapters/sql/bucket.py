@@ -104,7 +104,7 @@ class SqlBucketRepository(BucketFills):
         self._spill = schema.spill
         self._views = _Views(schema, layout, _VIEW[db.kind], self._codec.key("del_list"))
         self._texts = PreparedTexts(db.engine.dialect)
-        self._fills: dict[tuple[Shape, str | None], str] = {}
+        self._fills: dict[tuple[Shape | int, str | None], str] = {}
         self._many_fills: dict[tuple[Shape, ...], str] = {}
         to_doc = self._codec.to_doc
         self._empty_texts = [json_text(to_doc(EMPTY_SLOT))] * layout.size

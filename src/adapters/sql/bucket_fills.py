@@ -46,7 +46,7 @@ class BucketFills(BucketTagWrites):
     layout: BucketLayout
     _texts: PreparedTexts
     _empty_texts: list[str]  # the JSON text of an empty slot, once per slot of a bucket
-    _fills: dict[tuple[Shape, str | None], str]
+    _fills: dict[tuple[Shape | int, str | None], str]
     _many_fills: dict[tuple[Shape, ...], str]
 
     def create_bucket(self, doc_id: str, slots: Mapping[int, Slot]) -> bool:
@@ -84,7 +84,7 @@ class BucketFills(BucketTagWrites):
             return self._write_docs(doc_id, docs)
         check_key(conversation_of(doc_id), "conversation_id")
         sql = self._fill_sql(tuple(docs), template)
-        params = {f"m{n}": doc for n, doc in enumerate(docs.values())}
+        params = self._fill_params(docs)
         found = self.db.fetch(self._texts.get(sql), {"doc_id": doc_id, "whole": whole, **params})
         return len(found) == 1
 
@@ -139,7 +139,7 @@ class BucketFills(BucketTagWrites):
         if len(parts) == 1:
             check_key(conversation_of(doc_id), "conversation_id")
             sql = self._fill_sql(tuple(parts[0]), None)
-            params = {f"m{n}": doc for n, doc in enumerate(parts[0].values())}
+            params = self._fill_params(parts[0])
             update = self._texts.get(sql)
             return self.db.write(update, {"doc_id": doc_id, **params}).rowcount == 1
         return self._all_or_nothing([self._filling(doc_id, part) for part in parts])
@@ -148,17 +148,23 @@ class BucketFills(BucketTagWrites):
         """The SQL filling the slots at indexes with ``:m0``, ``:m1``… iff all are free.
 
         template None: the UPDATE of ``write_messages``; else ``fill_or_create_sql``. Kept
-        per shape, so that a send builds no SQL text.
+        per shape, so that a send builds no SQL text. Where the engine takes bound paths,
+        the slots' paths are bound too (``_fill_params``): one statement per count of
+        slots, whichever they are, which the engine prepares once.
         """
-        key = (indexes, template)
+        bound = self._json.bound_field_sql is not None
+        key = (len(indexes) if bound else indexes, template)
         sql = self._fills.get(key)
         if sql is None:
-            changes, free, _ = self._filled(dict.fromkeys(indexes, ""))
+            if bound:
+                document, free = self._filled_at(len(indexes))
+            else:
+                changes, free, _ = self._filled(dict.fromkeys(indexes, ""))
+                document = self._json.set(changes)
             if template is None:
-                sql = self._update_sql_of(changes, free)
+                sql = self._update_document_sql(document, free)
             else:
                 where = all_of(["doc_id = :doc_id", *free])
-                document = self._json.set(changes)
                 sql = template.format(table=self._table, document=document, where=where)
             if len(self._fills) >= _MOST_FILLS:
                 self._fills.clear()
@@ -192,6 +198,30 @@ class BucketFills(BucketTagWrites):
     def _filling(self, doc_id: str, docs: Mapping[int, str]) -> TextClause:
         """UPDATE storing message JSON docs by slot index iff every one of those slots is free."""
         return self._updating(doc_id, *self._filled(docs))
+
+    def _filled_at(self, count: int) -> tuple[str, list[str]]:
+        """The document and conditions of a fill of count slots at bound paths.
+
+        Message n is ``:m<n>``, the path to its slot's message ``:m<n>m`` and to its purge
+        mark ``:m<n>p`` (``_fill_params``).
+        """
+        json = self._json
+        changes = [(f"m{n}m", json.value(f"m{n}")) for n in range(count)]
+        free = [
+            c for n in range(count) for c in (json.is_null_at(f"m{n}m"), json.is_false_at(f"m{n}p"))
+        ]
+        return json.set_at(changes), free
+
+    def _fill_params(self, docs: Mapping[int, str]) -> dict[str, Any]:
+        """The parameters of ``_fill_sql``'s statement for docs (message JSON by slot index)."""
+        params: dict[str, Any] = {}
+        bound = self._json.bound_field_sql is not None
+        for n, (index, doc) in enumerate(docs.items()):
+            params[f"m{n}"] = doc
+            if bound:
+                params[f"m{n}m"] = self._json.path_text(index, "msg")
+                params[f"m{n}p"] = self._json.path_text(index, "purged")
+        return params
 
     def _filled(
         self, docs: Mapping[int, str], prefix: str = "m"

@@ -287,6 +287,10 @@ class BucketTagWrites:
     def _update_sql_of(self, changes: Sequence[tuple[Path, str]], conditions: Sequence[str]) -> str:
         """The SQL of ``_update_sql``, for any bucket (bound as ``:doc_id``)."""
         document = self._json.set(changes) if changes else "msgs"
+        return self._update_document_sql(document, conditions)
+
+    def _update_document_sql(self, document: str, conditions: Sequence[str]) -> str:
+        """UPDATE of the bucket bound as ``:doc_id``: msgs becomes document where all hold."""
         where = all_of(["doc_id = :doc_id", *conditions])
         return f"UPDATE {self._table} SET msgs = {document} WHERE {where}"
 

@@ -55,6 +55,10 @@ class JsonSql:
     # One pass over the array: ``{cases}`` are ``WHEN <index> THEN <new slot>`` over ``s.slot``.
     rebuild_sql: str | None = None
     element_field_sql: str = ""  # ``{slot}`` with field ``{name}`` set to ``{value}``
+    # A field at the path text bound to ``{param}`` (``field_path_text``), so that one
+    # statement serves every slot; None where paths are literals only.
+    bound_field_sql: str | None = None
+    field_path_text: str = ""  # the path to field ``{name}`` of slot ``{index}``, as text
     keys: Mapping[str, str] = field(default_factory=dict)  # slot field -> stored key
     message_marker: str = "msg.seq"  # a path found once per stored message
     message_type: str = "object"  # the JSON type of a stored message
@@ -97,6 +101,20 @@ class JsonSql:
         """Condition: the field holds JSON false."""
         return self.false_sql.format(field=self.field(index, name))
 
+    def path_text(self, index: int, name: str) -> str:
+        """The path to a field of slot index, as the text a bound path holds."""
+        return self.field_path_text.format(index=index, name=self.key(name))
+
+    def is_null_at(self, param: str) -> str:
+        """Condition: the field at the path bound to param holds JSON null."""
+        assert self.bound_field_sql is not None
+        return self.null_sql.format(field=self.bound_field_sql.format(param=param))
+
+    def is_false_at(self, param: str) -> str:
+        """Condition: the field at the path bound to param holds JSON false."""
+        assert self.bound_field_sql is not None
+        return self.false_sql.format(field=self.bound_field_sql.format(param=param))
+
     def value(self, param: str) -> str:
         """The JSON text bound to param, as a JSON value."""
         return self.value_sql.format(param=param)
@@ -136,11 +154,18 @@ class JsonSql:
         """``msgs`` with each path replaced by its value expression."""
         if self.rebuild_sql is not None and len(changes) >= REBUILD_FROM:
             return self._rebuilt(changes)
+        return self._set([f"{self._path(path)}, {value}" for path, value in changes])
+
+    def set_at(self, changes: Sequence[tuple[str, str]]) -> str:
+        """``msgs`` with the path bound to each param replaced by its value expression."""
+        return self._set([f":{param}, {value}" for param, value in changes])
+
+    def _set(self, pairs: Sequence[str]) -> str:
+        """The set function over msgs, pairs_per_set "path, value" pairs a call."""
         document = "msgs"
         step = self.pairs_per_set
-        for start in range(0, len(changes), step):
-            pairs = ", ".join(f"{self._path(p)}, {v}" for p, v in changes[start : start + step])
-            document = f"{self.set_function}({document}, {pairs})"
+        for start in range(0, len(pairs), step):
+            document = f"{self.set_function}({document}, {', '.join(pairs[start : start + step])})"
         return document
 
     def array(self, items: Sequence[str]) -> str:
@@ -230,12 +255,14 @@ POSTGRES = JsonSql(
 _DOLLAR_PATHS: dict[str, Any] = {
     "slot_path_sql": "'$[{index}]'",
     "field_path_sql": "'$[{index}].{name}'",
+    "field_path_text": "$[{index}].{name}",
     "pairs_per_set": CHUNK,
 }
 
 MARIADB = JsonSql(
     slot_sql="JSON_EXTRACT(msgs, '$[{index}]')",
     field_sql="JSON_EXTRACT(msgs, '$[{index}].{name}')",
+    bound_field_sql="JSON_EXTRACT(msgs, :{param})",
     null_sql="COALESCE(JSON_TYPE({field}), 'NULL') = 'NULL'",
     false_sql="COALESCE({field}, 'false') = 'false'",
     value_sql="JSON_EXTRACT(:{param}, '$')",
@@ -261,6 +288,7 @@ MARIADB = JsonSql(
 SQLITE = JsonSql(
     slot_sql="(msgs -> '$[{index}]')",
     field_sql="(msgs -> '$[{index}].{name}')",
+    bound_field_sql="(msgs -> :{param})",
     null_sql="COALESCE(json_type({field}), 'null') = 'null'",
     false_sql="COALESCE(json_type({field}), 'false') = 'false'",
     value_sql="json(:{param})",
