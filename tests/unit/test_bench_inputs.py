@@ -151,3 +151,24 @@ def test_a_run_from_a_checkout_records_the_commit_that_ran() -> None:
         check=True,
     ).stdout.strip()
     assert runner.git_info().commit == head != ""
+
+
+def test_nothing_is_counted_while_unwatched_and_counting_resumes_after(tmp_path: Path) -> None:
+    from imbucket.app import open_service
+    from imbucket.bench.instrument.roundtrips import RoundTrips, unwatched, watch
+
+    url = f"sqlite:///{tmp_path / 'counted.sqlite'}"
+    with (
+        open_service({"store": {"backend": "sql-row", "url": url}}) as service,
+        watch(RoundTrips()) as trips,
+    ):
+        service.max_seq("sg_a")
+        counted = trips.snapshot().total
+        with unwatched():
+            service.max_seq("sg_a")
+            with watch(RoundTrips()) as inner:  # a counter opened inside counts alone
+                service.max_seq("sg_a")
+            assert inner.snapshot().total == counted
+        assert trips.snapshot().total == counted
+        service.max_seq("sg_a")
+        assert trips.snapshot().total == counted * 2 > 0

@@ -233,7 +233,7 @@ def watch(counter: RoundTrips) -> Iterator[RoundTrips]:
     """Count every driver round trip into counter while the block runs."""
     with _active_lock:
         if not _active:
-            _undo.extend(hook() for hook in (_watch_sqlalchemy, _watch_pymongo, _watch_redis))
+            _hook()
         _active.append(counter)
     try:
         yield counter
@@ -241,8 +241,36 @@ def watch(counter: RoundTrips) -> Iterator[RoundTrips]:
         with _active_lock:
             _active.remove(counter)
             if not _active:
-                while _undo:
-                    _undo.pop()()
+                _unhook()
+
+
+@contextmanager
+def unwatched() -> Iterator[None]:
+    """Nothing counted and no counting hook in place while the block runs, then as before.
+
+    For an arm timed against one the hooks never see (a raw DBAPI cursor): the counting's
+    own cost would be charged to the hooked arm alone.
+    """
+    with _active_lock:
+        watching = list(_active)
+        _active.clear()
+        _unhook()
+    try:
+        yield
+    finally:
+        with _active_lock:
+            if watching and not _active:
+                _hook()
+            _active[:0] = watching
+
+
+def _hook() -> None:
+    _undo.extend(hook() for hook in (_watch_sqlalchemy, _watch_pymongo, _watch_redis))
+
+
+def _unhook() -> None:
+    while _undo:
+        _undo.pop()()
 
 
 class EngineStatements:
