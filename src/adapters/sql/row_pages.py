@@ -29,7 +29,7 @@ from imbucket.adapters.sql.row_reads import (
 )
 from imbucket.adapters.sql.row_scan import RowScan, heads, tagged_slots
 from imbucket.adapters.sql.schema import RowSchema
-from imbucket.domain.scan import RowPage, ScannedSlot, scanned_slot
+from imbucket.domain.scan import RowPage, ScannedSlot, SlotPage, scanned_slot
 
 # The form of the rows of sql-row's RowPages, and their columns.
 ROW_FORM = "sql-row message rows"
@@ -60,12 +60,12 @@ class RowPages:
         tags = self.db.fetch_raw(self._tags[shape], params)
         if not tags:  # the usual page: message rows only, one per key, in order
             last = (messages[-1][0], messages[-1][1]) if len(messages) == limit else None
-            kept, _, last = aligned(messages, [], last, align)
+            kept, _, last = _aligned(messages, [], last, align)
             return _row_page(_plain(kept), (), last)
-        cut = lane_cut(messages, tags, limit)
+        cut = _cut(messages, tags, limit)
         if cut is None:
             return _decoded(self._scan.by_keys(params, limit))
-        kept, tagged, last = aligned(*cut, align)
+        kept, tagged, last = _aligned(*cut, align)
         keys = {(row[0], row[2]) for row in tagged}
         plain = [row for row in kept if (row[0], row[1]) not in keys]
         scan_rows = [_scan_row(row) for row in kept if (row[0], row[1]) in keys]
@@ -81,7 +81,7 @@ def slots_of(
     return [scanned_slot(row[0], row[1], row_slot(row[0], row[1], row, START)) for row in rows]
 
 
-def lane_cut(
+def _cut(
     messages: Sequence[Sequence[Any]], tags: Sequence[Sequence[Any]], limit: int
 ) -> tuple[Sequence[Any], list[Sequence[Any]], Key | None] | None:
     """``row_scan.page_cut`` of copied message rows and scan tag rows, kept apart.
@@ -115,7 +115,7 @@ def lane_cut(
     return kept, tagged, max(every)
 
 
-def aligned(
+def _aligned(
     kept: Sequence[Sequence[Any]], tagged: list[Sequence[Any]], last: Key | None, align: int
 ) -> tuple[Sequence[Any], list[Sequence[Any]], Key | None]:
     """A page's rows cut back to before the unit of align seqs its last key falls inside.
@@ -159,7 +159,7 @@ def _row_page(
     return RowPage(ROW_FORM, rows, slots, cursor, ids, messages)
 
 
-def _decoded(page: Any) -> RowPage:
+def _decoded(page: SlotPage) -> RowPage:
     """A scan page (``SlotPage``) as a RowPage of slots only."""
     ids = [item.conversation_id for item in page.slots]
     return RowPage(ROW_FORM, (), page.slots, page.cursor, ids, _messages(page.slots))
